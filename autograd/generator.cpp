@@ -1,0 +1,75 @@
+#include "generator.h"
+
+#include <cmath>
+#include <numbers>
+#include <type_traits>
+
+#include "dispatch.h"
+
+namespace ag {
+
+void Generator::manual_seed(std::uint64_t seed) {
+  engine_.seed(seed);
+  has_spare_normal_ = false;
+}
+
+double Generator::uniform() {
+  // 53 random bits scaled by 2^-53: exactly representable, in [0, 1).
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
+
+double Generator::normal() {
+  if (has_spare_normal_) {
+    has_spare_normal_ = false;
+    return spare_normal_;
+  }
+  // Box-Muller: for U1, U2 uniform on (0, 1], R = sqrt(-2 ln U1) and angle 2 pi U2 give two
+  // independent standard normals R cos, R sin. 1 - uniform() keeps U1 away from 0.
+  double u1 = 1.0 - uniform();
+  double u2 = uniform();
+  double r = std::sqrt(-2.0 * std::log(u1));
+  double theta = 2.0 * std::numbers::pi * u2;
+  spare_normal_ = r * std::sin(theta);
+  has_spare_normal_ = true;
+  return r * std::cos(theta);
+}
+
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
+void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+// draw(T{}) returns the next value as a T.
+template <class Draw>
+Tensor fill_random(const char* op, const Shape& shape, DType dtype, Draw draw) {
+  if (!is_floating(dtype)) throw_invalid(op, "draws float32 or float64 values, asked for {}", dtype_name(dtype));
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = draw(T{});
+  });
+  return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, Generator& generator, DType dtype) {
+  return fill_random("rand", shape, dtype, [&](auto tag) {
+    if constexpr (std::is_same_v<decltype(tag), float>)
+      return generator.uniform_float();
+    else
+      return generator.uniform();
+  });
+}
+
+Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
+  return fill_random("randn", shape, dtype, [&](auto tag) { return static_cast<decltype(tag)>(generator.normal()); });
+}
+
+Tensor rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }
+Tensor randn(const Shape& shape, DType dtype) { return randn(shape, default_generator(), dtype); }
+
+}  // namespace ag

@@ -1,0 +1,44 @@
+// Random numbers that are the same on every machine for the same seed.
+//
+// std::mt19937_64's output sequence is fixed by the C++ standard, but the std::*_distribution
+// classes are not (libstdc++ and libc++ give different normals), so the conversions to
+// uniform and normal values are written here.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "tensor.h"
+
+namespace ag {
+
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed = 0) { manual_seed(seed); }
+
+  void manual_seed(std::uint64_t seed);
+  std::uint64_t next_u64() { return engine_(); }
+  // Uniform in [0, 1), from the top 53 bits: every double in the grid is equally likely.
+  double uniform();
+  // The same for float32, from the top 24 bits (rounding a double could give exactly 1.0f).
+  float uniform_float() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
+  // Standard normal by the Box-Muller transform; the second value of each pair is kept.
+  double normal();
+
+ private:
+  std::mt19937_64 engine_;
+  bool has_spare_normal_ = false;
+  double spare_normal_ = 0.0;
+};
+
+// The generator used when none is passed.
+Generator& default_generator();
+void manual_seed(std::uint64_t seed);
+
+// Uniform in [0, 1) and standard normal, float32 or float64.
+Tensor rand(const Shape& shape, Generator& generator, DType dtype = kFloat32);
+Tensor randn(const Shape& shape, Generator& generator, DType dtype = kFloat32);
+Tensor rand(const Shape& shape, DType dtype = kFloat32);
+Tensor randn(const Shape& shape, DType dtype = kFloat32);
+
+}  // namespace ag

@@ -1,0 +1,48 @@
+// gradcheck: does an analytic gradient agree with finite differences?
+//
+// For a function f of tensors, gradcheck draws a fixed random tensor g shaped like f's output
+// and checks the gradient of the scalar L = sum(f(inputs) * g) with respect to every input
+// that requires grad, element by element, against the central difference
+//
+//     dL/dx_i  ~  (L(x + eps e_i) - L(x - eps e_i)) / (2 eps)
+//
+// in float64 (float32 inputs are copied to float64 first; f must accept them). Weighting the
+// output by a random g instead of summing it checks every output element's contribution, with
+// no cancellation between them, at the cost of one backward pass.
+//
+//   auto f = [](const std::vector<ag::Tensor>& in) { return in[0].matmul(in[1]).tanh(); };
+//   ag::GradcheckResult r = ag::gradcheck(f, {x, w});
+//   if (!r) fmt::print("{}\n", r.report);
+//
+// In GoogleTest, <attograd/testing.h> turns the result into an assertion with the report.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace ag {
+
+struct GradcheckOptions {
+  double eps = 1e-6;   // finite-difference step
+  double atol = 1e-5;  // an element passes when |analytic - numeric| <= atol + rtol * |numeric|
+  double rtol = 1e-3;
+  std::uint64_t seed = 0;  // for the output weights g
+  int max_reported = 5;    // mismatches listed in the report
+};
+
+struct GradcheckResult {
+  bool passed = false;
+  std::string report;  // on failure: input, element, analytic, numeric, errors
+  explicit operator bool() const { return passed; }
+};
+
+using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
+
+GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options = {});
+
+}  // namespace ag

@@ -1,0 +1,20 @@
+// Live-object counters, for tests and benchmarks that check memory stays flat: after a
+// training step has run once, every later step must end with the same numbers.
+#pragma once
+
+#include <cstdint>
+
+namespace ag {
+
+struct MemoryStats {
+  std::int64_t live_storages = 0;  // data buffers
+  std::int64_t live_bytes = 0;     // bytes in those buffers
+  std::int64_t peak_bytes = 0;     // the most live_bytes has been since start (or reset)
+  std::int64_t live_tensors = 0;   // TensorImpl objects
+  std::int64_t live_nodes = 0;     // graph nodes
+};
+
+MemoryStats memory_stats();
+void reset_peak_bytes();
+
+}  // namespace ag

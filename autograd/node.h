@@ -1,0 +1,73 @@
+// The graph: one Node per op call that involved a tensor requiring grad.
+//
+// A Node knows where its inputs came from (next_edges) and how to turn the gradient of its
+// output into gradients of its inputs (backward). It is the micrograd idea: the backward
+// closure is written right next to the forward, in the op's own function, and captures
+// exactly the tensors it needs (its "saved tensors").
+//
+//        x (leaf) ─┐
+//                  ├─ mul ── y ── sum ── loss
+//        w (leaf) ─┘
+//
+// loss.grad_fn() is the `sum` node; its edge leads to the `mul` node, whose two edges lead to
+// the leaves x and w, where gradients accumulate into .grad().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace ag {
+
+// Where one input's gradient goes: to the node that produced the input, or, for a leaf that
+// requires grad, straight into that leaf's .grad(). Both empty: no gradient needed.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  Shape shape;  // the input's shape and dtype, to check what backward returns
+  DType dtype = kFloat32;
+
+  bool needs_grad() const { return node || leaf; }
+};
+
+// backward(grad_output, needs_input_grad) returns one gradient per input, in input order.
+// A gradient may be left undefined when needs_input_grad[i] is false (saves the work) or when
+// the input is not differentiable (an index or a mask).
+using BackwardFn =
+    std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs_input_grad)>;
+
+class Node {
+ public:
+  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  bool released() const { return !backward_; }
+
+  // Runs the op's backward and checks each returned gradient's shape and dtype.
+  std::vector<Tensor> apply(const Tensor& grad_output) const;
+  // Frees the saved tensors (the closure); a later backward through this node is an error.
+  void release() { backward_ = nullptr; }
+
+ private:
+  std::string name_;
+  std::vector<Edge> next_edges_;
+  BackwardFn backward_;
+};
+
+// Makes `output` the result of op `name` on `inputs`. When grad mode is on and some input
+// requires grad, attaches a Node holding `backward`; otherwise returns `output` untouched and
+// `backward` (with whatever it captured) is dropped at once. Every op ends with this call, and
+// user code can call it too to define a new differentiable op.
+Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward);
+
+// Runs reverse-mode differentiation from `root` (see Tensor::backward).
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+}  // namespace ag

@@ -1,0 +1,306 @@
+#include "tensor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "dispatch.h"
+#include "error.h"
+#include "grad_mode.h"
+#include "memory.h"
+#include "node.h"
+
+namespace ag {
+
+// --- memory accounting ---------------------------------------------------------------------
+
+namespace {
+std::atomic<std::int64_t> g_live_storages{0};
+std::atomic<std::int64_t> g_live_bytes{0};
+std::atomic<std::int64_t> g_peak_bytes{0};
+std::atomic<std::int64_t> g_live_tensors{0};
+}  // namespace
+
+std::atomic<std::int64_t> g_live_nodes{0};  // counted in engine.cpp
+
+MemoryStats memory_stats() {
+  return {g_live_storages.load(), g_live_bytes.load(), g_peak_bytes.load(), g_live_tensors.load(), g_live_nodes.load()};
+}
+
+void reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }
+
+Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
+  constexpr std::size_t kAlign = 64;
+  // aligned_alloc wants a size that is a multiple of the alignment, and never 0.
+  std::size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
+  data_ = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+  if (data_ == nullptr) throw std::bad_alloc();
+  ++g_live_storages;
+  auto live = g_live_bytes += static_cast<std::int64_t>(nbytes);
+  auto peak = g_peak_bytes.load();
+  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live)) {
+  }
+}
+
+Storage::~Storage() {
+  std::free(data_);
+  --g_live_storages;
+  g_live_bytes -= static_cast<std::int64_t>(nbytes_);
+}
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage_, Shape shape_, DType dtype_)
+    : storage(std::move(storage_)), shape(std::move(shape_)), dtype(dtype_) {
+  ++g_live_tensors;
+}
+
+TensorImpl::~TensorImpl() { --g_live_tensors; }
+
+// --- shapes --------------------------------------------------------------------------------
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::int64_t shape_numel(const Shape& shape, std::string_view op) {
+  std::int64_t n = 1;
+  for (auto s : shape) {
+    if (s < 0) throw_invalid(op, "shape {} has a negative size", shape_str(shape));
+    if (s != 0 && n > std::numeric_limits<std::int64_t>::max() / s)
+      throw_invalid(op, "shape {} has more elements than int64 can count", shape_str(shape));
+    n *= s;
+  }
+  return n;
+}
+
+// --- metadata ------------------------------------------------------------------------------
+
+const TensorImpl& Tensor::checked(const char* what) const {
+  if (!impl_) throw_invalid(what, "called on an undefined tensor");
+  return *impl_;
+}
+
+const Shape& Tensor::shape() const { return checked("shape").shape; }
+
+std::int64_t Tensor::size(std::int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
+
+std::int64_t Tensor::numel() const { return shape_numel(shape()); }
+
+DType Tensor::dtype() const { return checked("dtype").dtype; }
+
+const void* Tensor::raw_data() const { return checked("data").storage->data(); }
+void* Tensor::raw_data() { return impl_->storage->data(); }
+
+template <class T>
+T* Tensor::data_ptr() {
+  const auto& impl = checked("data_ptr");
+  if (impl.dtype != dtype_of<T>())
+    throw_invalid("data_ptr", "tensor has dtype {}, asked for {}", dtype_name(impl.dtype), dtype_name(dtype_of<T>()));
+  return static_cast<T*>(impl_->storage->data());
+}
+
+template <class T>
+const T* Tensor::data_ptr() const {
+  return const_cast<Tensor*>(this)->data_ptr<T>();
+}
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1)
+    throw_invalid("item", "needs a tensor with one element, got shape {} ({} elements)", shape_str(shape()), numel());
+  return data_ptr<T>()[0];
+}
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw_invalid("item", "needs a tensor with one element, got shape {} ({} elements)", shape_str(shape()), numel());
+  return dispatch_all(dtype(), [&](auto tag) { return static_cast<double>(data_ptr<decltype(tag)>()[0]); });
+}
+
+template <class T>
+T Tensor::at(std::initializer_list<std::int64_t> index) const {
+  const Shape& s = shape();
+  if (index.size() != s.size())
+    throw_invalid("at", "index has {} entries but the tensor has shape {}", index.size(), shape_str(s));
+  std::int64_t offset = 0;
+  std::size_t d = 0;
+  for (auto i : index) {
+    if (i < -s[d] || i >= s[d])
+      throw_invalid("at", "index {} is out of range for dim {} of size {} (shape {})", i, d, s[d], shape_str(s));
+    offset = offset * s[d] + (i < 0 ? i + s[d] : i);
+    ++d;
+  }
+  return data_ptr<T>()[offset];
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const T* p = data_ptr<T>();
+  return std::vector<T>(p, p + numel());
+}
+
+// NOLINTNEXTLINE(bugprone-macro-parentheses): T is a type name
+#define AG_INSTANTIATE_ACCESS(T)                                       \
+  template T* Tensor::data_ptr<T>();                                   \
+  template const T* Tensor::data_ptr<T>() const;                       \
+  template T Tensor::item<T>() const;                                  \
+  template T Tensor::at<T>(std::initializer_list<std::int64_t>) const; \
+  template std::vector<T> Tensor::to_vector<T>() const;
+AG_INSTANTIATE_ACCESS(float)
+AG_INSTANTIATE_ACCESS(double)
+AG_INSTANTIATE_ACCESS(std::int64_t)
+AG_INSTANTIATE_ACCESS(bool)
+#undef AG_INSTANTIATE_ACCESS
+
+// --- conversion ----------------------------------------------------------------------------
+
+namespace {
+// Element-by-element static_cast from one dtype to another.
+void convert(const Tensor& from, Tensor& to) {
+  dispatch_all(from.dtype(), [&](auto src_tag) {
+    using S = decltype(src_tag);
+    const S* src = from.data_ptr<S>();
+    dispatch_all(to.dtype(), [&](auto dst_tag) {
+      using D = decltype(dst_tag);
+      D* dst = to.data_ptr<D>();
+      for (std::int64_t i = 0, n = from.numel(); i < n; ++i) dst[i] = static_cast<D>(src[i]);
+    });
+  });
+}
+}  // namespace
+
+Tensor Tensor::to(DType target) const {
+  Tensor out = empty(shape(), target);
+  convert(*this, out);
+  if (!is_floating(target) || !is_floating(dtype())) return out;
+  // y = cast(x):  dx = cast_back(dy)
+  DType source = dtype();
+  return record("to", out, {*this},
+                [source](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy.to(source)}; });
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  std::memcpy(out.raw_data(), raw_data(), static_cast<std::size_t>(numel()) * dtype_size(dtype()));
+  if (!is_floating(dtype())) return out;
+  // y = x:  dx = dy
+  return record("clone", out, {*this},
+                [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy}; });
+}
+
+// --- autograd state ------------------------------------------------------------------------
+
+bool Tensor::requires_grad() const { return checked("requires_grad").requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  const auto& impl = checked("requires_grad_");
+  if (requires_grad && !is_floating(impl.dtype))
+    throw_invalid("requires_grad_", "only float32 and float64 tensors can require grad, got {} with shape {}",
+                  dtype_name(impl.dtype), shape_str(impl.shape));
+  if (impl.grad_fn)
+    throw_invalid("requires_grad_",
+                  "tensor with shape {} was computed by '{}' and is not a leaf; call detach() first to make a "
+                  "new leaf",
+                  shape_str(impl.shape), impl.grad_fn->name());
+  impl_->requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return checked("is_leaf").grad_fn == nullptr; }
+
+Tensor Tensor::grad() const {
+  const auto& impl = checked("grad");
+  return impl.grad ? Tensor(impl.grad) : Tensor();
+}
+
+void Tensor::zero_grad() {
+  checked("zero_grad");
+  impl_->grad.reset();
+}
+
+std::shared_ptr<Node> Tensor::grad_fn() const { return checked("grad_fn").grad_fn; }
+
+Tensor Tensor::detach() const {
+  const auto& impl = checked("detach");
+  return Tensor(std::make_shared<TensorImpl>(impl.storage, impl.shape, impl.dtype));
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  checked("backward");
+  run_backward(*this, gradient, retain_graph);
+}
+
+// --- construction --------------------------------------------------------------------------
+
+Tensor empty(const Shape& shape, DType dtype) {
+  auto n = static_cast<std::size_t>(shape_numel(shape, "empty"));
+  if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype))
+    throw_invalid("empty", "shape {} is too large to allocate", shape_str(shape));
+  auto storage = std::make_shared<Storage>(n * dtype_size(dtype));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, dtype));
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    std::fill(p, p + t.numel(), static_cast<T>(value));
+  });
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0.0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw_invalid("arange", "needs finite start, end and a non-zero step, got start={} end={} step={}", start, end,
+                  step);
+  double count = std::ceil((end - start) / step);
+  auto n = static_cast<std::int64_t>(std::max(0.0, count));
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+Tensor arange(std::int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  auto n = shape_numel(shape, "from_vector");
+  if (static_cast<std::int64_t>(values.size()) != n)
+    throw_invalid("from_vector", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
+  Tensor t = empty(shape, dtype_of<T>());
+  std::copy(values.begin(), values.end(), t.data_ptr<T>());
+  return t;
+}
+
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&);
+template Tensor from_vector<std::int64_t>(const std::vector<std::int64_t>&, const Shape&);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&);
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  auto n = shape_numel(shape, "tensor");
+  if (static_cast<std::int64_t>(values.size()) != n)
+    throw_invalid("tensor", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+
+}  // namespace ag

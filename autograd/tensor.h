@@ -1,0 +1,168 @@
+// ag::Tensor: an n-dimensional array that remembers how it was computed.
+//
+// A Tensor is a cheap handle (a shared pointer) to a TensorImpl. Copying a Tensor copies the
+// handle, not the numbers. Storage is always contiguous and row-major: element (i, j) of a
+// [R, C] tensor sits at offset i * C + j.
+//
+// Autograd state lives next to the data:
+//   requires_grad  whether gradients should flow to this tensor
+//   grad           the accumulated gradient (leaves only), same shape and dtype
+//   grad_fn        the graph node that produced this tensor (null for leaves)
+//
+// The graph points from outputs to inputs only (output -> node -> inputs' nodes), so there are
+// no reference cycles: dropping the last handle to a loss frees the whole graph behind it.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+
+namespace ag {
+
+using Shape = std::vector<std::int64_t>;
+
+// "[2, 3]": how shapes appear in every message.
+std::string shape_str(const Shape& shape);
+// Product of the sizes; throws if a size is negative or the product overflows int64.
+std::int64_t shape_numel(const Shape& shape, std::string_view op = "tensor");
+
+// A block of bytes, 64-byte aligned (so BLAS and vector loops get aligned rows).
+class Storage {
+ public:
+  explicit Storage(std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_;
+  std::size_t nbytes_;
+};
+
+class Node;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  DType dtype = kFloat32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // leaves only
+  std::shared_ptr<Node> grad_fn;     // null for leaves and for tensors made without grad
+
+  TensorImpl(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+};
+
+enum class GeluApproximation { None, Tanh };
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor: no data; defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // --- metadata -------------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
+  std::int64_t size(std::int64_t dim) const;  // negative dims count from the end
+  std::int64_t numel() const;
+  DType dtype() const;
+
+  // --- element access (the dtype must match T) --------------------------------------------
+  template <class T>
+  T* data_ptr();
+  template <class T>
+  const T* data_ptr() const;
+  template <class T>
+  T item() const;       // the single element of a one-element tensor
+  double item() const;  // the same, converted to double
+  template <class T>
+  T at(std::initializer_list<std::int64_t> index) const;
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // A copy with another dtype. Between float32 and float64 the gradient flows back (cast
+  // back to the source dtype); to int64 or bool the result is cut from the graph.
+  Tensor to(DType dtype) const;
+  Tensor clone() const;  // a copy of the data, differentiable
+
+  // --- autograd ---------------------------------------------------------------------------
+  bool requires_grad() const;
+  // Marks a leaf as a parameter to differentiate with respect to. Float dtypes only.
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool is_leaf() const;
+  Tensor grad() const;  // undefined until a backward pass reaches this leaf
+  void zero_grad();     // forgets the accumulated gradient
+  std::shared_ptr<Node> grad_fn() const;
+  // Same data, cut from the graph: no grad_fn, requires_grad false.
+  Tensor detach() const;
+  // Reverse-mode differentiation from this tensor. Without `gradient` the tensor must hold
+  // one element (a loss); with it, `gradient` is dL/d(this) and has this tensor's shape.
+  // The graph's saved tensors are freed afterwards unless `retain_graph` is true.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+
+  // --- ops: thin methods over the free functions in ops/ ----------------------------------
+  Tensor operator-() const;
+  Tensor pow(double exponent) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor relu() const;
+  Tensor gelu(GeluApproximation approximate = GeluApproximation::None) const;
+  Tensor sum() const;
+  Tensor sum(std::int64_t dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(std::int64_t dim, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor max(std::int64_t dim, bool keepdim = false) const;
+  Tensor reshape(Shape shape) const;
+  Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  Tensor permute(std::vector<std::int64_t> dims) const;
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end) const;
+  Tensor unsqueeze(std::int64_t dim) const;
+  Tensor squeeze(std::int64_t dim) const;
+  Tensor broadcast_to(const Shape& shape) const;
+  Tensor matmul(const Tensor& other) const;
+
+  // --- low level --------------------------------------------------------------------------
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  const void* raw_data() const;
+  void* raw_data();
+
+ private:
+  const TensorImpl& checked(const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// --- construction -----------------------------------------------------------------------
+// A tensor with uninitialised values (kernels fill it before anyone reads it).
+Tensor empty(const Shape& shape, DType dtype = kFloat32);
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+Tensor ones(const Shape& shape, DType dtype = kFloat32);
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+// A 0-d tensor (shape []) holding one value.
+Tensor scalar(double value, DType dtype = kFloat32);
+// start, start + step, ... up to but excluding end.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
+Tensor arange(std::int64_t end, DType dtype = kInt64);
+// Copies `values` into a tensor of `shape`; the dtype follows T (float, double, int64_t, bool).
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+// Converts `values` to `dtype`: handy for literals, tensor({1, 2, 3, 4}, {2, 2}).
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = kFloat32);
+
+}  // namespace ag

@@ -1,0 +1,25 @@
+// attograd: a from-scratch reverse-mode autograd, for learning how attention is computed,
+// differentiated and trained. One include brings in the whole library:
+//
+//   #include <attograd/attograd.h>
+//
+//   ag::Tensor x = ag::randn({2, 3}).requires_grad_();
+//   ag::Tensor loss = (x * x).sum();
+//   loss.backward();          // x.grad() is now 2 * x
+//
+// GoogleTest helpers live in <attograd/testing.h>, included separately.
+#pragma once
+
+#include "autograd/dtype.h"
+#include "autograd/format.h"
+#include "autograd/generator.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/node.h"
+#include "autograd/tensor.h"
+#include "ops/binary.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
