@@ -1,0 +1,196 @@
+// Binary arithmetic with broadcasting.
+//
+// Broadcasting copies an input along some dims, so by the chain rule the gradient of that
+// input is the sum of the output's gradient over those same dims: sum_to undoes the shape
+// that broadcast_to made (docs/autograd.md derives it).
+//
+//   a: shape A, b: shape B, y: shape S = broadcast(A, B).   dy: S;  da: A;  db: B.
+#include "binary.h"
+
+#include <algorithm>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/node.h"
+
+namespace ag {
+
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {  // i counts from the right
+    std::int64_t sa = i < a.size() ? a[a.size() - 1 - i] : 1;
+    std::int64_t sb = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (sa != sb && sa != 1 && sb != 1)
+      throw_invalid(op,
+                    "shapes {} and {} cannot be broadcast: sizes {} and {} in dim {} from the right differ "
+                    "and neither is 1",
+                    shape_str(a), shape_str(b), sa, sb, i);
+    out[out.size() - 1 - i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+namespace {
+
+// Strides for reading a tensor of shape `in` as if it had the (larger) shape `out`: 0 along
+// dims that broadcasting adds or stretches, so every output position maps to an input element.
+std::vector<std::int64_t> broadcast_strides(const Shape& in, const Shape& out) {
+  std::vector<std::int64_t> strides(out.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    std::size_t d_in = in.size() - 1 - i, d_out = out.size() - 1 - i;
+    if (in[d_in] != 1) strides[d_out] = stride;
+    stride *= in[d_in];
+  }
+  return strides;
+}
+
+// Calls f(out_offset, a_offset, b_offset) for every element of `out_shape`, in order, where
+// a and b are read through broadcast strides. An odometer over all dims but the last.
+template <class F>
+void for_each_broadcast(const Shape& out_shape, const std::vector<std::int64_t>& sa,
+                        const std::vector<std::int64_t>& sb, F&& f) {
+  std::int64_t total = shape_numel(out_shape);
+  if (total == 0) return;
+  if (out_shape.empty()) {
+    f(0, 0, 0);
+    return;
+  }
+  std::size_t rank = out_shape.size();
+  std::int64_t inner = out_shape[rank - 1], ia_step = sa[rank - 1], ib_step = sb[rank - 1];
+  std::vector<std::int64_t> counter(rank, 0);
+  std::int64_t ia = 0, ib = 0;
+  for (std::int64_t o = 0; o < total; o += inner) {
+    for (std::int64_t j = 0; j < inner; ++j) f(o + j, ia + j * ia_step, ib + j * ib_step);
+    for (std::size_t d = rank - 1; d-- > 0;) {  // advance the odometer over dims rank-2 .. 0
+      ia += sa[d];
+      ib += sb[d];
+      if (++counter[d] < out_shape[d]) break;
+      ia -= sa[d] * out_shape[d];
+      ib -= sb[d] * out_shape[d];
+      counter[d] = 0;
+    }
+  }
+}
+
+// y = op(a, b) elementwise over the broadcast shape.
+template <class F>
+Tensor broadcast_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
+  check_same_floating(op, a, b);
+  Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  Tensor y = empty(shape, a.dtype());
+  dispatch_floating(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data_ptr<T>();
+    const T* pb = b.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    if (a.shape() == b.shape()) {  // the common case, one flat loop
+      for (std::int64_t i = 0, n = y.numel(); i < n; ++i) py[i] = f(pa[i], pb[i]);
+      return;
+    }
+    for_each_broadcast(shape, broadcast_strides(a.shape(), shape), broadcast_strides(b.shape(), shape),
+                       [&](std::int64_t o, std::int64_t ia, std::int64_t ib) { py[o] = f(pa[ia], pb[ib]); });
+  });
+  return y;
+}
+
+}  // namespace
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  check_floating("broadcast_to", x);
+  if (x.shape().size() > shape.size() || broadcast_shapes("broadcast_to", x.shape(), shape) != shape)
+    throw_invalid("broadcast_to", "cannot broadcast shape {} to {}", shape_str(x.shape()), shape_str(shape));
+  Tensor y = empty(shape, x.dtype());
+  dispatch_floating(x.dtype(), "broadcast_to", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    auto sx = broadcast_strides(x.shape(), shape);
+    for_each_broadcast(shape, sx, sx, [&](std::int64_t o, std::int64_t ix, std::int64_t) { py[o] = px[ix]; });
+  });
+  // y[o] = x[map(o)]:  dx[i] = sum of dy[o] over every o with map(o) = i
+  Shape x_shape = x.shape();
+  return record("broadcast_to", y, {x}, [x_shape](const Tensor& dy, const std::vector<bool>&) {
+    return std::vector<Tensor>{sum_to(dy, x_shape)};
+  });
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  check_floating("sum_to", g);
+  if (g.shape() == shape) return g;
+  if (shape.size() > g.shape().size() || broadcast_shapes("sum_to", shape, g.shape()) != g.shape())
+    throw_invalid("sum_to", "cannot sum shape {} down to {}", shape_str(g.shape()), shape_str(shape));
+  Tensor y = zeros(shape, g.dtype());
+  dispatch_floating(g.dtype(), "sum_to", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = g.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    auto sy = broadcast_strides(shape, g.shape());
+    for_each_broadcast(g.shape(), sy, sy, [&](std::int64_t o, std::int64_t iy, std::int64_t) { py[iy] += pg[o]; });
+  });
+  // The adjoint of broadcast_to: dg = broadcast_to(dy, g.shape())
+  Shape g_shape = g.shape();
+  return record("sum_to", y, {g}, [g_shape](const Tensor& dy, const std::vector<bool>&) {
+    return std::vector<Tensor>{broadcast_to(dy, g_shape)};
+  });
+}
+
+// y = a + b        da = sum_to(dy)          db = sum_to(dy)
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = broadcast_kernel("add", a, b, [](auto u, auto v) { return u + v; });
+  return record("add", y, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
+    return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
+  });
+}
+
+// y = a - b        da = sum_to(dy)          db = -sum_to(dy)
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = broadcast_kernel("sub", a, b, [](auto u, auto v) { return u - v; });
+  return record("sub", y, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
+    return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
+  });
+}
+
+// y = a * b        da = sum_to(dy * b)      db = sum_to(dy * a)
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = broadcast_kernel("mul", a, b, [](auto u, auto v) { return u * v; });
+  return record("mul", y, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& dy, const std::vector<bool>& need) {
+    return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
+                               need[1] ? sum_to(dy * a, b.shape()) : Tensor()};
+  });
+}
+
+// y = a / b        da = sum_to(dy / b)      db = sum_to(-dy * a / b^2) = sum_to(-dy * y / b)
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
+  return record("div", y, {a, b},
+                [b = b.detach(), y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
+                  return std::vector<Tensor>{need[0] ? sum_to(dy / b, sa) : Tensor(),
+                                             need[1] ? sum_to(-(dy * y) / b, b.shape()) : Tensor()};
+                });
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+
+namespace {
+// A number as a 0-d tensor matching `like`'s dtype (float ops check `like` themselves).
+Tensor number_like(const char* op, double v, const Tensor& like) {
+  check_floating(op, like);
+  return scalar(v, like.dtype());
+}
+}  // namespace
+
+Tensor operator+(const Tensor& a, double b) { return add(a, number_like("add", b, a)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, number_like("sub", b, a)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, number_like("mul", b, a)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, number_like("div", b, a)); }
+Tensor operator+(double a, const Tensor& b) { return add(number_like("add", a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(number_like("sub", a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(number_like("mul", a, b), b); }
+Tensor operator/(double a, const Tensor& b) { return div(number_like("div", a, b), b); }
+
+Tensor Tensor::broadcast_to(const Shape& shape) const { return ag::broadcast_to(*this, shape); }
+
+}  // namespace ag

@@ -1,0 +1,142 @@
+// Each op below is one line of forward math, f, and one line of its derivative, f', written
+// in terms of either the input x or the output y, whichever is cheaper; only that one tensor is
+// saved for backward. unary_op does the rest: the forward loop, and a backward that computes
+// dx = dy * f'(saved).
+//
+//   x: any shape, float32 or float64.   y, dy, dx: the shape of x.
+#include "elementwise.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/node.h"
+
+namespace ag {
+
+namespace {
+
+enum class Saves { Input, Output };
+
+template <class F, class DF>
+Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
+  check_floating(op, x);
+  Tensor y = empty_like(x);
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = f(px[i]);
+  });
+  // The saved tensor shares the caller's buffer: no copy.
+  Tensor saved = saves == Saves::Input ? x.detach() : y.detach();
+  return record(op, y, {x}, [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
+    Tensor dx = empty_like(saved);
+    dispatch_floating(saved.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const T* ps = saved.data_ptr<T>();
+      const T* pdy = dy.data_ptr<T>();
+      T* pdx = dx.data_ptr<T>();
+      for (std::int64_t i = 0, n = saved.numel(); i < n; ++i) pdx[i] = pdy[i] * df(ps[i]);
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace
+
+// y = -x                 dy/dx = -1
+Tensor neg(const Tensor& x) {
+  return unary_op(
+      "neg", x, Saves::Input, [](auto v) { return -v; }, [](auto v) { return decltype(v)(-1); });
+}
+
+// y = x^p                dy/dx = p x^(p-1)
+Tensor pow(const Tensor& x, double p) {
+  return unary_op(
+      "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
+      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1.0)); });
+}
+
+// y = e^x                dy/dx = e^x = y
+Tensor exp(const Tensor& x) {
+  return unary_op(
+      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; });
+}
+
+// y = ln x               dy/dx = 1 / x        (x < 0 gives NaN and x = 0 gives -inf, as IEEE does)
+Tensor log(const Tensor& x) {
+  return unary_op(
+      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; });
+}
+
+// y = sqrt(x)            dy/dx = 1 / (2 sqrt(x)) = 1 / (2y)
+Tensor sqrt(const Tensor& x) {
+  return unary_op(
+      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); }, [](auto y) { return 1 / (2 * y); });
+}
+
+// y = tanh x             dy/dx = 1 - tanh^2 x = 1 - y^2
+Tensor tanh(const Tensor& x) {
+  return unary_op(
+      "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); }, [](auto y) { return 1 - y * y; });
+}
+
+// y = 1 / (1 + e^-x)     dy/dx = e^-x / (1 + e^-x)^2 = y (1 - y)
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(
+      "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); }, [](auto y) { return y * (1 - y); });
+}
+
+// y = max(x, 0)          dy/dx = 1 if x > 0 else 0   (at the kink x = 0 we take 0, as PyTorch does;
+//                                                      NaN passes through, also as PyTorch does)
+Tensor relu(const Tensor& x) {
+  return unary_op(
+      "relu", x, Saves::Input, [](auto v) { return v < 0 ? decltype(v)(0) : v; },
+      [](auto v) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
+}
+
+// Exact:  y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2
+//         dy/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi)   (product rule; Phi' = phi)
+// Tanh:   y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
+//         dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// Both are computed in double and rounded once to the tensor's type.
+constexpr double kInvSqrt2 = 1.0 / std::numbers::sqrt2;
+constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;   // 1 / sqrt(2 pi)
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
+constexpr double kCubic = 0.044715;
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::None) {
+    return unary_op(
+        "gelu", x, Saves::Input,
+        [](auto v) { return static_cast<decltype(v)>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2))); },
+        [](auto v) {
+          double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));
+          double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);
+          return static_cast<decltype(v)>(cdf + v * pdf);
+        });
+  }
+  return unary_op(
+      "gelu_tanh", x, Saves::Input,
+      [](auto v) {
+        double u = kSqrt2OverPi * (v + kCubic * v * v * v);
+        return static_cast<decltype(v)>(0.5 * v * (1.0 + std::tanh(u)));
+      },
+      [](auto v) {
+        double t = std::tanh(kSqrt2OverPi * (v + kCubic * v * v * v));
+        double du = kSqrt2OverPi * (1.0 + 3.0 * kCubic * v * v);
+        return static_cast<decltype(v)>(0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
+      });
+}
+
+Tensor Tensor::operator-() const { return neg(*this); }
+Tensor Tensor::pow(double exponent) const { return ag::pow(*this, exponent); }
+Tensor Tensor::exp() const { return ag::exp(*this); }
+Tensor Tensor::log() const { return ag::log(*this); }
+Tensor Tensor::sqrt() const { return ag::sqrt(*this); }
+Tensor Tensor::tanh() const { return ag::tanh(*this); }
+Tensor Tensor::relu() const { return ag::relu(*this); }
+Tensor Tensor::gelu(GeluApproximation approximate) const { return ag::gelu(*this, approximate); }
+
+}  // namespace ag

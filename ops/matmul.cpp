@@ -1,0 +1,134 @@
+// C = A B, for each matrix in a (broadcast) batch.
+//
+//   A: [..., M, K]   B: [..., K, N]   C, dC: [..., M, N]
+//
+//   dA = dC B^T      (dC_mn depends on A_mk with weight B_kn: dA_mk = sum_n dC_mn B_kn)
+//   dB = A^T dC      (likewise dB_kn = sum_m A_mk dC_mn)
+//
+// then summed over batch dims that broadcasting stretched (docs/autograd.md). BLAS reads a
+// matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied.
+#include "matmul.h"
+
+#include <cblas.h>
+
+#include <climits>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/node.h"
+#include "binary.h"
+#include "shape.h"
+
+namespace ag {
+
+namespace {
+
+// One row-major GEMM: C[M, N] = op(A) op(B), op = transpose when the flag says so. `lda` and
+// `ldb` are the row lengths of A and B as stored.
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
+              lda, b, ldb, 0.0f, c, n);
+}
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
+          double* c) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a,
+              lda, b, ldb, 0.0, c, n);
+}
+
+int blas_int(std::int64_t v, const Tensor& a, const Tensor& b) {
+  if (v > INT_MAX)
+    throw_invalid("matmul", "shapes {} and {}: a matrix dim of {} exceeds what BLAS can index", shape_str(a.shape()),
+                  shape_str(b.shape()), v);
+  return static_cast<int>(v);
+}
+
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+// Which of an operand's own batch entries (batch dims `own`) entry i of the broadcast batch
+// `batch` reads: coordinates along dims where `own` has size 1 (or lacks the dim) are dropped.
+std::int64_t broadcast_entry(std::int64_t i, const Shape& batch, const Shape& own) {
+  std::int64_t entry = 0, stride = 1;
+  for (std::size_t r = 0; r < batch.size(); ++r) {  // r counts dims from the right
+    std::int64_t size = batch[batch.size() - 1 - r];
+    std::int64_t coord = i % size;
+    i /= size;
+    if (r >= own.size()) continue;
+    std::int64_t own_size = own[own.size() - 1 - r];
+    if (own_size != 1) entry += coord * stride;
+    stride *= own_size;
+  }
+  return entry;
+}
+
+// op(a) @ op(b) over broadcast batch dims, where op transposes the last two dims when asked.
+Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+  const Shape &sa = a.shape(), &sb = b.shape();
+  std::int64_t ra = sa[sa.size() - 2], ca = sa.back(), rb = sb[sb.size() - 2], cb = sb.back();
+  std::int64_t m = trans_a ? ca : ra, k = trans_a ? ra : ca, n = trans_b ? rb : cb;
+  Shape batch = broadcast_shapes("matmul", batch_of(sa), batch_of(sb));
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor c = empty(out_shape, a.dtype());
+  std::int64_t batch_count = shape_numel(batch);
+  if (c.numel() == 0) return c;
+  if (k == 0) return zeros(out_shape, a.dtype());
+
+  dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data_ptr<T>();
+    const T* pb = b.data_ptr<T>();
+    T* pc = c.data_ptr<T>();
+    int lda = blas_int(ca, a, b), ldb = blas_int(cb, a, b), in = blas_int(n, a, b), ik = blas_int(k, a, b);
+    // B is one matrix shared by the whole batch and A is not transposed: A's rows stack into one
+    // tall matrix [batch * M, K], and one GEMM does it all (the Linear-layer case).
+    if (sb.size() == 2 && !trans_a) {
+      gemm(false, trans_b, blas_int(batch_count * m, a, b), in, ik, pa, lda, pb, ldb, pc);
+      return;
+    }
+    // Otherwise one GEMM per batch entry; a broadcast operand is re-read through its offset.
+    Shape batch_a = batch_of(sa), batch_b = batch_of(sb);
+    for (std::int64_t i = 0; i < batch_count; ++i) {
+      std::int64_t oa = broadcast_entry(i, batch, batch_a) * ra * ca;
+      std::int64_t ob = broadcast_entry(i, batch, batch_b) * rb * cb;
+      gemm(trans_a, trans_b, blas_int(m, a, b), in, ik, pa + oa, lda, pb + ob, ldb, pc + i * m * n);
+    }
+  });
+  return c;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_same_floating("matmul", a, b);
+  if (a.dim() < 2 || b.dim() < 2)
+    throw_invalid("matmul", "shapes {} and {}: both need at least 2 dims (unsqueeze a vector first)",
+                  shape_str(a.shape()), shape_str(b.shape()));
+  if (a.shape().back() != b.shape()[b.shape().size() - 2])
+    throw_invalid("matmul", "shapes {} and {}: inner dimensions {} and {} differ", shape_str(a.shape()),
+                  shape_str(b.shape()), a.shape().back(), b.shape()[b.shape().size() - 2]);
+  try {
+    broadcast_shapes("matmul", batch_of(a.shape()), batch_of(b.shape()));
+  } catch (const std::invalid_argument&) {
+    throw_invalid("matmul", "shapes {} and {}: batch dims {} and {} cannot be broadcast", shape_str(a.shape()),
+                  shape_str(b.shape()), shape_str(batch_of(a.shape())), shape_str(batch_of(b.shape())));
+  }
+  Tensor c = batched_gemm(a, false, b, false);
+  return record("matmul", c, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& dc, const std::vector<bool>& need) {
+    Tensor da, db;
+    // dA = dC B^T, summed over batch dims A was broadcast along
+    if (need[0]) da = sum_to(batched_gemm(dc, false, b, true), a.shape());
+    // dB = A^T dC. When B is one [K, N] matrix shared by a batch of A's, the batch sum is a single
+    // GEMM over the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K].
+    if (need[1] && b.dim() == 2) {
+      std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
+      db = batched_gemm(a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false);
+    } else if (need[1]) {
+      db = sum_to(batched_gemm(a, true, dc, false), b.shape());
+    }
+    return std::vector<Tensor>{da, db};
+  });
+}
+
+Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, other); }
+
+}  // namespace ag

@@ -1,0 +1,167 @@
+// Reductions over one dim. A tensor of shape [..., n, ...] is viewed as [outer, n, inner]:
+// outer = product of the sizes before `dim`, inner = product after it, so element (o, k, i)
+// sits at offset (o * n + k) * inner + i. Reducing over k leaves [outer, inner].
+//
+// Reducing over all elements is the same with outer = inner = 1 and n = numel.
+//
+//   x: [..., n, ...]   y, dy: x's shape without dim n (or with size 1 there, keepdim)
+#include "reduce.h"
+
+#include <cmath>
+#include <limits>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/grad_mode.h"
+#include "../autograd/node.h"
+#include "binary.h"
+#include "shape.h"
+
+namespace ag {
+
+namespace {
+
+struct Layout {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  Shape kept;     // x's shape with size 1 at dim: the keepdim result
+  Shape reduced;  // x's shape without dim
+};
+
+Layout layout_of(const char* op, const Tensor& x, std::int64_t dim) {
+  Layout l;
+  const Shape& s = x.shape();
+  auto d = static_cast<std::size_t>(normalize_dim(op, dim, x.dim()));
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i < d) l.outer *= s[i];
+    if (i > d) l.inner *= s[i];
+    l.kept.push_back(i == d ? 1 : s[i]);
+    if (i != d) l.reduced.push_back(s[i]);
+  }
+  l.n = s[d];
+  return l;
+}
+
+Layout layout_of_all(const Tensor& x) {
+  Layout l;
+  l.n = x.numel();
+  return l;  // kept and reduced are both [] : a 0-d result
+}
+
+// y[o, i] = sum_k x[o, k, i]   (accumulated in double)
+Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape& out_shape) {
+  Tensor y = empty(out_shape, x.dtype());
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i) {
+        double acc = 0.0;
+        for (std::int64_t k = 0; k < l.n; ++k) acc += px[(o * l.n + k) * l.inner + i];
+        py[o * l.inner + i] = static_cast<T>(acc);
+      }
+  });
+  return y;
+}
+
+// y = sum_k x_k:     dx_k = dy   (dy copied back along the reduced dim)
+// y = mean_k x_k:    dx_k = dy / n
+Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdim, bool is_mean) {
+  check_floating(op, x);
+  Tensor y = sum_kernel(op, x, l, keepdim ? l.kept : l.reduced);
+  if (is_mean) {
+    if (l.n == 0) throw_invalid(op, "mean over an empty dim (shape {})", shape_str(x.shape()));
+    NoGradGuard no_grad;  // y is a fresh result, the division is part of this op's forward
+    y = y / static_cast<double>(l.n);
+  }
+  return record(op, y, {x}, [l, is_mean, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+    Tensor dx = broadcast_to(dy.reshape(l.kept), x_shape);
+    return std::vector<Tensor>{is_mean ? dx / static_cast<double>(l.n) : dx};
+  });
+}
+
+// y[o, i] = x[o, k*, i] with k* = argmax_k:   dx[o, k*, i] = dy[o, i], zero elsewhere
+Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, Tensor* indices) {
+  check_floating(op, x);
+  if (l.n == 0) throw_invalid(op, "max over an empty dim (shape {}) has no value", shape_str(x.shape()));
+  const Shape& out_shape = keepdim ? l.kept : l.reduced;
+  Tensor y = empty(out_shape, x.dtype());
+  Tensor argmax = empty(out_shape, kInt64);
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    auto* pi = argmax.data_ptr<std::int64_t>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i) {
+        std::int64_t best = 0;
+        T best_value = px[o * l.n * l.inner + i];
+        for (std::int64_t k = 1; k < l.n; ++k) {
+          T v = px[(o * l.n + k) * l.inner + i];
+          if (v > best_value || (std::isnan(v) && !std::isnan(best_value))) {  // NaN wins, as in PyTorch
+            best = k;
+            best_value = v;
+          }
+        }
+        py[o * l.inner + i] = best_value;
+        pi[o * l.inner + i] = best;
+      }
+  });
+  if (indices) *indices = argmax;
+  // Saved for backward: the winning index of each output (int64, one per output element).
+  return record(op, y, {x}, [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+    Tensor dx = zeros(x_shape, dy.dtype());
+    dispatch_floating(dy.dtype(), "max", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pdy = dy.data_ptr<T>();
+      const auto* pi = argmax.data_ptr<std::int64_t>();
+      T* pdx = dx.data_ptr<T>();
+      for (std::int64_t o = 0; o < l.outer; ++o)
+        for (std::int64_t i = 0; i < l.inner; ++i)
+          pdx[(o * l.n + pi[o * l.inner + i]) * l.inner + i] = pdy[o * l.inner + i];
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) {
+  check_floating("sum", x);
+  return sum_or_mean("sum", x, layout_of_all(x), false, false);
+}
+Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("sum", x);
+  return sum_or_mean("sum", x, layout_of("sum", x, dim), keepdim, false);
+}
+Tensor mean(const Tensor& x) {
+  check_floating("mean", x);
+  return sum_or_mean("mean", x, layout_of_all(x), false, true);
+}
+Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("mean", x);
+  return sum_or_mean("mean", x, layout_of("mean", x, dim), keepdim, true);
+}
+Tensor max(const Tensor& x) {
+  check_floating("max", x);
+  return max_impl("max", x, layout_of_all(x), false, nullptr);
+}
+Tensor max(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("max", x);
+  return max_impl("max", x, layout_of("max", x, dim), keepdim, nullptr);
+}
+Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("argmax", x);
+  Tensor indices;
+  NoGradGuard no_grad;
+  max_impl("argmax", x, layout_of("argmax", x, dim), keepdim, &indices);
+  return indices;
+}
+
+Tensor Tensor::sum() const { return ag::sum(*this); }
+Tensor Tensor::sum(std::int64_t dim, bool keepdim) const { return ag::sum(*this, dim, keepdim); }
+Tensor Tensor::mean() const { return ag::mean(*this); }
+Tensor Tensor::mean(std::int64_t dim, bool keepdim) const { return ag::mean(*this, dim, keepdim); }
+Tensor Tensor::max() const { return ag::max(*this); }
+Tensor Tensor::max(std::int64_t dim, bool keepdim) const { return ag::max(*this, dim, keepdim); }
+
+}  // namespace ag

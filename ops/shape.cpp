@@ -1,0 +1,259 @@
+// Shape ops. Each one's backward moves the gradient back the way the forward moved the data:
+// reshape back, permute by the inverse permutation, scatter a slice into zeros, slice a cat.
+#include "shape.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/node.h"
+
+namespace ag {
+
+namespace {
+
+// x viewed as [outer, n, inner] around `dim` (see ops/reduce.cpp).
+struct Around {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+Around around(const Shape& s, std::size_t dim) {
+  Around a;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i < dim) a.outer *= s[i];
+    if (i > dim) a.inner *= s[i];
+  }
+  a.n = s[dim];
+  return a;
+}
+
+// Copies `count` elements of any dtype (elements are moved, never computed).
+void copy_elements(void* dst, const void* src, std::int64_t count, DType dtype) {
+  std::memcpy(dst, src, static_cast<std::size_t>(count) * dtype_size(dtype));
+}
+
+char* bytes(Tensor& t, std::int64_t element) {
+  return static_cast<char*>(t.raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
+}
+const char* bytes(const Tensor& t, std::int64_t element) {
+  return static_cast<const char*>(t.raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
+}
+
+// dst[o, dst_begin + j*dst_step, :] = src[o, src_begin + j*src_step, :] for j < count, viewing
+// both around `dim`: the one loop behind slice, its backward, and cat.
+void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, const Tensor& src, std::int64_t src_begin,
+                std::int64_t src_step, std::int64_t count, std::size_t dim) {
+  Around d = around(dst.shape(), dim), s = around(src.shape(), dim);
+  for (std::int64_t o = 0; o < d.outer; ++o)
+    for (std::int64_t j = 0; j < count; ++j)
+      copy_elements(bytes(dst, (o * d.n + dst_begin + j * dst_step) * d.inner),
+                    bytes(src, (o * s.n + src_begin + j * src_step) * s.inner), d.inner, dst.dtype());
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, Shape shape) {
+  check_defined("reshape", x);
+  std::int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw_invalid("reshape", "shape {} has more than one -1", shape_str(shape));
+      infer = static_cast<std::int64_t>(i);
+    } else if (shape[i] < 0) {
+      throw_invalid("reshape", "shape {} has a negative size", shape_str(shape));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.numel() % known != 0)
+      throw_invalid("reshape", "cannot infer the -1 in {} for {} elements (shape {})", shape_str(shape), x.numel(),
+                    shape_str(x.shape()));
+    shape[static_cast<std::size_t>(infer)] = x.numel() / known;
+  }
+  if (shape_numel(shape, "reshape") != x.numel())
+    throw_invalid("reshape", "cannot reshape {} ({} elements) to {} ({} elements)", shape_str(x.shape()), x.numel(),
+                  shape_str(shape), shape_numel(shape));
+  Tensor y(std::make_shared<TensorImpl>(x.impl()->storage, shape, x.dtype()));
+  // y = x viewed as another shape:  dx = dy viewed as x's shape
+  return record("reshape", y, {x}, [x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+    return std::vector<Tensor>{reshape(dy, x_shape)};
+  });
+}
+
+Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
+  check_defined("permute", x);
+  const Shape& s = x.shape();
+  std::size_t rank = s.size();
+  if (dims.size() != rank)
+    throw_invalid("permute", "got {} dims {} for a tensor of shape {}", dims.size(), shape_str(dims), shape_str(s));
+  std::vector<bool> seen(rank, false);
+  for (auto& d : dims) {
+    d = normalize_dim("permute", d, static_cast<std::int64_t>(rank));
+    if (seen[static_cast<std::size_t>(d)])
+      throw_invalid("permute", "dims {} repeat dim {}: not a permutation", shape_str(dims), d);
+    seen[static_cast<std::size_t>(d)] = true;
+  }
+  Shape out_shape(rank);
+  std::vector<std::int64_t> in_strides(rank), src_stride(rank);
+  for (std::size_t i = rank, stride = 1; i-- > 0;) {
+    in_strides[i] = static_cast<std::int64_t>(stride);
+    stride *= static_cast<std::size_t>(s[i]);
+  }
+  for (std::size_t i = 0; i < rank; ++i) {
+    out_shape[i] = s[static_cast<std::size_t>(dims[i])];
+    src_stride[i] = in_strides[static_cast<std::size_t>(dims[i])];  // moving along y's dim i moves x by this
+  }
+  Tensor y = empty(out_shape, x.dtype());
+  std::int64_t total = y.numel();
+  dispatch_all(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = static_cast<const T*>(x.raw_data());
+    T* py = static_cast<T*>(y.raw_data());
+    std::vector<std::int64_t> counter(rank, 0);
+    std::int64_t src = 0;
+    for (std::int64_t o = 0; o < total; ++o) {  // odometer over y's index, tracking x's offset
+      py[o] = px[src];
+      for (std::size_t d = rank; d-- > 0;) {
+        src += src_stride[d];
+        if (++counter[d] < out_shape[d]) break;
+        src -= src_stride[d] * out_shape[d];
+        counter[d] = 0;
+      }
+    }
+  });
+  // y = x with dims reordered by p:  dx = dy reordered by the inverse of p
+  std::vector<std::int64_t> inverse(rank);
+  for (std::size_t i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);
+  return record("permute", y, {x}, [inverse](const Tensor& dy, const std::vector<bool>&) {
+    return std::vector<Tensor>{permute(dy, inverse)};
+  });
+}
+
+Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
+  check_defined("transpose", x);
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(x.dim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[static_cast<std::size_t>(normalize_dim("transpose", dim0, x.dim()))],
+            dims[static_cast<std::size_t>(normalize_dim("transpose", dim1, x.dim()))]);
+  return permute(x, dims);
+}
+
+Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step) {
+  check_defined("slice", x);
+  auto d = static_cast<std::size_t>(normalize_dim("slice", dim, x.dim()));
+  std::int64_t size = x.shape()[d];
+  if (step <= 0) throw_invalid("slice", "step must be positive, got {}", step);
+  std::int64_t b = start < 0 ? start + size : start, e = end < 0 ? end + size : end;
+  if (b < 0 || e > size || b > e)
+    throw_invalid("slice", "range [{}, {}) is out of bounds for dim {} of size {} (shape {})", start, end, d, size,
+                  shape_str(x.shape()));
+  Shape out_shape = x.shape();
+  out_shape[d] = (e - b + step - 1) / step;
+  Tensor y = empty(out_shape, x.dtype());
+  // y[o, j, i] = x[o, b + j*step, i]
+  copy_along(y, 0, 1, x, b, step, out_shape[d], d);
+  // dx = zeros with dy scattered back into the sliced positions
+  return record("slice", y, {x}, [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
+    Tensor dx = zeros(x_shape, dy.dtype());
+    copy_along(dx, b, step, dy, 0, 1, dy.shape()[d], d);
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  if (tensors.empty()) throw_invalid("cat", "needs at least one tensor");
+  const Tensor& first = tensors[0];
+  check_defined("cat", first);
+  auto d = static_cast<std::size_t>(normalize_dim("cat", dim, first.dim()));
+  Shape out_shape = first.shape();
+  out_shape[d] = 0;
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = tensors[k];
+    check_defined("cat", t);
+    bool same_rest = t.dim() == first.dim();
+    for (std::size_t i = 0; same_rest && i < out_shape.size(); ++i)
+      same_rest = i == d || t.shape()[i] == first.shape()[i];
+    if (!same_rest)
+      throw_invalid("cat", "tensor {} has shape {} but tensor 0 has shape {}: all sizes but dim {} must agree", k,
+                    shape_str(t.shape()), shape_str(first.shape()), d);
+    if (t.dtype() != first.dtype())
+      throw_invalid("cat", "tensor {} is {} but tensor 0 is {}", k, dtype_name(t.dtype()), dtype_name(first.dtype()));
+    out_shape[d] += t.shape()[d];
+  }
+  Tensor y = empty(out_shape, first.dtype());
+  std::vector<std::int64_t> offsets;  // where each input starts along dim
+  std::int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    offsets.push_back(offset);
+    copy_along(y, offset, 1, t, 0, 1, t.shape()[d], d);
+    offset += t.shape()[d];
+  }
+  // y = [x_0; x_1; ...] along dim:  dx_k = the slice of dy where x_k was placed
+  return record("cat", y, tensors, [offsets, d](const Tensor& dy, const std::vector<bool>& need) {
+    std::vector<Tensor> dx(offsets.size());
+    for (std::size_t k = 0; k < offsets.size(); ++k) {
+      std::int64_t end = k + 1 < offsets.size() ? offsets[k + 1] : dy.shape()[d];
+      if (need[k]) dx[k] = slice(dy, static_cast<std::int64_t>(d), offsets[k], end);
+    }
+    return dx;
+  });
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {
+  check_defined("split", x);
+  auto d = normalize_dim("split", dim, x.dim());
+  std::int64_t total = 0;
+  for (auto s : sizes) {
+    if (s < 0) throw_invalid("split", "sizes {} include a negative size", shape_str(sizes));
+    total += s;
+  }
+  if (total != x.size(d))
+    throw_invalid("split", "sizes {} add up to {}, but dim {} of shape {} has size {}", shape_str(sizes), total, d,
+                  shape_str(x.shape()), x.size(d));
+  std::vector<Tensor> pieces;
+  std::int64_t start = 0;
+  for (auto s : sizes) {  // each piece is a slice, with the slice's backward
+    pieces.push_back(slice(x, d, start, start + s));
+    start += s;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim) {
+  check_defined("split", x);
+  if (split_size <= 0) throw_invalid("split", "split_size must be positive, got {}", split_size);
+  std::int64_t n = x.size(normalize_dim("split", dim, x.dim()));
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t start = 0; start < n; start += split_size) sizes.push_back(std::min(split_size, n - start));
+  if (n == 0) sizes.push_back(0);  // an empty dim splits into one empty piece
+  return split(x, sizes, dim);
+}
+
+Tensor unsqueeze(const Tensor& x, std::int64_t dim) {
+  check_defined("unsqueeze", x);
+  std::int64_t d = normalize_dim("unsqueeze", dim, x.dim() + 1);  // one past the last is allowed
+  Shape s = x.shape();
+  s.insert(s.begin() + d, 1);
+  return reshape(x, s);
+}
+
+Tensor squeeze(const Tensor& x, std::int64_t dim) {
+  check_defined("squeeze", x);
+  auto d = static_cast<std::size_t>(normalize_dim("squeeze", dim, x.dim()));
+  if (x.shape()[d] != 1)
+    throw_invalid("squeeze", "dim {} of shape {} has size {}, not 1", d, shape_str(x.shape()), x.shape()[d]);
+  Shape s = x.shape();
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(d));
+  return reshape(x, s);
+}
+
+Tensor Tensor::reshape(Shape shape) const { return ag::reshape(*this, std::move(shape)); }
+Tensor Tensor::transpose(std::int64_t dim0, std::int64_t dim1) const { return ag::transpose(*this, dim0, dim1); }
+Tensor Tensor::permute(std::vector<std::int64_t> dims) const { return ag::permute(*this, std::move(dims)); }
+Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t end) const {
+  return ag::slice(*this, dim, start, end);
+}
+Tensor Tensor::unsqueeze(std::int64_t dim) const { return ag::unsqueeze(*this, dim); }
+Tensor Tensor::squeeze(std::int64_t dim) const { return ag::squeeze(*this, dim); }
+
+}  // namespace ag
