@@ -1,0 +1,217 @@
+// Checks autograd/engine.cpp: ordering, accumulation, graph release, grad mode, memory.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::throws_with;
+
+TEST(Engine, ChainRuleThroughAnExpression) {
+  // L = sum(tanh(x * w + b));  dL/dx = (1 - tanh^2(u)) w, dL/dw = (1 - tanh^2(u)) x, dL/db = sum of (1 - tanh^2(u))
+  Tensor x = tensor({0.5, -1.0}, {2}, kFloat64).requires_grad_();
+  Tensor w = tensor({2.0, 0.25}, {2}, kFloat64).requires_grad_();
+  Tensor b = scalar(0.1, kFloat64).requires_grad_();
+  (x * w + b).tanh().sum().backward();
+  double s0 = 1 - std::pow(std::tanh(0.5 * 2.0 + 0.1), 2), s1 = 1 - std::pow(std::tanh(-1.0 * 0.25 + 0.1), 2);
+  EXPECT_TRUE(all_close(x.grad(), {s0 * 2.0, s1 * 0.25}, 1e-15));
+  EXPECT_TRUE(all_close(w.grad(), {s0 * 0.5, s1 * -1.0}, 1e-15));
+  EXPECT_TRUE(all_close(b.grad(), {s0 + s1}, 1e-15));
+}
+
+TEST(Engine, TensorUsedTwiceAccumulates) {
+  // y = x * x: both edges lead to x, so dy/dx = x + x = 2x.
+  Tensor x = tensor({3.0}, {1}, kFloat64).requires_grad_();
+  (x * x).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {6.0}, 0));
+}
+
+TEST(Engine, DiamondGraphRunsEachNodeOnce) {
+  // a = 2x; L = a*a + a  => dL/dx = (2a + 1) * 2. The node for `a` must wait for both consumers.
+  Tensor x = tensor({1.5}, {1}, kFloat64).requires_grad_();
+  Tensor a = x * 2.0;
+  (a * a + a).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {(2 * 3.0 + 1) * 2}, 0));
+}
+
+TEST(Engine, GradientsAccumulateUntilZeroGrad) {
+  Tensor x = tensor({1.0, 2.0}, {2}, kFloat64).requires_grad_();
+  (x * 3.0).sum().backward();
+  (x * 3.0).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {6, 6}, 0));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+  (x * 3.0).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {3, 3}, 0));
+}
+
+TEST(Engine, ExplicitUpstreamGradient) {
+  Tensor x = tensor({1, 2, 3}, {3}, kFloat64).requires_grad_();
+  Tensor y = x * x;  // not a scalar
+  y.backward(tensor({1, 0, -1}, {3}, kFloat64));
+  EXPECT_TRUE(all_close(x.grad(), {2, 0, -6}, 0));
+}
+
+TEST(Engine, BackwardOnALeaf) {
+  Tensor x = tensor({4.0}, {1}, kFloat64).requires_grad_();
+  x.backward();
+  EXPECT_TRUE(all_close(x.grad(), {1.0}, 0));
+}
+
+TEST(Engine, GraphIsReleasedUnlessRetained) {
+  Tensor x = tensor({2.0}, {1}, kFloat64).requires_grad_();
+  Tensor loss = (x * x).sum();
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  loss.backward();  // allowed: the first call kept the graph
+  EXPECT_TRUE(all_close(x.grad(), {8.0}, 0));
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { loss.backward(); }, "backward: the graph through 'sum' was already freed by an earlier backward()"));
+  EXPECT_TRUE(all_close(x.grad(), {8.0}, 0));  // the failed call changed nothing
+}
+
+TEST(Engine, GradientFromOneConsumerIsNotCopied) {
+  // The first gradient to reach a leaf becomes its .grad() buffer when nothing else holds it;
+  // one that is shared (here: the user's own upstream gradient) is copied, never aliased.
+  Tensor x = ones({3}, kFloat64).requires_grad_();
+  Tensor upstream = ones({3}, kFloat64);
+  (x * 1.0).backward(upstream);
+  EXPECT_NE(x.grad().raw_data(), upstream.raw_data());
+  x.grad().data_ptr<double>()[0] = 5;
+  EXPECT_EQ(upstream.at<double>({0}), 1.0);
+}
+
+TEST(Engine, MisuseErrors) {
+  Tensor x = ones({2, 3}, kFloat64).requires_grad_();
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { (x * 2.0).backward(); },
+      "backward: output has shape [2, 3] (6 elements); backward() without a gradient needs a one-element tensor"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        (x * 2.0).backward(ones({3, 2}, kFloat64));
+      },
+      "backward: gradient is float64 with shape [3, 2], but the output is float64 with shape [2, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { ones({1}).backward(); },
+                                                 "backward: tensor with shape [1] does not require grad"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { (x * 2.0).requires_grad_(); },
+      "requires_grad_: tensor with shape [2, 3] was computed by 'mul' and is not a leaf"));
+}
+
+TEST(Engine, NoGradGuardRecordsNothing) {
+  Tensor x = ones({2}, kFloat64).requires_grad_();
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(is_grad_enabled());
+    Tensor y = x * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    { NoGradGuard nested; }
+    EXPECT_FALSE(is_grad_enabled());  // the inner guard restores "off", not "on"
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  EXPECT_TRUE((x * 2.0).requires_grad());
+}
+
+TEST(Engine, DetachStopsGradient) {
+  Tensor x = tensor({3.0}, {1}, kFloat64).requires_grad_();
+  // L = x * detach(x): only the first factor carries gradient, so dL/dx = detach(x) = 3.
+  (x * x.detach()).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {3.0}, 0));
+}
+
+TEST(Engine, DeepGraphDoesNotOverflowTheStack) {
+  // 300,000 chained ops: a recursive traversal, or a recursive chain of node destructors when
+  // the graph is dropped, would overflow the call stack.
+  std::int64_t nodes_before = memory_stats().live_nodes;
+  Tensor x = tensor({1.0}, {1}, kFloat64).requires_grad_();
+  {
+    Tensor y = x;
+    for (int i = 0; i < 300000; ++i) y = y * 1.0;
+    y.sum().backward(Tensor(), /*retain_graph=*/true);
+    EXPECT_TRUE(all_close(x.grad(), {1.0}, 0));
+  }  // dropping y frees the whole chain here
+  EXPECT_EQ(memory_stats().live_nodes, nodes_before);
+  // And a graph that was never run backward through.
+  {
+    Tensor y = x;
+    for (int i = 0; i < 300000; ++i) y = y.exp().log();
+  }
+  EXPECT_EQ(memory_stats().live_nodes, nodes_before);
+}
+
+TEST(Engine, DroppingTheLossFreesTheGraph) {
+  MemoryStats before = memory_stats();
+  {
+    Tensor w = ones({3, 3}, kFloat64).requires_grad_();
+    Tensor loss = (w.matmul(w).tanh() * w).sum();
+    EXPECT_GT(memory_stats().live_nodes, before.live_nodes);
+  }
+  // No reference cycles: every node and buffer is gone with the last handle.
+  MemoryStats after = memory_stats();
+  EXPECT_EQ(after.live_nodes, before.live_nodes);
+  EXPECT_EQ(after.live_tensors, before.live_tensors);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+}
+
+TEST(Engine, TenThousandStepsHoldMemoryFlat) {
+  // A training-style loop: forward, backward, update under NoGradGuard, zero_grad.
+  Generator gen(3);
+  Tensor w = (randn({8, 8}, gen, kFloat32) * 0.1).detach().requires_grad_();
+  Tensor x = randn({4, 8}, gen, kFloat32);
+  auto step = [&] {
+    Tensor loss = (x.matmul(w).tanh() - 0.5).pow(2.0).mean();
+    loss.backward();
+    NoGradGuard no_grad;
+    float* pw = w.data_ptr<float>();
+    const float* g = w.grad().data_ptr<float>();
+    for (std::int64_t i = 0; i < w.numel(); ++i) pw[i] -= 0.01f * g[i];
+    w.zero_grad();
+  };
+  step();
+  MemoryStats start = memory_stats();
+  for (int i = 0; i < 10000; ++i) step();
+  MemoryStats end = memory_stats();
+  EXPECT_EQ(end.live_bytes, start.live_bytes);
+  EXPECT_EQ(end.live_tensors, start.live_tensors);
+  EXPECT_EQ(end.live_nodes, start.live_nodes);
+  EXPECT_EQ(end.live_storages, start.live_storages);
+}
+
+TEST(Engine, SavedTensorsAreReleasedAfterBackward) {
+  Tensor x = ones({100, 100}, kFloat64).requires_grad_();
+  Tensor loss = x.exp().sum();  // exp saves its input and its output
+  std::int64_t with_graph = memory_stats().live_bytes;
+  loss.backward();
+  // After backward: exp's saved output (80,000 bytes) is gone, x.grad (80,000 bytes) has arrived.
+  EXPECT_EQ(memory_stats().live_bytes, with_graph);
+  EXPECT_TRUE(loss.grad_fn()->released());
+}
+
+// A user-defined op: record() attaches any hand-written backward.
+Tensor cube(const Tensor& x) {
+  Tensor y = x.detach() * x.detach() * x.detach();
+  // y = x^3:  dx = 3 x^2 dy
+  return record("cube", y, {x}, [x = x.detach()](const Tensor& dy, const std::vector<bool>&) {
+    return std::vector<Tensor>{dy * x * x * 3.0};
+  });
+}
+
+TEST(Engine, UserDefinedOp) {
+  Generator gen(4);
+  Tensor x = test::normal_leaf({2, 3}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return cube(in[0]); }, {x}));
+  EXPECT_EQ(cube(x).grad_fn()->name(), "cube");
+}
+
+TEST(Engine, WrongGradientShapeFromAnOpIsCaught) {
+  Tensor x = ones({2, 3}, kFloat64).requires_grad_();
+  Tensor y = record("broken", x.detach() * 1.0, {x}, [](const Tensor&, const std::vector<bool>&) {
+    return std::vector<Tensor>{ones({3, 2}, kFloat64)};
+  });
+  EXPECT_TRUE(throws_with<std::logic_error>([&] { y.sum().backward(); },
+                                            "backward of 'broken' returned a float64 gradient of shape [3, 2] for "
+                                            "input 0, which is float64 with shape [2, 3]"));
+}
+
+}  // namespace
+}  // namespace ag

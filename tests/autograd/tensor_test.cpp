@@ -1,0 +1,110 @@
+// Checks autograd/tensor.cpp: construction, dtypes, element access, conversion.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::throws_with;
+
+TEST(Tensor, FactoriesFillShapeAndDtype) {
+  Tensor z = zeros({2, 3});
+  EXPECT_EQ(z.shape(), (Shape{2, 3}));
+  EXPECT_EQ(z.numel(), 6);
+  EXPECT_EQ(z.dim(), 2);
+  EXPECT_EQ(z.dtype(), kFloat32);  // the default
+  EXPECT_TRUE(all_close(z, std::vector<double>(6, 0.0), 0));
+  EXPECT_TRUE(all_close(ones({4}, kFloat64), {1, 1, 1, 1}, 0));
+  EXPECT_TRUE(all_close(full({2}, 2.5, kFloat64), {2.5, 2.5}, 0));
+  EXPECT_EQ(full({3}, 7, kInt64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{7, 7, 7}));
+  EXPECT_EQ(arange(4).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(all_close(arange(1, 2, 0.25, kFloat64), {1, 1.25, 1.5, 1.75}, 0));
+  EXPECT_EQ(arange(5, 0, -2).to_vector<std::int64_t>(), (std::vector<std::int64_t>{5, 3, 1}));
+  EXPECT_EQ(arange(0).numel(), 0);
+  Tensor s = scalar(3.0, kFloat64);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.item<double>(), 3.0);
+}
+
+TEST(Tensor, FromVectorIsRowMajor) {
+  Tensor t = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(t.dtype(), kFloat32);
+  EXPECT_EQ(t.at<float>({0, 2}), 3.0f);
+  EXPECT_EQ(t.at<float>({1, 0}), 4.0f);
+  EXPECT_EQ(t.at<float>({-1, -1}), 6.0f);
+  EXPECT_EQ(from_vector<std::int64_t>({5, 6}, {2}).dtype(), kInt64);
+  EXPECT_EQ(from_vector<bool>({true, false}, {2}).dtype(), kBool);
+  EXPECT_EQ(from_vector<double>({1.5}, {}).item(), 1.5);
+}
+
+TEST(Tensor, ConversionBetweenDtypes) {
+  Tensor t = tensor({1.75, -2.5, 0.0}, {3}, kFloat64);
+  EXPECT_EQ(t.to(kFloat32).dtype(), kFloat32);
+  EXPECT_EQ(t.to(kInt64).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, -2, 0}));  // truncation, as in C++
+  EXPECT_EQ(t.to(kBool).to_vector<bool>(), (std::vector<bool>{true, true, false}));
+  EXPECT_TRUE(all_close(arange(3).to(kFloat64), {0, 1, 2}, 0));
+}
+
+TEST(Tensor, ConversionCarriesGradientBetweenFloatTypes) {
+  Tensor x = tensor({1, 2}, {2}, kFloat32).requires_grad_();
+  Tensor y = x.to(kFloat64) * tensor({3, 4}, {2}, kFloat64);
+  y.sum().backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_TRUE(all_close(x.grad(), {3, 4}, 0));
+  EXPECT_FALSE(x.to(kInt64).requires_grad());  // cut from the graph
+}
+
+TEST(Tensor, CloneCopiesDetachShares) {
+  Tensor x = tensor({1, 2}, {2}, kFloat64).requires_grad_();
+  Tensor c = x.clone();
+  EXPECT_NE(c.raw_data(), x.raw_data());
+  EXPECT_TRUE(c.requires_grad());
+  Tensor d = x.detach();
+  EXPECT_EQ(d.raw_data(), x.raw_data());
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+}
+
+TEST(Tensor, IntegerAndBoolNeverRequireGrad) {
+  Tensor ids = arange(3);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { ids.requires_grad_(); },
+      "requires_grad_: only float32 and float64 tensors can require grad, got int64 with shape [3]"));
+  Tensor mask = full({2, 2}, 1, kBool);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { mask.requires_grad_(); }, "got bool with shape [2, 2]"));
+}
+
+TEST(Tensor, AccessErrors) {
+  Tensor t = zeros({2, 3});
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { t.data_ptr<double>(); },
+                                                 "data_ptr: tensor has dtype float32, asked for float64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { t.item(); }, "item: needs a tensor with one element, got shape [2, 3] (6 elements)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        t.at<float>({2, 0});
+      },
+      "at: index 2 is out of range for dim 0 of size 2 (shape [2, 3])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { t.at<float>({0}); },
+                                                 "at: index has 1 entries but the tensor has shape [2, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { t.size(2); },
+                                                 "size: dim 2 is out of range for a tensor with 2 dimensions"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        tensor({1, 2, 3}, {2, 2});
+      },
+      "tensor: 3 values do not fill shape [2, 2] (4 elements)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { zeros({2, -1}); }, "empty: shape [2, -1] has a negative size"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        zeros({1LL << 40, 1LL << 40});
+      },
+      "more elements than int64 can count"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(0, 1, 0); },
+                                                 "arange: needs finite start, end and a non-zero step"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor().shape(); }, "shape: called on an undefined tensor"));
+}
+
+}  // namespace
+}  // namespace ag

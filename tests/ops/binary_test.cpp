@@ -1,0 +1,118 @@
+// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::normal_leaf;
+using test::throws_with;
+
+TEST(Binary, ElementwiseValues) {
+  Tensor a = tensor({1, 2, 3, 4}, {2, 2}, kFloat64);
+  Tensor b = tensor({10, 20, 30, 40}, {2, 2}, kFloat64);
+  EXPECT_TRUE(all_close(a + b, {11, 22, 33, 44}, 0));
+  EXPECT_TRUE(all_close(b - a, {9, 18, 27, 36}, 0));
+  EXPECT_TRUE(all_close(a * b, {10, 40, 90, 160}, 0));
+  EXPECT_TRUE(all_close(b / a, {10, 10, 10, 10}, 0));
+}
+
+TEST(Binary, BroadcastValues) {
+  // [2, 1] + [3] -> [2, 3]: row i, column j is a_i + b_j.
+  Tensor a = tensor({1, 2}, {2, 1});
+  Tensor b = tensor({10, 20, 30}, {3});
+  Tensor y = a + b;
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(all_close(y, {11, 21, 31, 12, 22, 32}, 0));
+  // [4, 1, 3] * [5, 3] -> [4, 5, 3]
+  EXPECT_EQ((ones({4, 1, 3}) * ones({5, 3})).shape(), (Shape{4, 5, 3}));
+  // A 0-d tensor broadcasts against anything.
+  EXPECT_TRUE(all_close(scalar(2.0) * a, {2, 4}, 0));
+}
+
+TEST(Binary, ScalarOperands) {
+  Tensor a = tensor({1, 2, 4}, {3}, kFloat64);
+  EXPECT_TRUE(all_close(a + 1.0, {2, 3, 5}, 0));
+  EXPECT_TRUE(all_close(1.0 - a, {0, -1, -3}, 0));
+  EXPECT_TRUE(all_close(a * 3.0, {3, 6, 12}, 0));
+  EXPECT_TRUE(all_close(2.0 / a, {2, 1, 0.5}, 0));
+  EXPECT_EQ((a * 2.0).dtype(), kFloat64);  // the number takes the tensor's dtype
+}
+
+TEST(Binary, BroadcastShapeRules) {
+  EXPECT_EQ(broadcast_shapes("t", {4, 1, 3}, {5, 3}), (Shape{4, 5, 3}));
+  EXPECT_EQ(broadcast_shapes("t", {}, {2, 3}), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes("t", {2, 1}, {1, 3}), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes("t", {0, 1}, {1, 3}), (Shape{0, 3}));
+}
+
+// Every pair of shapes below broadcasts differently; each input's gradient must be summed back.
+TEST(Binary, GradcheckAcrossBroadcasts) {
+  Generator gen(3);
+  std::vector<std::pair<Shape, Shape>> pairs = {
+      {{2, 3}, {2, 3}}, {{4, 1, 3}, {5, 3}}, {{3}, {2, 3}}, {{}, {2, 3}}, {{2, 1}, {1, 3}}, {{2, 3, 1, 4}, {3, 5, 1}},
+  };
+  for (auto [sa, sb] : pairs) {
+    SCOPED_TRACE(shape_str(sa) + " with " + shape_str(sb));
+    Tensor a = normal_leaf(sa, gen);
+    Tensor b = normal_leaf(sb, gen);
+    // Keep the divisor away from 0.
+    Tensor b_pos = (rand(sb, gen, kFloat64) + 0.5).detach().requires_grad_();
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0] + in[1]; }, {a, b}));
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0] - in[1]; }, {a, b}));
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0] * in[1]; }, {a, b}));
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0] / in[1]; }, {a, b_pos}));
+    // And with the operands swapped.
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[1] / in[0]; }, {b_pos, a}));
+  }
+}
+
+TEST(Binary, OnlyOneInputRequiresGrad) {
+  Generator gen(4);
+  Tensor a = normal_leaf({3, 2}, gen);
+  Tensor b = randn({2}, gen, kFloat64);  // a constant
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0] * b; }, {a}));
+  (a * b).sum().backward();
+  // d/da sum(a * b) = b on every row.
+  Tensor expected = broadcast_to(b, {3, 2});
+  EXPECT_TRUE(all_close(a.grad(), expected, 0));
+}
+
+TEST(Binary, BroadcastToAndSumTo) {
+  Tensor x = tensor({1, 2, 3}, {3, 1}, kFloat64);
+  Tensor y = broadcast_to(x, {2, 3, 4});
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 4}));
+  EXPECT_TRUE(all_close(y.slice(0, 1, 2).slice(1, 2, 3), {3, 3, 3, 3}, 0));
+  // sum_to adds up the copies: each x_i was copied 2 * 4 = 8 times.
+  EXPECT_TRUE(all_close(sum_to(y, {3, 1}), {8, 16, 24}, 0));
+  Generator gen(5);
+  Tensor leaf = normal_leaf({3, 1}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return broadcast_to(in[0], {2, 3, 4}); }, {leaf}));
+  Tensor big = normal_leaf({2, 3, 4}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1}); }, {big}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {4}); }, {big}));
+}
+
+TEST(Binary, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}) + ones({4});
+      },
+      "add: shapes [2, 3] and [4] cannot be broadcast: sizes 3 and 4 in dim 0 from the right differ"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([] { ones({2}, kFloat32) * ones({2}, kFloat64); },
+                                         "mul: dtypes differ: float32 with shape [2] and float64 with shape [2]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(3) + arange(3); },
+                                                 "add: expected a float32 or float64 tensor, got int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { full({2}, 1, kBool) * 2.0; },
+                                                 "mul: expected a float32 or float64 tensor, got bool"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        broadcast_to(ones({3}), {3, 2});
+      },
+      "broadcast_to: shapes [3] and [3, 2] cannot be broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { sum_to(ones({3, 2}), {4}); }, "sum_to: shapes [4] and [3, 2]"));
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,0 +1,120 @@
+// Checks ops/matmul.cpp against a hand computation, a naive triple loop, and finite differences.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::normal_leaf;
+using test::throws_with;
+
+// The textbook definition, for comparison: C[b, m, n] = sum_k A[b, m, k] B[b, k, n], with A
+// and B already broadcast to the full batch.
+Tensor naive_matmul(const Tensor& a, const Tensor& b) {
+  Shape batch = broadcast_shapes("naive", Shape(a.shape().begin(), a.shape().end() - 2),
+                                 Shape(b.shape().begin(), b.shape().end() - 2));
+  std::int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  Shape sa = batch, sb = batch;
+  sa.insert(sa.end(), {m, k});
+  sb.insert(sb.end(), {k, n});
+  Tensor fa = broadcast_to(a.detach(), sa).to(kFloat64), fb = broadcast_to(b.detach(), sb).to(kFloat64);
+  Shape sc = batch;
+  sc.insert(sc.end(), {m, n});
+  Tensor c = zeros(sc, kFloat64);
+  const double *pa = fa.data_ptr<double>(), *pb = fb.data_ptr<double>();
+  double* pc = c.data_ptr<double>();
+  for (std::int64_t i = 0; i < shape_numel(batch); ++i)
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t col = 0; col < n; ++col)
+        for (std::int64_t j = 0; j < k; ++j)
+          pc[(i * m + r) * n + col] += pa[(i * m + r) * k + j] * pb[(i * k + j) * n + col];
+  return c;
+}
+
+TEST(Matmul, HandComputed) {
+  // [1 2 3]   [1 0]   [1+0+9  0+2+3 ]   [10  5]
+  // [4 5 6] @ [0 1] = [4+0+18 0+5+6 ] = [22 11]
+  //           [3 1]
+  Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = tensor({1, 0, 0, 1, 3, 1}, {3, 2});
+  EXPECT_TRUE(all_close(a.matmul(b), {10, 5, 22, 11}, 0));
+  EXPECT_TRUE(all_close(matmul(a.to(kFloat64), b.to(kFloat64)), {10, 5, 22, 11}, 0));
+}
+
+TEST(Matmul, BatchedAndBroadcastMatchNaiveLoop) {
+  Generator gen(9);
+  std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {4, 5}},       {{2, 3, 4}, {4, 5}},          {{3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {1, 3, 4, 5}}, {{2, 2, 3, 4}, {4, 5}},
+  };
+  for (auto [sa, sb] : cases) {
+    SCOPED_TRACE(shape_str(sa) + " @ " + shape_str(sb));
+    Tensor a = randn(sa, gen), b = randn(sb, gen);
+    EXPECT_TRUE(all_close(a.matmul(b), naive_matmul(a, b), 1e-5));
+  }
+}
+
+TEST(Matmul, Gradcheck) {
+  Generator gen(10);
+  std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {4, 5}},              // plain 2-D, non-square
+      {{2, 3, 4}, {4, 5}},           // a batch times one shared matrix (the Linear-layer path)
+      {{3, 4}, {2, 4, 5}},           // one matrix times a batch
+      {{2, 3, 4}, {2, 4, 5}},        // batch times batch
+      {{2, 1, 3, 4}, {1, 3, 4, 2}},  // both broadcast
+      {{2, 3, 1, 4}, {4, 1}},        // N = 1 and M = 1
+  };
+  for (auto [sa, sb] : cases) {
+    SCOPED_TRACE(shape_str(sa) + " @ " + shape_str(sb));
+    Tensor a = normal_leaf(sa, gen), b = normal_leaf(sb, gen);
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1]); }, {a, b}));
+  }
+}
+
+TEST(Matmul, EmptyDims) {
+  // K = 0: an empty sum, so every entry is 0; gradients are empty too.
+  Tensor a = ones({2, 0}, kFloat64).requires_grad_(), b = ones({0, 3}, kFloat64).requires_grad_();
+  Tensor c = matmul(a, b);
+  EXPECT_TRUE(all_close(c, {0, 0, 0, 0, 0, 0}, 0));
+  c.sum().backward();
+  EXPECT_EQ(a.grad().shape(), (Shape{2, 0}));
+  EXPECT_EQ(b.grad().shape(), (Shape{0, 3}));
+  // N = 0 and a batch of A's against a 2-D B: the shared-B gradient path.
+  Tensor a3 = ones({2, 3, 4}, kFloat64).requires_grad_(), b0 = ones({4, 0}, kFloat64).requires_grad_();
+  Tensor c0 = matmul(a3, b0);
+  EXPECT_EQ(c0.shape(), (Shape{2, 3, 0}));
+  c0.sum().backward();
+  EXPECT_TRUE(all_close(a3.grad(), std::vector<double>(24, 0.0), 0));
+  EXPECT_EQ(b0.grad().shape(), (Shape{4, 0}));
+}
+
+TEST(Matmul, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        matmul(ones({2, 3}), ones({4, 5}));
+      },
+      "matmul: shapes [2, 3] and [4, 5]: inner dimensions 3 and 4 differ"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        matmul(ones({3}), ones({3, 4}));
+      },
+      "matmul: shapes [3] and [3, 4]: both need at least 2 dims"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        matmul(ones({2, 2, 3}), ones({3, 3, 4}));
+      },
+      "matmul: shapes [2, 2, 3] and [3, 3, 4]: batch dims [2] and [3] cannot be broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        matmul(ones({2, 3}), ones({3, 4}, kFloat64));
+      },
+      "matmul: dtypes differ: float32 with shape [2, 3] and float64 with shape [3, 4]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        matmul(arange(4).reshape({2, 2}), arange(4).reshape({2, 2}));
+      },
+      "matmul: expected a float32 or float64 tensor, got int64"));
+}
+
+}  // namespace
+}  // namespace ag

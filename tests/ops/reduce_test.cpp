@@ -1,0 +1,87 @@
+// Checks ops/reduce.cpp: sum, mean, max, argmax over one dim and over everything.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::normal_leaf;
+using test::throws_with;
+
+// x = [[1, 5, 3],
+//      [4, 2, 6]]
+Tensor sample() { return tensor({1, 5, 3, 4, 2, 6}, {2, 3}, kFloat64); }
+
+TEST(Reduce, Values) {
+  Tensor x = sample();
+  EXPECT_TRUE(all_close(x.sum(), {21}, 0));
+  EXPECT_EQ(x.sum().dim(), 0);
+  EXPECT_TRUE(all_close(x.sum(0), {5, 7, 9}, 0));
+  EXPECT_TRUE(all_close(x.sum(1), {9, 12}, 0));
+  EXPECT_TRUE(all_close(x.sum(-1), {9, 12}, 0));
+  EXPECT_TRUE(all_close(x.mean(), {3.5}, 1e-15));
+  EXPECT_TRUE(all_close(x.mean(1), {3, 4}, 1e-15));
+  EXPECT_TRUE(all_close(x.max(), {6}, 0));
+  EXPECT_TRUE(all_close(x.max(0), {4, 5, 6}, 0));
+  EXPECT_TRUE(all_close(x.max(1), {5, 6}, 0));
+  EXPECT_EQ(argmax(x, 1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(argmax(x, 0).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 1}));
+}
+
+TEST(Reduce, KeepdimShapes) {
+  Tensor x = ones({2, 3, 4});
+  EXPECT_EQ(x.sum(1).shape(), (Shape{2, 4}));
+  EXPECT_EQ(x.sum(1, true).shape(), (Shape{2, 1, 4}));
+  EXPECT_EQ(x.mean(-1, true).shape(), (Shape{2, 3, 1}));
+  EXPECT_EQ(x.max(0, true).shape(), (Shape{1, 3, 4}));
+  EXPECT_EQ(argmax(x, 2, true).shape(), (Shape{2, 3, 1}));
+}
+
+TEST(Reduce, Float32SumIsAccurate) {
+  // One million 0.1f: a float accumulator drifts by ~1e-3 relative; the double accumulator does not.
+  Tensor x = full({1000000}, 0.1, kFloat32);
+  EXPECT_NEAR(x.sum().item(), 1000000 * static_cast<double>(0.1f), 1.0);
+}
+
+TEST(Reduce, GradcheckEveryDim) {
+  Generator gen(11);
+  Tensor x = normal_leaf({2, 3, 4}, gen);  // continuous values: no ties for max
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].sum(); }, {x}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].mean(); }, {x}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].max(); }, {x}));
+  for (std::int64_t dim : {0, 1, 2, -1}) {
+    for (bool keepdim : {false, true}) {
+      SCOPED_TRACE(fmt::format("dim {} keepdim {}", dim, keepdim));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].sum(dim, keepdim); }, {x}));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].mean(dim, keepdim); }, {x}));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].max(dim, keepdim); }, {x}));
+    }
+  }
+}
+
+TEST(Reduce, MaxTieSendsGradientToFirstPosition) {
+  // Ties make max non-differentiable; the documented choice is the first maximal position.
+  Tensor x = tensor({3, 1, 3, 2}, {4}, kFloat64).requires_grad_();
+  x.max().backward();
+  EXPECT_TRUE(all_close(x.grad(), {1, 0, 0, 0}, 0));
+}
+
+TEST(Reduce, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).sum(2);
+      },
+      "sum: dim 2 is out of range for a tensor with 2 dimensions (valid: -2 to 1)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({2, 3}).max(-3); }, "max: dim -3 is out of range"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 0}).max(1);
+      },
+      "max: max over an empty dim (shape [2, 0])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({0}).mean(); }, "mean: mean over an empty dim (shape [0])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(3).sum(); },
+                                                 "sum: expected a float32 or float64 tensor, got int64"));
+}
+
+}  // namespace
+}  // namespace ag

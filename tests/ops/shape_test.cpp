@@ -1,0 +1,176 @@
+// Checks ops/shape.cpp: reshape, permute, transpose, slice, cat, split, (un)squeeze.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::normal_leaf;
+using test::throws_with;
+
+TEST(Shape, ReshapeSharesDataAndInfers) {
+  Tensor x = arange(0, 6, 1, kFloat64);
+  Tensor y = x.reshape({2, -1});
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_EQ(y.raw_data(), x.raw_data());  // no copy
+  EXPECT_EQ(y.at<double>({1, 0}), 3.0);
+  Generator gen(1);
+  Tensor leaf = normal_leaf({2, 3, 4}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].reshape({4, 6}); }, {leaf}));
+}
+
+TEST(Shape, PermuteMovesElements) {
+  // x[i, j, k] = 100 i + 10 j + k, shape [2, 3, 4]; y = permute(x, {2, 0, 1}) has y[k, i, j] = x[i, j, k].
+  std::vector<double> v;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) v.push_back(100 * i + 10 * j + k);
+  Tensor x = tensor(v, {2, 3, 4}, kFloat64);
+  Tensor y = x.permute({2, 0, 1});
+  EXPECT_EQ(y.shape(), (Shape{4, 2, 3}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(y.at<double>({k, i, j}), 100 * i + 10 * j + k);
+  Tensor t = x.transpose(0, 2);
+  EXPECT_EQ(t.shape(), (Shape{4, 3, 2}));
+  EXPECT_EQ(t.at<double>({3, 1, 1}), 113);
+  Generator gen(2);
+  Tensor leaf = normal_leaf({2, 3, 4}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].permute({2, 0, 1}); }, {leaf}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].transpose(-1, -2); }, {leaf}));
+}
+
+TEST(Shape, SliceWithStepAndNegativeBounds) {
+  Tensor x = arange(0, 10, 1, kFloat64).reshape({2, 5});
+  EXPECT_TRUE(all_close(x.slice(1, 1, 4), {1, 2, 3, 6, 7, 8}, 0));
+  EXPECT_TRUE(all_close(slice(x, 1, 0, 5, 2), {0, 2, 4, 5, 7, 9}, 0));
+  EXPECT_TRUE(all_close(x.slice(1, -2, 5), {3, 4, 8, 9}, 0));
+  EXPECT_TRUE(all_close(x.slice(0, 1, 2), {5, 6, 7, 8, 9}, 0));
+  EXPECT_EQ(x.slice(1, 2, 2).shape(), (Shape{2, 0}));
+  Generator gen(3);
+  Tensor leaf = normal_leaf({3, 5, 2}, gen);
+  for (std::int64_t dim : {0, 1, 2})
+    EXPECT_TRUE(testing::gradcheck(
+        [&](const std::vector<Tensor>& in) { return slice(in[0], dim, 1, in[0].size(dim), 2); }, {leaf}));
+}
+
+TEST(Shape, CatAndSplitAreInverse) {
+  Tensor a = tensor({1, 2, 3, 4}, {2, 2}, kFloat64);
+  Tensor b = tensor({5, 6}, {2, 1}, kFloat64);
+  Tensor c = cat({a, b}, 1);
+  EXPECT_TRUE(all_close(c, {1, 2, 5, 3, 4, 6}, 0));
+  EXPECT_TRUE(all_close(cat({a, a}, 0), {1, 2, 3, 4, 1, 2, 3, 4}, 0));
+  auto pieces = split(c, std::vector<std::int64_t>{2, 1}, 1);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_TRUE(all_close(pieces[0], a, 0));
+  EXPECT_TRUE(all_close(pieces[1], b, 0));
+  auto chunks = split(arange(0, 7, 1, kFloat64), 3, 0);
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[2].shape(), (Shape{1}));
+  EXPECT_EQ(split(zeros({0, 2}), 3, 0).size(), 1u);  // an empty dim gives one empty piece
+
+  Generator gen(4);
+  Tensor x = normal_leaf({2, 3, 4}, gen);
+  Tensor y = normal_leaf({2, 1, 4}, gen);
+  Tensor z = normal_leaf({2, 2, 4}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return cat(in, 1); }, {x, y, z}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return cat({in[0], in[0]}, -1); }, {x}));
+  // Pieces of a split used differently: gradient reaches each part of x.
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        auto p = split(in[0], 2, 1);
+        return cat({p[1] * 2.0, p[0].exp()}, 1);
+      },
+      {x}));
+}
+
+TEST(Shape, SqueezeUnsqueeze) {
+  Tensor x = ones({2, 3});
+  EXPECT_EQ(x.unsqueeze(0).shape(), (Shape{1, 2, 3}));
+  EXPECT_EQ(x.unsqueeze(2).shape(), (Shape{2, 3, 1}));
+  EXPECT_EQ(x.unsqueeze(-1).shape(), (Shape{2, 3, 1}));
+  EXPECT_EQ(x.unsqueeze(1).squeeze(1).shape(), (Shape{2, 3}));
+}
+
+TEST(Shape, WorksOnIndexAndMaskTensors) {
+  Tensor ids = arange(6).reshape({2, 3});
+  EXPECT_EQ(ids.transpose(0, 1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(ids.slice(1, 1, 3).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 4, 5}));
+  Tensor mask = from_vector<bool>({true, false, false, true}, {2, 2});
+  EXPECT_EQ(cat({mask, mask}, 0).to_vector<bool>(),
+            (std::vector<bool>{true, false, false, true, true, false, false, true}));
+}
+
+TEST(Shape, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).reshape({4, 2});
+      },
+      "reshape: cannot reshape [2, 3] (6 elements) to [4, 2] (8 elements)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).reshape({-1, -1});
+      },
+      "reshape: shape [-1, -1] has more than one -1"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).reshape({4, -1});
+      },
+      "reshape: cannot infer the -1 in [4, -1] for 6 elements"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).permute({0, 0});
+      },
+      "permute: dims [0, 0] repeat dim 0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).permute({0});
+      },
+      "permute: got 1 dims [0] for a tensor of shape [2, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).transpose(0, 2);
+      },
+      "transpose: dim 2 is out of range"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).slice(1, 1, 4);
+      },
+      "slice: range [1, 4) is out of bounds for dim 1 of size 3 (shape [2, 3])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).slice(1, 2, 1);
+      },
+      "slice: range [2, 1) is out of bounds"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        slice(ones({2, 3}), 1, 0, 3, 0);
+      },
+      "slice: step must be positive, got 0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        cat({ones({2, 3}), ones({3, 3})}, 1);
+      },
+      "cat: tensor 1 has shape [3, 3] but tensor 0 has shape [2, 3]: all sizes but dim 1 must agree"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        cat({ones({2}), ones({2}, kFloat64)}, 0);
+      },
+      "cat: tensor 1 is float64 but tensor 0 is float32"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { cat({}, 0); }, "cat: needs at least one tensor"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        split(ones({5}), std::vector<std::int64_t>{2, 2}, 0);
+      },
+      "split: sizes [2, 2] add up to 4, but dim 0 of shape [5] has size 5"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([] { split(ones({5}), 0, 0); }, "split: split_size must be positive, got 0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        ones({2, 3}).squeeze(0);
+      },
+      "squeeze: dim 0 of shape [2, 3] has size 2, not 1"));
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,0 +1,56 @@
+// Small helpers shared by the test suites.
+#pragma once
+
+#include <attograd/attograd.h>
+#include <attograd/testing.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace ag::test {
+
+// Every element of `t` (converted to double) within `tol` of `expected`, and the same count.
+inline ::testing::AssertionResult all_close(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
+  Tensor d = t.dtype() == kFloat64 ? t : t.to(kFloat64);
+  if (d.numel() != static_cast<std::int64_t>(expected.size()))
+    return ::testing::AssertionFailure() << "tensor has " << d.numel() << " elements, expected " << expected.size();
+  const double* p = d.data_ptr<double>();
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    if (!(std::abs(p[i] - expected[i]) <= tol))
+      return ::testing::AssertionFailure() << "element " << i << " is " << p[i] << ", expected " << expected[i]
+                                           << " (tolerance " << tol << ")\nin " << t;
+  return ::testing::AssertionSuccess();
+}
+
+// Two tensors of the same shape, elementwise within `tol`.
+inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double tol = 1e-6) {
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << "shapes differ: " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
+  Tensor bd = b.to(kFloat64);
+  return all_close(a, std::vector<double>(bd.data_ptr<double>(), bd.data_ptr<double>() + bd.numel()), tol);
+}
+
+// `call` throws E whose message contains `expected`.
+template <class E, class F>
+::testing::AssertionResult throws_with(F&& call, const std::string& expected) {
+  try {
+    call();
+  } catch (const E& e) {
+    if (std::string(e.what()).find(expected) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "message \"" << e.what() << "\" does not contain \"" << expected << "\"";
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw another exception type: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw; expected \"" << expected << "\"";
+}
+
+// Random float64 leaf with values in [lo, hi), requiring grad.
+inline Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo = -1.0, double hi = 1.0) {
+  Tensor t = rand(shape, gen, kFloat64) * (hi - lo) + lo;
+  return t.detach().requires_grad_();
+}
+
+inline Tensor normal_leaf(const Shape& shape, Generator& gen) { return randn(shape, gen, kFloat64).requires_grad_(); }
+
+}  // namespace ag::test
