@@ -1,0 +1,57 @@
+# Shared by scripts/demo and scripts/test: install what is missing, configure, build.
+# Sourced, not run. Quiet when there is nothing to do.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${ATTOGRAD_BUILD_DIR:-$ROOT/build}
+
+# Debian 12 packages the build needs.
+PACKAGES=(
+  g++ meson ninja-build pkg-config python3
+  libopenblas-dev libfmt-dev libboost-program-options-dev libgtest-dev
+)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "attograd: need root (or sudo) to run: $*" >&2
+    exit 1
+  fi
+}
+
+install_missing_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "attograd: installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+configure_and_build() {
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    echo "attograd: configuring a release build in $(basename "$BUILD_DIR")/"
+    meson setup "$BUILD_DIR" "$ROOT" --buildtype=release --werror >/dev/null
+  fi
+  local log
+  log=$(mktemp)
+  if ! ninja -C "$BUILD_DIR" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "attograd: build failed" >&2
+    exit 1
+  fi
+  grep -q "no work to do" "$log" || echo "attograd: built ($(grep -c '^\[' "$log") steps)"
+  rm -f "$log"
+}
+
+install_missing_packages
+configure_and_build
