@@ -66,6 +66,19 @@ TEST(Tensor, CloneCopiesDetachShares) {
   EXPECT_TRUE(d.is_leaf());
 }
 
+TEST(Tensor, CloneAndConversionGradcheck) {
+  Generator gen(2);
+  Tensor x = test::normal_leaf({2, 3}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].clone() * in[0]; }, {x}));
+  // Through float32 and back: float32 rounding (~1e-7 relative) is far inside the tolerance
+  // only because the step is large; the point is that the gradient arrives, cast back.
+  GradcheckOptions coarse;
+  coarse.eps = 1e-3;
+  coarse.atol = 1e-4;
+  EXPECT_TRUE(
+      testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].to(kFloat32).to(kFloat64); }, {x}, coarse));
+}
+
 TEST(Tensor, IntegerAndBoolNeverRequireGrad) {
   Tensor ids = arange(3);
   EXPECT_TRUE(throws_with<std::invalid_argument>(

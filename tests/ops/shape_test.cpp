@@ -74,6 +74,16 @@ TEST(Shape, CatAndSplitAreInverse) {
   Tensor y = normal_leaf({2, 1, 4}, gen);
   Tensor z = normal_leaf({2, 2, 4}, gen);
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return cat(in, 1); }, {x, y, z}));
+  for (std::int64_t dim : {0, 1, 2}) {
+    SCOPED_TRACE(fmt::format("dim {}", dim));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return cat({in[0], in[0] * 2.0}, dim); }, {x}));
+    EXPECT_TRUE(testing::gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          auto p = split(in[0], 1, dim);
+          return p.back() * 3.0 + p.front();
+        },
+        {x}));
+  }
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return cat({in[0], in[0]}, -1); }, {x}));
   // Pieces of a split used differently: gradient reaches each part of x.
   EXPECT_TRUE(testing::gradcheck(
@@ -90,6 +100,11 @@ TEST(Shape, SqueezeUnsqueeze) {
   EXPECT_EQ(x.unsqueeze(2).shape(), (Shape{2, 3, 1}));
   EXPECT_EQ(x.unsqueeze(-1).shape(), (Shape{2, 3, 1}));
   EXPECT_EQ(x.unsqueeze(1).squeeze(1).shape(), (Shape{2, 3}));
+  Generator gen(6);
+  Tensor leaf = normal_leaf({2, 1, 3}, gen);
+  for (std::int64_t dim : {0, 1, 2, 3})
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].unsqueeze(dim); }, {leaf}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].squeeze(1); }, {leaf}));
 }
 
 TEST(Shape, WorksOnIndexAndMaskTensors) {
