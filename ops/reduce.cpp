@@ -1,6 +1,5 @@
-// Reductions over one dim. A tensor of shape [..., n, ...] is viewed as [outer, n, inner]:
-// outer = product of the sizes before `dim`, inner = product after it, so element (o, k, i)
-// sits at offset (o * n + k) * inner + i. Reducing over k leaves [outer, inner].
+// Reductions over one dim, on the [outer, n, inner] view of ops/dim_layout.h: reducing over k
+// leaves [outer, inner].
 //
 // Reducing over all elements is the same with outer = inner = 1 and n = numel.
 //
@@ -14,31 +13,16 @@
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "binary.h"
+#include "dim_layout.h"
 #include "shape.h"
 
 namespace ag {
 
 namespace {
 
-struct Layout {
-  std::int64_t outer = 1, n = 1, inner = 1;
-  Shape kept;     // x's shape with size 1 at dim: the keepdim result
-  Shape reduced;  // x's shape without dim
-};
+using Layout = DimLayout;
 
-Layout layout_of(const char* op, const Tensor& x, std::int64_t dim) {
-  Layout l;
-  const Shape& s = x.shape();
-  auto d = static_cast<std::size_t>(normalize_dim(op, dim, x.dim()));
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i < d) l.outer *= s[i];
-    if (i > d) l.inner *= s[i];
-    l.kept.push_back(i == d ? 1 : s[i]);
-    if (i != d) l.reduced.push_back(s[i]);
-  }
-  l.n = s[d];
-  return l;
-}
+Layout layout_of(const char* op, const Tensor& x, std::int64_t dim) { return dim_layout(op, x.shape(), dim); }
 
 Layout layout_of_all(const Tensor& x) {
   Layout l;

@@ -7,24 +7,11 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
+#include "dim_layout.h"
 
 namespace ag {
 
 namespace {
-
-// x viewed as [outer, n, inner] around `dim` (see ops/reduce.cpp).
-struct Around {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-Around around(const Shape& s, std::size_t dim) {
-  Around a;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i < dim) a.outer *= s[i];
-    if (i > dim) a.inner *= s[i];
-  }
-  a.n = s[dim];
-  return a;
-}
 
 // Copies `count` elements of any dtype (elements are moved, never computed).
 void copy_elements(void* dst, const void* src, std::int64_t count, DType dtype) {
@@ -42,7 +29,8 @@ const char* bytes(const Tensor& t, std::int64_t element) {
 // both around `dim`: the one loop behind slice, its backward, and cat.
 void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, const Tensor& src, std::int64_t src_begin,
                 std::int64_t src_step, std::int64_t count, std::size_t dim) {
-  Around d = around(dst.shape(), dim), s = around(src.shape(), dim);
+  DimLayout d = dim_layout("copy", dst.shape(), static_cast<std::int64_t>(dim));
+  DimLayout s = dim_layout("copy", src.shape(), static_cast<std::int64_t>(dim));
   for (std::int64_t o = 0; o < d.outer; ++o)
     for (std::int64_t j = 0; j < count; ++j)
       copy_elements(bytes(dst, (o * d.n + dst_begin + j * dst_step) * d.inner),
