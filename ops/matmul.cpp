@@ -9,30 +9,17 @@
 // matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied.
 #include "matmul.h"
 
-#include <cblas.h>
-
 #include <climits>
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
 #include "binary.h"
+#include "blas.h"
 #include "shape.h"
 
 namespace ag {
 
 namespace {
-
-// One row-major GEMM: C[M, N] = op(A) op(B), op = transpose when the flag says so. `lda` and
-// `ldb` are the row lengths of A and B as stored.
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
-              lda, b, ldb, 0.0f, c, n);
-}
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
-          double* c) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a,
-              lda, b, ldb, 0.0, c, n);
-}
 
 int blas_int(std::int64_t v, const Tensor& a, const Tensor& b) {
   if (v > INT_MAX)
@@ -82,7 +69,7 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     // B is one matrix shared by the whole batch and A is not transposed: A's rows stack into one
     // tall matrix [batch * M, K], and one GEMM does it all (the Linear-layer case).
     if (sb.size() == 2 && !trans_a) {
-      gemm(false, trans_b, blas_int(batch_count * m, a, b), in, ik, pa, lda, pb, ldb, pc);
+      blas::gemm(false, trans_b, blas_int(batch_count * m, a, b), in, ik, pa, lda, pb, ldb, pc);
       return;
     }
     // Otherwise one GEMM per batch entry; a broadcast operand is re-read through its offset.
@@ -90,7 +77,7 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     for (std::int64_t i = 0; i < batch_count; ++i) {
       std::int64_t oa = broadcast_entry(i, batch, batch_a) * ra * ca;
       std::int64_t ob = broadcast_entry(i, batch, batch_b) * rb * cb;
-      gemm(trans_a, trans_b, blas_int(m, a, b), in, ik, pa + oa, lda, pb + ob, ldb, pc + i * m * n);
+      blas::gemm(trans_a, trans_b, blas_int(m, a, b), in, ik, pa + oa, lda, pb + ob, ldb, pc + i * m * n);
     }
   });
   return c;

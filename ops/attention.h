@@ -1,0 +1,36 @@
+// Scaled dot-product attention:
+//
+//   Attention(Q, K, V) = softmax(Q K^T / sqrt(d) + mask) V
+//
+//   q: [B, H, Tq, d]    k: [B, H, Tk, d]    v: [B, H, Tk, dv]
+//   output: [B, H, Tq, dv]    weights: [B, H, Tq, Tk]
+//
+// attn_mask is bool, broadcastable to [B, H, Tq, Tk], true where a query may attend to a key
+// (key padding: [B, 1, 1, Tk]; any pattern: [Tq, Tk]). causal adds causal_mask(Tq, Tk). A
+// masked score is -inf, so its weight is exactly 0; a query with every key masked gets zero
+// weights and a zero output (docs/attention.md).
+#pragma once
+
+#include <optional>
+
+#include "../autograd/tensor.h"
+
+namespace ag {
+
+struct AttentionResult {
+  Tensor output;
+  Tensor weights;  // defined only when asked for
+};
+
+// One fused op: forward and backward written out by hand, with no graph inside. The weights
+// it returns are a plain tensor, outside the graph. `scale` defaults to 1 / sqrt(d).
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& attn_mask = {}, bool causal = false,
+                                             bool need_weights = false, std::optional<double> scale = {});
+
+// The same computation composed from primitive ops (matmul, masked_fill, softmax), kept as
+// the readable reference; its weights are part of the graph.
+AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+                                    bool causal = false, std::optional<double> scale = {});
+
+}  // namespace ag

@@ -1,0 +1,97 @@
+#include "masking.h"
+
+#include "../autograd/dispatch.h"
+#include "../autograd/node.h"
+#include "binary.h"
+
+namespace ag {
+
+namespace {
+
+void check_bool(std::string_view op, const Tensor& mask) {
+  check_defined(op, mask);
+  if (mask.dtype() != kBool)
+    throw_invalid(op, "mask must be bool, got {} with shape {}", dtype_name(mask.dtype()), shape_str(mask.shape()));
+}
+
+// The mask broadcast to `shape`, as a contiguous bool tensor (bytes 0 or 1).
+Tensor expand_mask(std::string_view op, const Tensor& mask, const Shape& shape) {
+  if (mask.shape() == shape) return mask;
+  if (mask.dim() > static_cast<std::int64_t>(shape.size()) || broadcast_shapes(op, mask.shape(), shape) != shape)
+    throw_invalid(op, "mask of shape {} does not broadcast to shape {}", shape_str(mask.shape()), shape_str(shape));
+  // Broadcast through float: broadcast_to is a float op, and 0/1 survive the round trip exactly.
+  return broadcast_to(mask.to(kFloat32), shape).to(kBool);
+}
+
+}  // namespace
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_floating("masked_fill", x);
+  check_bool("masked_fill", mask);
+  Tensor m = expand_mask("masked_fill", mask, x.shape());
+  Tensor y = empty_like(x);
+  dispatch_floating(x.dtype(), "masked_fill", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    const bool* pm = m.data_ptr<bool>();
+    T* py = y.data_ptr<T>();
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = pm[i] ? static_cast<T>(value) : px[i];
+  });
+  // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
+  return record("masked_fill", y, {x}, [m](const Tensor& dy, const std::vector<bool>&) {
+    Tensor dx = empty_like(dy);
+    dispatch_floating(dy.dtype(), "masked_fill", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pdy = dy.data_ptr<T>();
+      const bool* pm = m.data_ptr<bool>();
+      T* pdx = dx.data_ptr<T>();
+      for (std::int64_t i = 0, n = dy.numel(); i < n; ++i) pdx[i] = pm[i] ? T(0) : pdy[i];
+    });
+    return std::vector<Tensor>{dx};
+  });
+}
+
+Tensor causal_mask(std::int64_t tq, std::int64_t tk) {
+  if (tq < 0 || tk < 0) throw_invalid("causal_mask", "lengths must be non-negative, got Tq={} Tk={}", tq, tk);
+  Tensor mask = empty({tq, tk}, kBool);
+  bool* p = mask.data_ptr<bool>();
+  for (std::int64_t i = 0; i < tq; ++i)
+    for (std::int64_t j = 0; j < tk; ++j) p[i * tk + j] = j <= i + (tk - tq);
+  return mask;
+}
+
+Tensor key_padding_mask(const std::vector<std::int64_t>& lengths, std::int64_t t) {
+  auto b = static_cast<std::int64_t>(lengths.size());
+  Tensor mask = empty({b, 1, 1, t}, kBool);
+  bool* p = mask.data_ptr<bool>();
+  for (std::int64_t i = 0; i < b; ++i) {
+    if (lengths[static_cast<std::size_t>(i)] < 0 || lengths[static_cast<std::size_t>(i)] > t)
+      throw_invalid("key_padding_mask", "length {} of sequence {} is outside 0..{}",
+                    lengths[static_cast<std::size_t>(i)], i, t);
+    for (std::int64_t j = 0; j < t; ++j) p[i * t + j] = j < lengths[static_cast<std::size_t>(i)];
+  }
+  return mask;
+}
+
+Tensor logical_not(const Tensor& mask) {
+  check_bool("logical_not", mask);
+  Tensor out = empty_like(mask);
+  const bool* p = mask.data_ptr<bool>();
+  bool* q = out.data_ptr<bool>();
+  for (std::int64_t i = 0, n = mask.numel(); i < n; ++i) q[i] = !p[i];
+  return out;
+}
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_bool("logical_and", a);
+  check_bool("logical_and", b);
+  Shape shape = broadcast_shapes("logical_and", a.shape(), b.shape());
+  Tensor ea = expand_mask("logical_and", a, shape), eb = expand_mask("logical_and", b, shape);
+  Tensor out = empty(shape, kBool);
+  const bool *pa = ea.data_ptr<bool>(), *pb = eb.data_ptr<bool>();
+  bool* q = out.data_ptr<bool>();
+  for (std::int64_t i = 0, n = out.numel(); i < n; ++i) q[i] = pa[i] && pb[i];
+  return out;
+}
+
+}  // namespace ag

@@ -1,0 +1,306 @@
+// Layers' ops. Notation: R = rows (every dim but the last, flattened), D or C = the last dim.
+#include "nn_ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/grad_mode.h"
+#include "../autograd/node.h"
+#include "binary.h"
+#include "blas.h"
+#include "reduce.h"
+
+namespace ag {
+
+namespace {
+
+std::int64_t rows_of(const Tensor& x) {
+  return x.dim() == 0 ? 1 : x.numel() / std::max<std::int64_t>(x.shape().back(), 1);
+}
+
+int blas_size(std::string_view op, std::int64_t v) {
+  if (v > std::numeric_limits<int>::max()) throw_invalid(op, "size {} exceeds what BLAS can index", v);
+  return static_cast<int>(v);
+}
+
+void check_vector(std::string_view op, const char* name, const Tensor& t, std::int64_t size, const Tensor& x) {
+  if (!t.defined()) return;
+  check_same_floating(op, x, t);
+  if (t.shape() != Shape{size})
+    throw_invalid(op, "{} has shape {}, expected [{}] for input of shape {}", name, shape_str(t.shape()), size,
+                  shape_str(x.shape()));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// linear:  y = x W^T + b      x: [R, in]  W: [out, in]  y: [R, out]
+//   dx = dy W          (dy_ro depends on x_ri through W_oi)
+//   dW = dy^T x        (summed over the R rows)
+//   db = sum_r dy_r
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same_floating("linear", x, weight);
+  if (weight.dim() != 2 || x.dim() < 1 || x.shape().back() != weight.size(1))
+    throw_invalid("linear", "input of shape {} does not fit weight of shape {} (expected [..., {}])",
+                  shape_str(x.shape()), shape_str(weight.shape()), weight.dim() == 2 ? weight.size(1) : -1);
+  std::int64_t in = weight.size(1), out = weight.size(0), rows = rows_of(x);
+  check_vector("linear", "bias", bias, out, x);
+  Shape y_shape = x.shape();
+  y_shape.back() = out;
+  Tensor y = empty(y_shape, x.dtype());
+  dispatch_floating(x.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    T* py = y.data_ptr<T>();
+    if (bias.defined()) {  // start from b in every row, then add x W^T on top (beta = 1)
+      const T* pb = bias.data_ptr<T>();
+      for (std::int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+    }
+    if (rows == 0 || out == 0) return;
+    if (in == 0) {
+      if (!bias.defined()) std::fill(py, py + y.numel(), T(0));
+      return;
+    }
+    blas::gemm(false, true, blas_size("linear", rows), blas_size("linear", out), blas_size("linear", in),
+               x.data_ptr<T>(), static_cast<int>(in), weight.data_ptr<T>(), static_cast<int>(in), py,
+               bias.defined() ? T(1) : T(0));
+  });
+  return record("linear", y, {x, weight, bias},
+                [x = x.detach(), w = weight.detach(), rows, in, out](const Tensor& dy, const std::vector<bool>& need) {
+                  Tensor dx, dw, db;
+                  dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* pdy = dy.data_ptr<T>();
+                    if (need[0]) {
+                      dx = zeros(x.shape(), dy.dtype());
+                      if (rows * in * out > 0)
+                        blas::gemm(false, false, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out),
+                                   pdy, static_cast<int>(out), w.data_ptr<T>(), static_cast<int>(in), dx.data_ptr<T>());
+                    }
+                    if (need[1]) {
+                      dw = zeros(w.shape(), dy.dtype());
+                      if (rows * in * out > 0)
+                        blas::gemm(true, false, static_cast<int>(out), static_cast<int>(in), static_cast<int>(rows),
+                                   pdy, static_cast<int>(out), x.data_ptr<T>(), static_cast<int>(in), dw.data_ptr<T>());
+                    }
+                    if (need[2]) {
+                      db = zeros({out}, dy.dtype());
+                      T* pdb = db.data_ptr<T>();
+                      for (std::int64_t r = 0; r < rows; ++r)
+                        for (std::int64_t o = 0; o < out; ++o) pdb[o] += pdy[r * out + o];
+                    }
+                  });
+                  return std::vector<Tensor>{dx, dw, db};
+                });
+}
+
+// ---------------------------------------------------------------------------------------------
+// embedding:  y[p, :] = W[ids[p], :]      W: [V, D]   ids: [P]   y: [P, D]
+//   dW[v, :] = sum over positions p with ids[p] = v of dy[p, :]      (a scatter-add)
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  check_floating("embedding", weight);
+  check_defined("embedding", ids);
+  if (weight.dim() != 2) throw_invalid("embedding", "weight must be [V, D], got shape {}", shape_str(weight.shape()));
+  if (ids.dtype() != kInt64)
+    throw_invalid("embedding", "ids must be int64, got {} with shape {}", dtype_name(ids.dtype()),
+                  shape_str(ids.shape()));
+  std::int64_t vocab = weight.size(0), dim = weight.size(1), positions = ids.numel();
+  const auto* pid = ids.data_ptr<std::int64_t>();
+  for (std::int64_t p = 0; p < positions; ++p)
+    if (pid[p] < 0 || pid[p] >= vocab)
+      throw_invalid("embedding", "id {} at position {} is outside the table's {} rows (ids shape {})", pid[p], p, vocab,
+                    shape_str(ids.shape()));
+  Shape y_shape = ids.shape();
+  y_shape.push_back(dim);
+  Tensor y = empty(y_shape, weight.dtype());
+  dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pw = weight.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    for (std::int64_t p = 0; p < positions; ++p) std::copy(pw + pid[p] * dim, pw + (pid[p] + 1) * dim, py + p * dim);
+  });
+  return record("embedding", y, {weight, ids},
+                [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
+                  Tensor dw = zeros(w_shape, dy.dtype());
+                  dispatch_floating(dy.dtype(), "embedding", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* pdy = dy.data_ptr<T>();
+                    const auto* pid = ids.data_ptr<std::int64_t>();
+                    T* pdw = dw.data_ptr<T>();
+                    std::int64_t dim = w_shape[1];
+                    for (std::int64_t p = 0, n = ids.numel(); p < n; ++p)
+                      for (std::int64_t j = 0; j < dim; ++j) pdw[pid[p] * dim + j] += pdy[p * dim + j];
+                  });
+                  return std::vector<Tensor>{dw, Tensor()};  // ids: not differentiable
+                });
+}
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm over the last dim, row by row (D = row length):
+//   mu = sum x / D,   var = sum (x - mu)^2 / D,   rstd = 1 / sqrt(var + eps)
+//   xhat = (x - mu) rstd,   y = xhat w + b
+// Backward (docs/layer_norm.md derives it). With g = dy w:
+//   dx = rstd (g - mean(g) - xhat mean(g xhat))
+//   dw = sum over rows of dy xhat,   db = sum over rows of dy
+// Saved: x, and per row mu and rstd (xhat is recomputed from them, not stored).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_floating("layer_norm", x);
+  if (x.dim() == 0) throw_invalid("layer_norm", "needs at least one dim, got a 0-d tensor");
+  std::int64_t d = x.shape().back(), rows = rows_of(x);
+  if (d == 0) throw_invalid("layer_norm", "cannot normalise over an empty last dim (shape {})", shape_str(x.shape()));
+  if (!(eps > 0)) throw_invalid("layer_norm", "eps must be positive, got {}", eps);
+  check_vector("layer_norm", "weight", weight, d, x);
+  check_vector("layer_norm", "bias", bias, d, x);
+  Tensor y = empty_like(x);
+  Tensor mean = empty({rows}, kFloat64), rstd = empty({rows}, kFloat64);
+  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    const T* pw = weight.defined() ? weight.data_ptr<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    T* py = y.data_ptr<T>();
+    double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* row = px + r * d;
+      double mu = 0.0, var = 0.0;
+      for (std::int64_t j = 0; j < d; ++j) mu += row[j];
+      mu /= static_cast<double>(d);
+      for (std::int64_t j = 0; j < d; ++j) var += (row[j] - mu) * (row[j] - mu);
+      var /= static_cast<double>(d);
+      double rs = 1.0 / std::sqrt(var + eps);
+      pm[r] = mu;
+      pr[r] = rs;
+      for (std::int64_t j = 0; j < d; ++j) {
+        double xhat = (row[j] - mu) * rs;
+        py[r * d + j] = static_cast<T>(xhat * (pw ? pw[j] : 1.0) + (pb ? pb[j] : 0.0));
+      }
+    }
+  });
+  return record("layer_norm", y, {x, weight, bias},
+                [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), mean, rstd, rows, d](
+                    const Tensor& dy, const std::vector<bool>& need) {
+                  Tensor dx = need[0] ? empty_like(x) : Tensor();
+                  Tensor dw = need[1] ? zeros({d}, x.dtype()) : Tensor();
+                  Tensor db = need[2] ? zeros({d}, x.dtype()) : Tensor();
+                  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>();
+                    const T* pw = w.defined() ? w.data_ptr<T>() : nullptr;
+                    const double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
+                    T* pdw = need[1] ? dw.data_ptr<T>() : nullptr;
+                    T* pdb = need[2] ? db.data_ptr<T>() : nullptr;
+                    for (std::int64_t r = 0; r < rows; ++r) {
+                      const T *row = px + r * d, *drow = pdy + r * d;
+                      double g_mean = 0.0, gx_mean = 0.0;  // mean(g) and mean(g xhat)
+                      for (std::int64_t j = 0; j < d; ++j) {
+                        double xhat = (row[j] - pm[r]) * pr[r];
+                        double g = drow[j] * (pw ? pw[j] : 1.0);
+                        g_mean += g;
+                        gx_mean += g * xhat;
+                        if (pdw) pdw[j] += static_cast<T>(drow[j] * xhat);
+                        if (pdb) pdb[j] += drow[j];
+                      }
+                      g_mean /= static_cast<double>(d);
+                      gx_mean /= static_cast<double>(d);
+                      if (!need[0]) continue;
+                      T* dxrow = dx.data_ptr<T>() + r * d;
+                      for (std::int64_t j = 0; j < d; ++j) {
+                        double xhat = (row[j] - pm[r]) * pr[r];
+                        double g = drow[j] * (pw ? pw[j] : 1.0);
+                        dxrow[j] = static_cast<T>(pr[r] * (g - g_mean - xhat * gx_mean));
+                      }
+                    }
+                  });
+                  return std::vector<Tensor>{dx, dw, db};
+                });
+}
+
+// ---------------------------------------------------------------------------------------------
+// dropout:  y = x * keep / (1 - p),  keep_i ~ Bernoulli(1 - p)
+//   dx = dy * keep / (1 - p)        (the same scaled mask, saved)
+Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
+  check_floating("dropout", x);
+  if (!(p >= 0.0 && p <= 1.0)) throw_invalid("dropout", "probability must be in [0, 1], got {}", p);
+  if (!training || p == 0.0) return x;
+  Tensor scale = empty_like(x);  // keep / (1 - p): 0 or 1/(1-p)
+  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    T* ps = scale.data_ptr<T>();
+    T kept = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) ps[i] = generator.uniform() >= p ? kept : T(0);
+  });
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = x * scale;
+  }
+  return record("dropout", y, {x},
+                [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross_entropy, one row r per position (C classes, target t_r, N = rows not ignored):
+//   loss = (1/N) sum_r (lse_r - x_{r, t_r}),   lse_r = log sum_c exp(x_rc)
+//   dx_rc = dy (softmax(x_r)_c - [c = t_r]) / N,   and 0 on ignored rows
+// Saved: the logits (shared, not copied) and lse per row; softmax is recomputed as exp(x - lse).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  check_floating("cross_entropy", logits);
+  check_defined("cross_entropy", targets);
+  if (targets.dtype() != kInt64)
+    throw_invalid("cross_entropy", "targets must be int64 class indices, got {} with shape {}",
+                  dtype_name(targets.dtype()), shape_str(targets.shape()));
+  if (logits.dim() < 1 || Shape(logits.shape().begin(), logits.shape().end() - 1) != targets.shape())
+    throw_invalid("cross_entropy", "logits of shape {} need targets of shape {}, got {}", shape_str(logits.shape()),
+                  logits.dim() < 1 ? "[...]" : shape_str(Shape(logits.shape().begin(), logits.shape().end() - 1)),
+                  shape_str(targets.shape()));
+  std::int64_t classes = logits.shape().back(), rows = targets.numel();
+  const auto* pt = targets.data_ptr<std::int64_t>();
+  std::int64_t counted = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (pt[r] == ignore_index) continue;
+    if (pt[r] < 0 || pt[r] >= classes)
+      throw_invalid("cross_entropy", "target {} at position {} is outside [0, {}) and is not ignore_index ({})", pt[r],
+                    r, classes, ignore_index);
+    ++counted;
+  }
+  Tensor lse = empty({rows}, kFloat64);
+  double total = 0.0;
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = logits.data_ptr<T>();
+    double* pl = lse.data_ptr<double>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (pt[r] == ignore_index) continue;
+      const T* row = px + r * classes;
+      double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+      for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, static_cast<double>(row[c]));
+      for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - m);
+      pl[r] = m + std::log(sum);
+      total += pl[r] - row[pt[r]];
+    }
+  });
+  Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
+  return record("cross_entropy", loss, {logits, targets},
+                [x = logits.detach(), targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>&) {
+                  Tensor dx = zeros(x.shape(), x.dtype());
+                  if (counted == 0) return std::vector<Tensor>{dx, Tensor()};
+                  dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
+                    using T = decltype(tag);
+                    const T* px = x.data_ptr<T>();
+                    const auto* pt = targets.data_ptr<std::int64_t>();
+                    const double* pl = lse.data_ptr<double>();
+                    T* pdx = dx.data_ptr<T>();
+                    std::int64_t classes = x.shape().back();
+                    double g = static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
+                    for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
+                      if (pt[r] == ignore_index) continue;
+                      for (std::int64_t c = 0; c < classes; ++c)
+                        pdx[r * classes + c] = static_cast<T>(g * std::exp(px[r * classes + c] - pl[r]));
+                      pdx[r * classes + pt[r]] -= static_cast<T>(g);
+                    }
+                  });
+                  return std::vector<Tensor>{dx, Tensor()};  // targets: not differentiable
+                });
+}
+
+}  // namespace ag

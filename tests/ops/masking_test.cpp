@@ -1,0 +1,71 @@
+// Checks ops/masking.cpp: masked_fill and the mask builders.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::throws_with;
+
+TEST(Masking, MaskedFillBroadcastsTheMask) {
+  Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64);
+  Tensor column_mask = from_vector<bool>({false, true, false}, {3});
+  EXPECT_TRUE(all_close(masked_fill(x, column_mask, -1), {1, -1, 3, 4, -1, 6}, 0));
+  Tensor row_mask = from_vector<bool>({true, false}, {2, 1});
+  EXPECT_TRUE(all_close(masked_fill(x, row_mask, 0), {0, 0, 0, 4, 5, 6}, 0));
+}
+
+TEST(Masking, NoGradientThroughFilledPositions) {
+  Tensor x = tensor({1, 2, 3}, {3}, kFloat64).requires_grad_();
+  Tensor mask = from_vector<bool>({false, true, false}, {3});
+  masked_fill(x, mask, 7).backward(tensor({10, 20, 30}, {3}, kFloat64));
+  EXPECT_TRUE(all_close(x.grad(), {10, 0, 30}, 0));
+  Generator gen(1);
+  Tensor leaf = test::normal_leaf({2, 3, 4}, gen);
+  Tensor m = from_vector<bool>({true, false, false, true}, {4});
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], m, 0.5); }, {leaf}));
+}
+
+TEST(Masking, CausalMaskAlignsTheLastQueryWithTheLastKey) {
+  // Tq = Tk: the lower triangle.
+  EXPECT_EQ(causal_mask(3, 3).to_vector<bool>(),
+            (std::vector<bool>{true, false, false, true, true, false, true, true, true}));
+  // Tq = 2 queries continuing a prefix of 2 cached keys (Tk = 4): query 0 is position 2.
+  EXPECT_EQ(causal_mask(2, 4).to_vector<bool>(), (std::vector<bool>{true, true, true, false, true, true, true, true}));
+}
+
+TEST(Masking, KeyPaddingMask) {
+  Tensor m = key_padding_mask({2, 3}, 3);
+  EXPECT_EQ(m.shape(), (Shape{2, 1, 1, 3}));
+  EXPECT_EQ(m.to_vector<bool>(), (std::vector<bool>{true, true, false, true, true, true}));
+}
+
+TEST(Masking, LogicalOps) {
+  Tensor a = from_vector<bool>({true, false}, {2});
+  EXPECT_EQ(logical_not(a).to_vector<bool>(), (std::vector<bool>{false, true}));
+  Tensor b = from_vector<bool>({true, true, false, true}, {2, 2});
+  EXPECT_EQ(logical_and(a, b).to_vector<bool>(), (std::vector<bool>{true, false, false, false}));
+}
+
+TEST(Masking, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        masked_fill(ones({2, 3}), ones({3}), 0);
+      },
+      "masked_fill: mask must be bool, got float32 with shape [3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        masked_fill(ones({2, 3}), full({2}, 1, kBool), 0);
+      },
+      "masked_fill: shapes [2] and [2, 3] cannot be broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        masked_fill(ones({3}), full({2, 3}, 1, kBool), 0);
+      },
+      "masked_fill: mask of shape [2, 3] does not broadcast to shape [3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { key_padding_mask({4}, 3); },
+                                                 "key_padding_mask: length 4 of sequence 0 is outside 0..3"));
+}
+
+}  // namespace
+}  // namespace ag

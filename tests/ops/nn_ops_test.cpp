@@ -1,0 +1,247 @@
+// Checks ops/nn_ops.cpp: linear, embedding, layer_norm, dropout, cross_entropy.
+#include <cmath>
+#include <limits>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::normal_leaf;
+using test::throws_with;
+
+TEST(Linear, EqualsMatmulWithTransposePlusBias) {
+  Generator gen(1);
+  Tensor x = randn({2, 3, 5}, gen, kFloat64), w = randn({4, 5}, gen, kFloat64), b = randn({4}, gen, kFloat64);
+  EXPECT_TRUE(all_close(linear(x, w, b), x.matmul(w.transpose(0, 1)) + b, 1e-12));
+  EXPECT_TRUE(all_close(linear(x, w), x.matmul(w.transpose(0, 1)), 1e-12));
+  // y = [1 2] [[1 0] [2 1] [0 3]]^T + [1 1 1] = [1+1, 2+2+1, 6+1]
+  EXPECT_TRUE(all_close(linear(tensor({1, 2}, {1, 2}), tensor({1, 0, 2, 1, 0, 3}, {3, 2}), ones({3})), {2, 5, 7}, 0));
+}
+
+TEST(Linear, GradcheckWithAndWithoutBias) {
+  Generator gen(2);
+  Tensor x = normal_leaf({2, 3, 5}, gen), w = normal_leaf({4, 5}, gen), b = normal_leaf({4}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, b}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, {x, w}));
+  Tensor x2 = normal_leaf({7, 5}, gen);
+  EXPECT_TRUE(
+      testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x2, w, b}));
+}
+
+TEST(Linear, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        linear(ones({2, 3}), ones({4, 5}));
+      },
+      "linear: input of shape [2, 3] does not fit weight of shape [4, 5] (expected [..., 5])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        linear(ones({2, 5}), ones({4, 5}), ones({3}));
+      },
+      "linear: bias has shape [3], expected [4] for input of shape [2, 5]"));
+}
+
+TEST(Embedding, LooksUpRowsAndAccumulatesRepeats) {
+  Tensor w = tensor({0, 1, 10, 11, 20, 21}, {3, 2}, kFloat64).requires_grad_();
+  Tensor ids = from_vector<std::int64_t>({2, 0, 2}, {3});
+  Tensor y = embedding(w, ids);
+  EXPECT_TRUE(all_close(y, {20, 21, 0, 1, 20, 21}, 0));
+  y.backward(tensor({1, 2, 3, 4, 5, 6}, {3, 2}, kFloat64));
+  // Row 2 was used at positions 0 and 2: its gradient is dy[0] + dy[2] = [1+5, 2+6].
+  EXPECT_TRUE(all_close(w.grad(), {3, 4, 0, 0, 6, 8}, 0));
+}
+
+TEST(Embedding, GradcheckWithBatchedIds) {
+  Generator gen(3);
+  Tensor w = normal_leaf({5, 3}, gen);
+  Tensor ids = from_vector<std::int64_t>({0, 4, 4, 1, 2, 0}, {2, 3});
+  EXPECT_EQ(embedding(w, ids).shape(), (Shape{2, 3, 3}));
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids); }, {w}));
+}
+
+TEST(Embedding, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        embedding(ones({3, 2}), from_vector<std::int64_t>({1, 3}, {2}));
+      },
+      "embedding: id 3 at position 1 is outside the table's 3 rows"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        embedding(ones({3, 2}), from_vector<std::int64_t>({-1}, {1}));
+      },
+      "embedding: id -1 at position 0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        embedding(ones({3, 2}), ones({2}));
+      },
+      "embedding: ids must be int64, got float32"));
+}
+
+TEST(LayerNorm, HandComputedRow) {
+  // Row [1, 2, 3]: mean 2, biased variance 2/3, so xhat = (x - 2) / sqrt(2/3 + eps).
+  double rs = 1 / std::sqrt(2.0 / 3 + 1e-5);
+  Tensor x = tensor({1, 2, 3}, {1, 3}, kFloat64);
+  EXPECT_TRUE(all_close(layer_norm(x), {-rs, 0, rs}, 1e-15));
+  Tensor w = tensor({2, 2, 2}, {3}, kFloat64), b = tensor({1, 1, 1}, {3}, kFloat64);
+  EXPECT_TRUE(all_close(layer_norm(x, w, b), {1 - 2 * rs, 1, 1 + 2 * rs}, 1e-15));
+}
+
+TEST(LayerNorm, ConstantRowGivesBiasNotNaN) {
+  Tensor x = full({2, 4}, 3.0, kFloat64).requires_grad_();
+  Tensor b = tensor({1, 2, 3, 4}, {4}, kFloat64);
+  Tensor y = layer_norm(x, Tensor(), b);
+  EXPECT_TRUE(all_close(y, {1, 2, 3, 4, 1, 2, 3, 4}, 0));
+  y.sum().backward();
+  for (double g : x.grad().to_vector<double>()) EXPECT_FALSE(std::isnan(g));
+}
+
+TEST(LayerNorm, GradcheckEveryInput) {
+  Generator gen(4);
+  Tensor x = normal_leaf({2, 3, 5}, gen), w = normal_leaf({5}, gen), b = normal_leaf({5}, gen);
+  EXPECT_TRUE(
+      testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); }, {x, w, b}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0]); }, {x}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1]); }, {x, w}));
+}
+
+TEST(LayerNorm, Float32MatchesFloat64) {
+  Generator gen(5);
+  Tensor x = randn({4, 16}, gen, kFloat64) * 3.0 + 1.0;
+  EXPECT_TRUE(all_close(layer_norm(x.to(kFloat32)), layer_norm(x), 1e-5));
+}
+
+TEST(LayerNorm, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        layer_norm(ones({2, 3}), ones({4}));
+      },
+      "layer_norm: weight has shape [4], expected [3] for input of shape [2, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        layer_norm(ones({2, 0}));
+      },
+      "layer_norm: cannot normalise over an empty last dim (shape [2, 0])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        layer_norm(ones({2, 3}), {}, {}, 0.0);
+      },
+      "layer_norm: eps must be positive"));
+}
+
+TEST(Dropout, EvalAndZeroProbabilityAreIdentity) {
+  Generator gen(6);
+  Tensor x = randn({10}, gen);
+  EXPECT_EQ(dropout(x, 0.5, false, gen).raw_data(), x.raw_data());
+  EXPECT_EQ(dropout(x, 0.0, true, gen).raw_data(), x.raw_data());
+}
+
+TEST(Dropout, DropsAboutPAndRescalesSurvivors) {
+  Generator gen(7);
+  const int n = 100000;
+  Tensor x = ones({n}, kFloat64).requires_grad_();
+  Tensor y = dropout(x, 0.25, true, gen);
+  auto v = y.to_vector<double>();
+  int zeros_seen = 0;
+  for (double e : v) {
+    if (e == 0)
+      ++zeros_seen;
+    else
+      EXPECT_DOUBLE_EQ(e, 1 / 0.75);
+  }
+  // Binomial(n, 0.25): standard deviation sqrt(n * 0.25 * 0.75) ~ 137; allow 5 of them.
+  EXPECT_NEAR(zeros_seen, n / 4, 5 * std::sqrt(n * 0.25 * 0.75));
+  // The gradient uses the same mask and scale.
+  y.sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), y.detach(), 0));
+}
+
+TEST(Dropout, SameSeedSameMaskAndErrors) {
+  Generator a(8), b(8);
+  Tensor x = ones({50});
+  EXPECT_EQ(dropout(x, 0.5, true, a).to_vector<float>(), dropout(x, 0.5, true, b).to_vector<float>());
+  EXPECT_TRUE(all_close(dropout(x, 1.0, true, a), std::vector<double>(50, 0.0), 0));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dropout(x, 1.5, true, a); },
+                                                 "dropout: probability must be in [0, 1], got 1.5"));
+}
+
+// -log softmax(logits)[target], composed from primitive ops: the independent reference.
+Tensor cross_entropy_reference(const Tensor& logits, const std::vector<std::int64_t>& targets) {
+  Tensor lsm = log_softmax(logits, -1);
+  Tensor total = scalar(0.0, logits.dtype());
+  for (std::size_t r = 0; r < targets.size(); ++r) {
+    auto row = static_cast<std::int64_t>(r);
+    total = total - lsm.slice(0, row, row + 1).slice(1, targets[r], targets[r] + 1).sum();
+  }
+  return total / static_cast<double>(targets.size());
+}
+
+TEST(CrossEntropy, HandComputedAndComposedReference) {
+  // logits [1, 2, 3], target 2: loss = log(e + e^2 + e^3) - 3
+  Tensor logits = tensor({1, 2, 3}, {1, 3}, kFloat64);
+  double expected = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3;
+  EXPECT_NEAR(cross_entropy(logits, from_vector<std::int64_t>({2}, {1})).item(), expected, 1e-15);
+  EXPECT_NEAR(expected, 0.40760596444438, 1e-13);
+  Generator gen(9);
+  Tensor x = randn({4, 6}, gen, kFloat64);
+  std::vector<std::int64_t> t = {5, 0, 3, 3};
+  EXPECT_NEAR(cross_entropy(x, from_vector(t, {4})).item(), cross_entropy_reference(x, t).item(), 1e-14);
+}
+
+TEST(CrossEntropy, GradientIsSoftmaxMinusOneHot) {
+  Tensor logits = tensor({1, 2, 3}, {1, 3}, kFloat64).requires_grad_();
+  cross_entropy(logits, from_vector<std::int64_t>({0}, {1})).backward();
+  Tensor p = softmax(logits.detach(), 1);
+  EXPECT_TRUE(all_close(logits.grad(), {p.at<double>({0, 0}) - 1, p.at<double>({0, 1}), p.at<double>({0, 2})}, 1e-15));
+  Generator gen(10);
+  Tensor x = normal_leaf({2, 3, 5}, gen);  // [B, T, C]
+  Tensor targets = from_vector<std::int64_t>({4, 0, 2, 2, 1, 3}, {2, 3});
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}));
+}
+
+TEST(CrossEntropy, IgnoreIndex) {
+  Generator gen(11);
+  Tensor x = normal_leaf({3, 4}, gen);
+  Tensor targets = from_vector<std::int64_t>({1, -100, 3}, {3});
+  // The ignored row counts in neither the sum nor the mean.
+  Tensor kept = cat({x.detach().slice(0, 0, 1), x.detach().slice(0, 2, 3)}, 0);
+  EXPECT_NEAR(cross_entropy(x, targets).item(), cross_entropy_reference(kept, {1, 3}).item(), 1e-14);
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}));
+  cross_entropy(x, targets).backward();
+  EXPECT_TRUE(all_close(x.grad().slice(0, 1, 2), {0, 0, 0, 0}, 0));
+  // A custom ignore_index, and every row ignored: 0, not NaN.
+  Tensor all_ignored = from_vector<std::int64_t>({7, 7, 7}, {3});
+  EXPECT_EQ(cross_entropy(x, all_ignored, 7).item(), 0.0);
+}
+
+TEST(CrossEntropy, ExtremeLogitsStayFinite) {
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Tensor x = tensor({1e4, -1e4, 0}, {1, 3}, dtype).requires_grad_();
+    Tensor right = cross_entropy(x, from_vector<std::int64_t>({0}, {1}));
+    EXPECT_NEAR(right.item(), 0.0, 1e-6);
+    Tensor wrong = cross_entropy(x, from_vector<std::int64_t>({1}, {1}));
+    EXPECT_NEAR(wrong.item(), 2e4, 1e-2);
+    wrong.backward();
+    for (double g : x.grad().to(kFloat64).to_vector<double>()) EXPECT_TRUE(std::isfinite(g));
+  }
+}
+
+TEST(CrossEntropy, Errors) {
+  Tensor x = ones({2, 3});
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        cross_entropy(x, from_vector<std::int64_t>({0, 3}, {2}));
+      },
+      "cross_entropy: target 3 at position 1 is outside [0, 3) and is not ignore_index (-100)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        cross_entropy(x, from_vector<std::int64_t>({0, 1, 2}, {3}));
+      },
+      "cross_entropy: logits of shape [2, 3] need targets of shape [2], got [3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { cross_entropy(x, ones({2})); },
+                                                 "cross_entropy: targets must be int64 class indices, got float32"));
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,0 +1,87 @@
+// Checks ops/softmax.cpp: values, stability, the fully masked row, gradients along every dim.
+#include <cmath>
+#include <limits>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::normal_leaf;
+using test::throws_with;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+TEST(Softmax, HandComputedValues) {
+  // softmax([1, 2, 3]) = e^k / (e + e^2 + e^3)
+  double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  Tensor x = tensor({1, 2, 3}, {3}, kFloat64);
+  EXPECT_TRUE(all_close(softmax(x, 0), {std::exp(1.0) / z, std::exp(2.0) / z, std::exp(3.0) / z}, 1e-15));
+  EXPECT_TRUE(all_close(log_softmax(x, 0), {1 - std::log(z), 2 - std::log(z), 3 - std::log(z)}, 1e-14));
+  EXPECT_NEAR(std::exp(3.0) / z, 0.6652409557748219, 1e-15);
+}
+
+TEST(Softmax, RowsSumToOneAlongAnyDim) {
+  Generator gen(1);
+  Tensor x = randn({2, 3, 4}, gen, kFloat64) * 5.0;
+  for (std::int64_t dim : {0, 1, 2}) {
+    Tensor sums = softmax(x, dim).sum(dim);
+    EXPECT_TRUE(all_close(sums, std::vector<double>(static_cast<std::size_t>(sums.numel()), 1.0), 1e-14));
+  }
+}
+
+TEST(Softmax, StableForHugeLogits) {
+  // Shifting every logit by the same amount leaves softmax unchanged; naive exp(1e4) is inf.
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Tensor big = tensor({1e4, 1e4 - 1, -1e4}, {3}, dtype);
+    double z = 1 + std::exp(-1.0);
+    EXPECT_TRUE(all_close(softmax(big, 0), {1 / z, std::exp(-1.0) / z, 0.0}, 1e-6));
+    EXPECT_TRUE(all_close(log_softmax(big, 0), {-std::log(z), -1 - std::log(z), -2e4 - std::log(z)}, 1e-2));
+  }
+}
+
+TEST(Softmax, GradcheckAlongEveryDim) {
+  Generator gen(2);
+  Tensor x = normal_leaf({2, 3, 4}, gen);
+  for (std::int64_t dim : {0, 1, 2, -1}) {
+    SCOPED_TRACE(fmt::format("dim {}", dim));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return softmax(in[0], dim); }, {x}));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return log_softmax(in[0], dim); }, {x}));
+  }
+}
+
+TEST(Softmax, PartlyMaskedRowIgnoresMaskedPositions) {
+  Tensor x = tensor({1, -kInf, 3}, {3}, kFloat64);
+  double z = std::exp(1.0) + std::exp(3.0);
+  EXPECT_TRUE(all_close(softmax(x, 0), {std::exp(1.0) / z, 0, std::exp(3.0) / z}, 1e-15));
+}
+
+TEST(Softmax, FullyMaskedRowIsZeroWithZeroGradient) {
+  // Row 0 has every position masked; row 1 is ordinary.
+  Tensor logits = tensor({0.5, 1.0, -0.5, 2.0, 0.0, 1.0}, {2, 3}, kFloat64).requires_grad_();
+  Tensor mask = from_vector<bool>({true, true, true, false, true, false}, {2, 3});
+  Tensor y = softmax(masked_fill(logits, mask, -kInf), 1);
+  EXPECT_TRUE(all_close(y.slice(0, 0, 1), {0, 0, 0}, 0));
+  double z = std::exp(2.0) + std::exp(1.0);
+  EXPECT_TRUE(all_close(y.slice(0, 1, 2), {std::exp(2.0) / z, 0, std::exp(1.0) / z}, 1e-15));
+  (y * tensor({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64)).sum().backward();
+  for (double g : logits.grad().to_vector<double>()) EXPECT_FALSE(std::isnan(g));
+  EXPECT_TRUE(all_close(logits.grad().slice(0, 0, 1), {0, 0, 0}, 0));
+  EXPECT_EQ(logits.grad().at<double>({1, 1}), 0.0);  // masked position: no gradient
+  // log_softmax: -inf everywhere, and no gradient either.
+  Tensor all_masked = full({3}, -kInf, kFloat64).requires_grad_();
+  Tensor ls = log_softmax(all_masked, 0);
+  EXPECT_TRUE(all_close(ls, {-kInf, -kInf, -kInf}, 0));
+  ls.backward(ones({3}, kFloat64));
+  EXPECT_TRUE(all_close(all_masked.grad(), {0, 0, 0}, 0));
+}
+
+TEST(Softmax, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { softmax(ones({2, 3}), 2); }, "softmax: dim 2 is out of range"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { log_softmax(arange(3), 0); },
+                                                 "log_softmax: expected a float32 or float64 tensor, got int64"));
+}
+
+}  // namespace
+}  // namespace ag
