@@ -30,49 +30,45 @@ double weighted_sum(const Tensor& out, const Tensor& g) {
   return total;
 }
 
-}  // namespace
-
-GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
-  // float64 copies of the inputs, as fresh leaves; the caller's tensors are left alone.
-  std::vector<Tensor> x;
-  bool any = false;
-  for (const Tensor& in : inputs) {
-    if (!in.defined() || !is_floating(in.dtype())) {
-      x.push_back(in);
-      continue;
-    }
-    Tensor copy = in.detach().to(kFloat64);  // always a new buffer
-    if (in.requires_grad()) copy.requires_grad_(true);
-    any = any || in.requires_grad();
-    x.push_back(copy);
+// The check itself. `numbers[k]` is how the report names tensors[k] ("input 2"): its position
+// in the caller's list.
+GradcheckResult check(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                      const std::vector<std::size_t>& numbers, const GradcheckOptions& options) {
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = tensors[k];
+    if (!t.defined() || t.dtype() != kFloat64 || !t.requires_grad() || !t.is_leaf())
+      throw_invalid("gradcheck", "tensor {} must be a float64 leaf that requires grad{}", k,
+                    t.defined() ? fmt::format(" (it is {} with shape {})", dtype_name(t.dtype()), shape_str(t.shape()))
+                                : std::string(" (it is undefined)"));
   }
-  if (!any) throw_invalid("gradcheck", "none of the {} inputs requires grad: nothing to check", inputs.size());
+  for (Tensor t : tensors) t.zero_grad();
 
-  // Analytic: one backward pass of L = sum(f(x) * g).
-  Tensor out = f(x);
+  // Analytic: one backward pass of L = sum(f() * g).
+  Tensor out = f();
   if (!out.defined() || !is_floating(out.dtype()))
     throw_invalid("gradcheck", "the function must return a float tensor");
   Generator generator(options.seed);
   Tensor g = randn(out.shape(), generator, kFloat64);
   if (out.requires_grad()) out.backward(out.dtype() == kFloat64 ? g : g.to(out.dtype()));
+  std::vector<Tensor> analytic;
+  for (const Tensor& t : tensors) analytic.push_back(t.grad());
 
   // Numeric: central differences, one element at a time, without recording a graph.
   NoGradGuard no_grad;
   GradcheckResult result{true, ""};
   int failures = 0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    if (!x[k].defined() || !x[k].requires_grad()) continue;
-    Tensor analytic = x[k].grad();
-    double* v = x[k].data_ptr<double>();
-    for (std::int64_t i = 0, n = x[k].numel(); i < n; ++i) {
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    Tensor x = tensors[k];
+    double* v = x.data_ptr<double>();
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
       double saved = v[i];
       v[i] = saved + options.eps;
-      double plus = weighted_sum(f(x), g);
+      double plus = weighted_sum(f(), g);
       v[i] = saved - options.eps;
-      double minus = weighted_sum(f(x), g);
+      double minus = weighted_sum(f(), g);
       v[i] = saved;
       double numeric = (plus - minus) / (2.0 * options.eps);
-      double a = analytic.defined() ? analytic.data_ptr<double>()[i] : 0.0;
+      double a = analytic[k].defined() ? analytic[k].data_ptr<double>()[i] : 0.0;
       double abs_err = std::fabs(a - numeric);
       if (abs_err <= options.atol + options.rtol * std::fabs(numeric)) continue;  // NaN fails too
       result.passed = false;
@@ -80,13 +76,45 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
         result.report += fmt::format(
             "gradcheck: input {} (shape {}), element {} (index {}): analytic {:.8g}, numeric {:.8g}, "
             "abs error {:.3g}, rel error {:.3g} (allowed: {:.3g} + {:.3g} * |numeric|)\n",
-            k, shape_str(x[k].shape()), i, index_str(i, x[k].shape()), a, numeric, abs_err,
+            numbers[k], shape_str(x.shape()), i, index_str(i, x.shape()), a, numeric, abs_err,
             abs_err / std::max(std::fabs(numeric), 1e-300), options.atol, options.rtol);
     }
   }
   if (failures > options.max_reported)
     result.report += fmt::format("gradcheck: ... {} mismatched elements in all\n", failures);
   return result;
+}
+
+}  // namespace
+
+GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                   const GradcheckOptions& options) {
+  if (tensors.empty()) throw_invalid("gradcheck", "no tensors to check");
+  std::vector<std::size_t> numbers(tensors.size());
+  for (std::size_t k = 0; k < numbers.size(); ++k) numbers[k] = k;
+  return check(f, tensors, numbers, options);
+}
+
+GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  // float64 copies of the inputs, as fresh leaves; the caller's tensors are left alone.
+  std::vector<Tensor> x, checked;
+  std::vector<std::size_t> numbers;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    if (!in.defined() || !is_floating(in.dtype())) {
+      x.push_back(in);
+      continue;
+    }
+    Tensor copy = in.detach().to(kFloat64);  // always a new buffer
+    if (in.requires_grad()) {
+      checked.push_back(copy.requires_grad_(true));
+      numbers.push_back(i);
+    }
+    x.push_back(copy);
+  }
+  if (checked.empty())
+    throw_invalid("gradcheck", "none of the {} inputs requires grad: nothing to check", inputs.size());
+  return check([&] { return f(x); }, checked, numbers, options);
 }
 
 }  // namespace ag

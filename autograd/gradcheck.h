@@ -45,4 +45,14 @@ using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
+// The same check for tensors that `f` reaches by itself, such as a module's parameters: each is
+// perturbed in place and restored. They must be float64 leaves that require grad; their .grad()
+// is cleared first. Typical use, after module.to(kFloat64):
+//
+//   auto params = module.parameters();
+//   params.push_back(x);
+//   gradcheck_in_place([&] { return module.forward(x); }, params);
+GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                   const GradcheckOptions& options = {});
+
 }  // namespace ag

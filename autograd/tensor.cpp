@@ -226,6 +226,20 @@ Tensor Tensor::detach() const {
   return Tensor(std::make_shared<TensorImpl>(impl.storage, impl.shape, impl.dtype));
 }
 
+void Tensor::set_data(const Tensor& source) {
+  const auto& impl = checked("set_data");
+  if (!source.defined()) throw_invalid("set_data", "source is an undefined tensor");
+  if (impl.grad_fn)
+    throw_invalid("set_data", "tensor with shape {} was computed by '{}'; only leaves can take new data",
+                  shape_str(impl.shape), impl.grad_fn->name());
+  if (impl.requires_grad && !is_floating(source.dtype()))
+    throw_invalid("set_data", "a tensor that requires grad cannot take {} data", dtype_name(source.dtype()));
+  impl_->storage = source.impl()->storage;
+  impl_->shape = source.shape();
+  impl_->dtype = source.dtype();
+  impl_->grad.reset();
+}
+
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   checked("backward");
   run_backward(*this, gradient, retain_graph);

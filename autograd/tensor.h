@@ -106,6 +106,10 @@ class Tensor {
   std::shared_ptr<Node> grad_fn() const;
   // Same data, cut from the graph: no grad_fn, requires_grad false.
   Tensor detach() const;
+  // Makes this leaf hold `source`'s data, shape and dtype (shared, not copied), keeping its
+  // identity: every handle to it sees the change. Drops the gradient. For Module::to() and
+  // checkpoint loading; not recorded in any graph.
+  void set_data(const Tensor& source);
   // Reverse-mode differentiation from this tensor. Without `gradient` the tensor must hold
   // one element (a loss); with it, `gradient` is dL/d(this) and has this tensor's shape.
   // The graph's saved tensors are freed afterwards unless `retain_graph` is true.

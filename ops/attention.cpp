@@ -48,6 +48,8 @@ Dims check_qkv(std::string_view op, const Tensor& q, const Tensor& k, const Tens
   if (k.size(3) != n.d)
     throw_invalid(op, "query and key dims differ: q {} and k {} (the scores q k^T need the same d)",
                   shape_str(q.shape()), shape_str(k.shape()));
+  if (n.d == 0)
+    throw_invalid(op, "q and k have head dim 0 (shapes {} and {})", shape_str(q.shape()), shape_str(k.shape()));
   if (v.size(2) != n.tk)
     throw_invalid(op, "key length {} and value length {} differ: k {} and v {}", n.tk, v.size(2), shape_str(k.shape()),
                   shape_str(v.shape()));
@@ -136,52 +138,59 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     }
   });
 
-  Tensor result = record(
-      op, out, {q, k, v},
-      [q = q.detach(), k = k.detach(), v = v.detach(), P = weights, n, s](const Tensor& dout,
-                                                                          const std::vector<bool>& need) {
-        Tensor dq = zeros(q.shape(), q.dtype()), dk = zeros(k.shape(), k.dtype()), dv = zeros(v.shape(), v.dtype());
-        int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d),
-            dvn = static_cast<int>(n.dv);
-        dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
-          using T = decltype(tag);
-          const T *pq = q.data_ptr<T>(), *pk = k.data_ptr<T>(), *pv = v.data_ptr<T>(), *pp = P.data_ptr<T>(),
-                  *pdo = dout.data_ptr<T>();
-          T *pdq = dq.data_ptr<T>(), *pdk = dk.data_ptr<T>(), *pdv = dv.data_ptr<T>();
-          std::vector<T> dS(static_cast<std::size_t>(n.tq * n.tk));  // one [Tq, Tk] scratch, reused
-          if (n.tq == 0 || n.tk == 0) return;
-          for (std::int64_t bh = 0; bh < n.b * n.h; ++bh) {
-            const T* Pm = pp + bh * n.tq * n.tk;
-            const T* dO = pdo + bh * n.tq * n.dv;
-            // dV = P^T dO
-            if (need[2] && n.dv > 0) blas::gemm(true, false, tk, dvn, tq, Pm, tk, dO, dvn, pdv + bh * n.tk * n.dv);
-            if (!need[0] && !need[1]) continue;
-            // dP = dO V^T, into the scratch
-            if (n.dv > 0)
-              blas::gemm(false, true, tq, tk, dvn, dO, dvn, pv + bh * n.tk * n.dv, dvn, dS.data());
-            else
-              std::fill(dS.begin(), dS.end(), T(0));
-            // dS = P * (dP - rowsum(dP * P)), row by row
-            for (std::int64_t i = 0; i < n.tq; ++i) {
-              T* row = dS.data() + i * n.tk;
-              const T* prow = Pm + i * n.tk;
-              double dot = 0.0;
-              for (std::int64_t j = 0; j < n.tk; ++j) dot += static_cast<double>(row[j]) * prow[j];
-              for (std::int64_t j = 0; j < n.tk; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
-            }
-            if (n.d == 0) continue;
-            // dQ = scale dS K,   dK = scale dS^T Q
-            if (need[0])
-              blas::gemm(false, false, tq, d, tk, dS.data(), tk, pk + bh * n.tk * n.d, d, pdq + bh * n.tq * n.d, T(0),
-                         static_cast<T>(s));
-            if (need[1])
-              blas::gemm(true, false, tk, d, tq, dS.data(), tk, pq + bh * n.tq * n.d, d, pdk + bh * n.tk * n.d, T(0),
-                         static_cast<T>(s));
-          }
-        });
-        return std::vector<Tensor>{need[0] ? dq : Tensor(), need[1] ? dk : Tensor(), need[2] ? dv : Tensor()};
-      });
-  return {result, need_weights ? weights.detach() : Tensor()};
+  Tensor result = record(op, out, {q, k, v},
+                         [q = q.detach(), k = k.detach(), v = v.detach(), P = weights, n, s](
+                             const Tensor& dout, const std::vector<bool>& need) {
+                           // Only the gradients asked for are allocated; the others stay undefined.
+                           Tensor dq = need[0] ? zeros(q.shape(), q.dtype()) : Tensor();
+                           Tensor dk = need[1] ? zeros(k.shape(), k.dtype()) : Tensor();
+                           Tensor dv = need[2] ? zeros(v.shape(), v.dtype()) : Tensor();
+                           int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d),
+                               dvn = static_cast<int>(n.dv);
+                           dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
+                             using T = decltype(tag);
+                             const T *pq = q.data_ptr<T>(), *pk = k.data_ptr<T>(), *pv = v.data_ptr<T>(),
+                                     *pp = P.data_ptr<T>(), *pdo = dout.data_ptr<T>();
+                             T* pdq = need[0] ? dq.data_ptr<T>() : nullptr;
+                             T* pdk = need[1] ? dk.data_ptr<T>() : nullptr;
+                             T* pdv = need[2] ? dv.data_ptr<T>() : nullptr;
+                             std::vector<T> dS(static_cast<std::size_t>(n.tq * n.tk));  // one [Tq, Tk] scratch, reused
+                             if (n.tq == 0 || n.tk == 0) return;
+                             for (std::int64_t bh = 0; bh < n.b * n.h; ++bh) {
+                               const T* Pm = pp + bh * n.tq * n.tk;
+                               const T* dO = pdo + bh * n.tq * n.dv;
+                               // dV = P^T dO
+                               if (need[2] && n.dv > 0)
+                                 blas::gemm(true, false, tk, dvn, tq, Pm, tk, dO, dvn, pdv + bh * n.tk * n.dv);
+                               if (!need[0] && !need[1]) continue;
+                               // dP = dO V^T, into the scratch
+                               if (n.dv > 0)
+                                 blas::gemm(false, true, tq, tk, dvn, dO, dvn, pv + bh * n.tk * n.dv, dvn, dS.data());
+                               else
+                                 std::fill(dS.begin(), dS.end(), T(0));
+                               // dS = P * (dP - rowsum(dP * P)), row by row
+                               for (std::int64_t i = 0; i < n.tq; ++i) {
+                                 T* row = dS.data() + i * n.tk;
+                                 const T* prow = Pm + i * n.tk;
+                                 double dot = 0.0;
+                                 for (std::int64_t j = 0; j < n.tk; ++j) dot += static_cast<double>(row[j]) * prow[j];
+                                 for (std::int64_t j = 0; j < n.tk; ++j)
+                                   row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+                               }
+                               if (n.d == 0) continue;
+                               // dQ = scale dS K,   dK = scale dS^T Q
+                               if (need[0])
+                                 blas::gemm(false, false, tq, d, tk, dS.data(), tk, pk + bh * n.tk * n.d, d,
+                                            pdq + bh * n.tq * n.d, T(0), static_cast<T>(s));
+                               if (need[1])
+                                 blas::gemm(true, false, tk, d, tq, dS.data(), tk, pq + bh * n.tq * n.d, d,
+                                            pdk + bh * n.tk * n.d, T(0), static_cast<T>(s));
+                             }
+                           });
+                           return std::vector<Tensor>{dq, dk, dv};
+                         });
+  // A copy: the caller may write into it without corrupting what backward reads.
+  return {result, need_weights ? weights.detach().clone() : Tensor()};
 }
 
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,

@@ -6,7 +6,7 @@
 //   output: [B, H, Tq, dv]    weights: [B, H, Tq, Tk]
 //
 // attn_mask is bool, broadcastable to [B, H, Tq, Tk], true where a query may attend to a key
-// (key padding: [B, 1, 1, Tk]; any pattern: [Tq, Tk]). causal adds causal_mask(Tq, Tk). A
+// (key padding: [B, 1, 1, Tk]; any pattern: [Tq, Tk]). causal ANDs in causal_mask(Tq, Tk). A
 // masked score is -inf, so its weight is exactly 0; a query with every key masked gets zero
 // weights and a zero output (docs/attention.md).
 #pragma once

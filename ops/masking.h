@@ -24,7 +24,7 @@ Tensor causal_mask(std::int64_t tq, std::int64_t tk);
 // [B, 1, 1, T], true at key positions < lengths[b]: broadcasts over heads and queries.
 Tensor key_padding_mask(const std::vector<std::int64_t>& lengths, std::int64_t t);
 
-// Elementwise logical not, and, or of bool tensors (with broadcasting for and/or).
+// Elementwise logical not and and of bool tensors (and broadcasts).
 Tensor logical_not(const Tensor& mask);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 

@@ -15,8 +15,9 @@ namespace ag {
 
 namespace {
 
+// The product of every dim but the last (1 for a 0-d or 1-d tensor).
 std::int64_t rows_of(const Tensor& x) {
-  return x.dim() == 0 ? 1 : x.numel() / std::max<std::int64_t>(x.shape().back(), 1);
+  return x.dim() <= 1 ? 1 : shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
 }
 
 int blas_size(std::string_view op, std::int64_t v) {

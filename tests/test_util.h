@@ -53,4 +53,13 @@ inline Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo = -1.0,
 
 inline Tensor normal_leaf(const Shape& shape, Generator& gen) { return randn(shape, gen, kFloat64).requires_grad_(); }
 
+// gradcheck of `f` (a module's forward) with respect to `inputs` and every parameter of
+// `module`, which must already be float64. Inputs must be float64 leaves requiring grad.
+inline ::testing::AssertionResult gradcheck_module(const nn::Module& module, const std::vector<Tensor>& inputs,
+                                                   const std::function<Tensor()>& f) {
+  std::vector<Tensor> tensors = inputs;
+  for (const Tensor& p : module.parameters()) tensors.push_back(p);
+  return testing::gradcheck_in_place(f, tensors);
+}
+
 }  // namespace ag::test

@@ -1,6 +1,7 @@
 // GoogleTest glue: gradcheck as an assertion whose failure message is gradcheck's report.
 //
 //   EXPECT_TRUE(ag::testing::gradcheck(f, {x, w}));
+//   EXPECT_TRUE(ag::testing::gradcheck_in_place([&] { return layer.forward(x); }, tensors));
 //
 // Include it only in test programs (it needs <gtest/gtest.h>).
 #pragma once
@@ -14,6 +15,16 @@ namespace ag::testing {
 inline ::testing::AssertionResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
                                             const GradcheckOptions& options = {}) {
   GradcheckResult r = ag::gradcheck(f, inputs, options);
+  if (r) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\n" << r.report;
+}
+
+// The same for tensors f reaches by itself, such as a module's parameters (see
+// ag::gradcheck_in_place).
+inline ::testing::AssertionResult gradcheck_in_place(const std::function<Tensor()>& f,
+                                                     const std::vector<Tensor>& tensors,
+                                                     const GradcheckOptions& options = {}) {
+  GradcheckResult r = ag::gradcheck_in_place(f, tensors, options);
   if (r) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "\n" << r.report;
 }

@@ -79,6 +79,30 @@ TEST(Gradcheck, Float32InputsAreCheckedInFloat64) {
   EXPECT_FALSE(x.grad().defined());  // the caller's tensor is left alone
 }
 
+TEST(Gradcheck, InPlaceChecksTensorsTheFunctionReachesItself) {
+  Generator gen(3);
+  Tensor w = test::normal_leaf({3, 2}, gen);
+  Tensor x = randn({4, 3}, gen, kFloat64);
+  EXPECT_TRUE(gradcheck_in_place([&] { return x.matmul(w).tanh(); }, {w}));
+  EXPECT_TRUE(w.grad().defined());  // left holding the analytic gradient
+  // A wrong backward is caught here too, and tensors are numbered by their place in the list.
+  Tensor v = tensor({0.5, 1.5}, {2}, kFloat64).requires_grad_();
+  GradcheckResult r = gradcheck_in_place([&] { return square_with_bug(v, 1); }, {w, v});
+  EXPECT_FALSE(r);
+  EXPECT_NE(r.report.find("input 1 (shape [2]), element 1"), std::string::npos) << r.report;
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { gradcheck_in_place([&] { return x; }, {x}); },
+                                                 "gradcheck: tensor 0 must be a float64 leaf that requires grad"));
+}
+
+TEST(Gradcheck, ReportsInputsByTheirPositionInTheList) {
+  // Input 0 is a constant; the wrong gradient belongs to input 1 and is reported as such.
+  Tensor c = ones({2}, kFloat64);
+  Tensor v = tensor({0.5, 1.5}, {2}, kFloat64).requires_grad_();
+  GradcheckResult r =
+      gradcheck([](const std::vector<Tensor>& in) { return square_with_bug(in[1], 0) * in[0]; }, {c, v});
+  EXPECT_NE(r.report.find("input 1 (shape [2]), element 0"), std::string::npos) << r.report;
+}
+
 TEST(Gradcheck, ZeroGradientIsCheckedToo) {
   // f ignores x: the analytic gradient is absent (zero), and so is the numeric one.
   Tensor x = ones({2}, kFloat64).requires_grad_();

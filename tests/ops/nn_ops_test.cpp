@@ -30,6 +30,17 @@ TEST(Linear, GradcheckWithAndWithoutBias) {
       testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x2, w, b}));
 }
 
+TEST(Linear, EmptyInputFeaturesGiveTheBias) {
+  // in = 0: x W^T is an empty sum, so every row is b; db still sums dy over the rows.
+  Tensor x = ones({5, 0}, kFloat64), w = ones({3, 0}, kFloat64).requires_grad_();
+  Tensor b = tensor({1, 2, 3}, {3}, kFloat64).requires_grad_();
+  Tensor y = linear(x, w, b);
+  EXPECT_TRUE(all_close(y, {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}, 0));
+  y.sum().backward();
+  EXPECT_TRUE(all_close(b.grad(), {5, 5, 5}, 0));
+  EXPECT_TRUE(all_close(linear(x, w), std::vector<double>(15, 0.0), 0));
+}
+
 TEST(Linear, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] {
@@ -155,6 +166,19 @@ TEST(Dropout, DropsAboutPAndRescalesSurvivors) {
   // The gradient uses the same mask and scale.
   y.sum().backward();
   EXPECT_TRUE(all_close(x.grad(), y.detach(), 0));
+}
+
+TEST(Dropout, Gradcheck) {
+  // A fresh generator with the same seed on every call draws the same mask each time, so the
+  // function is deterministic and finite differences apply.
+  Generator gen(12);
+  Tensor x = normal_leaf({3, 4, 5}, gen);
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        Generator mask_gen(99);
+        return dropout(in[0], 0.3, true, mask_gen);
+      },
+      {x}));
 }
 
 TEST(Dropout, SameSeedSameMaskAndErrors) {

@@ -1,0 +1,59 @@
+#include "attention.h"
+
+#include "../autograd/error.h"
+#include "../ops/shape.h"
+
+namespace ag::nn {
+
+MultiHeadAttention::MultiHeadAttention(std::int64_t d_model_, std::int64_t n_heads_, MultiHeadAttentionOptions options,
+                                       Generator& generator)
+    : d_model(d_model_), n_heads(n_heads_), head_dim(n_heads_ > 0 ? d_model_ / n_heads_ : 0) {
+  if (d_model <= 0 || n_heads <= 0 || d_model % n_heads != 0)
+    throw_invalid("MultiHeadAttention", "d_model {} is not divisible into {} heads", d_model, n_heads);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
+  drop = register_module("drop", std::make_shared<Dropout>(options.dropout, generator));
+  if (options.rotary) rotary = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim, options.max_len));
+}
+
+Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
+  return x.reshape({x.size(0), x.size(1), n_heads, head_dim}).permute({0, 2, 1, 3});
+}
+
+Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
+  return x.permute({0, 2, 1, 3}).reshape({x.size(0), x.size(2), d_model});
+}
+
+AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const Tensor& mask, bool causal, bool need_weights, std::int64_t offset) {
+  for (const Tensor* t : {&query, &key, &value})
+    if (!t->defined() || t->dim() != 3 || t->size(2) != d_model)
+      throw_invalid("MultiHeadAttention", "query, key and value must be [B, T, {}], got shapes {}, {} and {}", d_model,
+                    shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
+  if (key.size(1) != value.size(1))
+    throw_invalid("MultiHeadAttention", "key length {} and value length {} differ (shapes {} and {})", key.size(1),
+                  value.size(1), shape_str(key.shape()), shape_str(value.shape()));
+  if (query.size(0) != key.size(0) || key.size(0) != value.size(0))
+    throw_invalid("MultiHeadAttention", "batch sizes differ: query {}, key {}, value {}", shape_str(query.shape()),
+                  shape_str(key.shape()), shape_str(value.shape()));
+
+  Tensor q = split_heads(q_proj->forward(query));  // [B, H, Tq, D/H]
+  Tensor k = split_heads(k_proj->forward(key));    // [B, H, Tk, D/H]
+  Tensor v = split_heads(v_proj->forward(value));  // [B, H, Tk, D/H]
+  if (rotary) {
+    q = rotary->forward(q, offset + k.size(2) - q.size(2));
+    k = rotary->forward(k, offset);
+  }
+  AttentionResult r;
+  try {
+    r = scaled_dot_product_attention(q, k, v, mask, causal, need_weights);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("MultiHeadAttention (query {}, key {}): {}", shape_str(query.shape()),
+                                            shape_str(key.shape()), e.what()));
+  }
+  return {drop->forward(out_proj->forward(merge_heads(r.output))), r.weights};
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,51 @@
+// Multi-head attention: H attention heads side by side, each on its own d_model / H slice of
+// learned projections of the inputs.
+//
+//   query: [B, Tq, D]   key, value: [B, Tk, D]   output: [B, Tq, D]   weights: [B, H, Tq, Tk]
+//
+//   Q = query Wq^T,  K = key Wk^T,  V = value Wv^T            (each [B, T, D])
+//   split heads: [B, T, D] -> [B, T, H, D/H] -> [B, H, T, D/H]
+//   O_h = softmax(Q_h K_h^T / sqrt(D/H) + mask) V_h           (ops/attention.h, per head)
+//   merge heads: [B, H, Tq, D/H] -> [B, Tq, H, D/H] -> [B, Tq, D]
+//   output = O Wo^T
+//
+// Self-attention passes the same sequence as query, key and value; cross-attention passes
+// queries from one sequence and keys/values from another (of another length); causal
+// self-attention adds the causal mask.
+#pragma once
+
+#include "../ops/attention.h"
+#include "layers.h"
+#include "positional.h"
+
+namespace ag::nn {
+
+struct MultiHeadAttentionOptions {
+  bool bias = true;      // biases in the four projections
+  double dropout = 0.0;  // on the output projection
+  bool rotary = false;   // rotate queries and keys with RoPE (then max_len bounds the positions)
+  std::int64_t max_len = 2048;
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, MultiHeadAttentionOptions options = {},
+                     Generator& generator = default_generator());
+
+  // mask: bool, broadcastable to [B, H, Tq, Tk], true where a query may attend (ops/masking.h).
+  // offset (RoPE only): the position of the first key; the queries are the last Tq positions
+  // of the keys' span, as in self-attention (Tq = Tk) or when continuing a cached prefix.
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask = {},
+                          bool causal = false, bool need_weights = false, std::int64_t offset = 0);
+
+  std::int64_t d_model, n_heads, head_dim;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<RotaryEmbedding> rotary;  // null unless options.rotary
+
+  // [B, T, D] -> [B, H, T, D/H], and back.
+  Tensor split_heads(const Tensor& x) const;
+  Tensor merge_heads(const Tensor& x) const;
+};
+
+}  // namespace ag::nn

@@ -1,0 +1,58 @@
+#include "gpt.h"
+
+#include <cmath>
+
+#include "../autograd/error.h"
+#include "../ops/binary.h"
+#include "../ops/nn_ops.h"
+
+namespace ag::nn {
+
+GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
+  if (c.vocab_size <= 0 || c.block_size <= 0 || c.n_layer <= 0)
+    throw_invalid("GPT", "vocab_size, block_size and n_layer must be positive, got {}, {} and {}", c.vocab_size,
+                  c.block_size, c.n_layer);
+  wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, generator));
+  wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, generator));
+  drop = register_module("drop", std::make_shared<Dropout>(c.dropout, generator));
+  blocks = register_module("blocks", std::make_shared<ModuleList<TransformerEncoderBlock>>());
+  BlockOptions o{.d_model = c.n_embd,
+                 .n_heads = c.n_head,
+                 .d_ff = 4 * c.n_embd,
+                 .dropout = c.dropout,
+                 .norm_first = true,
+                 .bias = c.bias,
+                 .max_len = c.block_size};
+  for (std::int64_t i = 0; i < c.n_layer; ++i)
+    blocks->push_back(std::make_shared<TransformerEncoderBlock>(o, generator));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, c.bias));
+
+  // GPT-2 initialisation, replacing the layers' defaults.
+  double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  for (auto& [name, p] : named_parameters()) {
+    bool is_bias = name.ends_with(".bias");
+    bool is_norm = name.find("ln_") != std::string::npos;
+    if (is_norm) continue;  // LayerNorm keeps weight 1, bias 0
+    Tensor value = is_bias ? zeros(p.shape()) : randn(p.shape(), generator) * 0.02;
+    if (name.ends_with("out_proj.weight") || name.ends_with("mlp.proj.weight"))
+      value = randn(p.shape(), generator) * residual_std;
+    p.set_data(value.detach());
+  }
+}
+
+Tensor GPT::forward(const Tensor& ids) {
+  if (!ids.defined() || ids.dim() != 2)
+    throw_invalid("GPT", "ids must be int64 [B, T], got {}", ids.defined() ? shape_str(ids.shape()) : "undefined");
+  std::int64_t t = ids.size(1);
+  if (t > config.block_size)
+    throw_invalid("GPT", "sequence length {} (ids shape {}) is longer than block_size {}", t, shape_str(ids.shape()),
+                  config.block_size);
+  Tensor positions = arange(t);
+  Tensor x = drop->forward(wte->forward(ids) + wpe->forward(positions));
+  for (const auto& block : *blocks) x = block->forward(x, {}, /*causal=*/true);
+  return linear(ln_f->forward(x), wte->weight);  // tied head: logits = h wte^T
+}
+
+Tensor GPT::loss(const Tensor& ids, const Tensor& targets) { return cross_entropy(forward(ids), targets); }
+
+}  // namespace ag::nn

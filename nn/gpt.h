@@ -1,0 +1,42 @@
+// GPT: a decoder-only Transformer language model, laid out as nanoGPT / GPT-2 are.
+//
+//   ids: int64 [B, T]
+//   x = wte[ids] + wpe[0..T-1]                      token + learned position embeddings
+//   x = block(x) for each of n_layer pre-LN blocks  causal self-attention + GELU MLP
+//   logits = ln_f(x) wte^T                          the head shares the token embedding
+//   logits: [B, T, vocab_size]
+#pragma once
+
+#include "transformer.h"
+
+namespace ag::nn {
+
+struct GPTConfig {
+  std::int64_t vocab_size = 65;
+  std::int64_t block_size = 64;  // the longest context
+  std::int64_t n_layer = 4;
+  std::int64_t n_head = 4;
+  std::int64_t n_embd = 128;
+  double dropout = 0.0;
+  bool bias = true;
+};
+
+class GPT : public Module {
+ public:
+  // Initialised as GPT-2: weights N(0, 0.02), biases 0, and the projections that feed the
+  // residual stream N(0, 0.02 / sqrt(2 n_layer)) so the stream's variance does not grow
+  // with depth.
+  explicit GPT(const GPTConfig& config, Generator& generator = default_generator());
+
+  Tensor forward(const Tensor& ids);
+  // Mean cross-entropy of the next-token predictions against `targets` (int64 [B, T]).
+  Tensor loss(const Tensor& ids, const Tensor& targets);
+
+  GPTConfig config;
+  std::shared_ptr<Embedding> wte, wpe;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<ModuleList<TransformerEncoderBlock>> blocks;
+  std::shared_ptr<LayerNorm> ln_f;
+};
+
+}  // namespace ag::nn

@@ -1,0 +1,58 @@
+#include "layers.h"
+
+#include <cmath>
+
+#include "../autograd/error.h"
+#include "../ops/binary.h"
+#include "../ops/nn_ops.h"
+
+namespace ag::nn {
+
+namespace {
+Tensor uniform(const Shape& shape, double bound, Generator& generator) {
+  return (rand(shape, generator) * (2 * bound) - bound).detach();
+}
+}  // namespace
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool has_bias, Generator& generator) {
+  if (in_features <= 0 || out_features <= 0)
+    throw_invalid("Linear", "sizes must be positive, got in_features={} out_features={}", in_features, out_features);
+  double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform({out_features, in_features}, bound, generator));
+  if (has_bias) bias = register_parameter("bias", uniform({out_features}, bound, generator));
+}
+
+Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& generator) {
+  if (num <= 0 || dim <= 0) throw_invalid("Embedding", "sizes must be positive, got num={} dim={}", num, dim);
+  weight = register_parameter("weight", randn({num, dim}, generator));
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+LayerNorm::LayerNorm(std::int64_t dim, double eps_, bool has_bias) : eps(eps_) {
+  if (dim <= 0) throw_invalid("LayerNorm", "dim must be positive, got {}", dim);
+  weight = register_parameter("weight", ones({dim}));
+  if (has_bias) bias = register_parameter("bias", zeros({dim}));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+
+Dropout::Dropout(double p_, Generator& generator) : p(p_), generator_(generator.next_u64()) {
+  if (!(p >= 0.0 && p <= 1.0)) throw_invalid("Dropout", "probability must be in [0, 1], got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), generator_); }
+
+FeedForward::FeedForward(std::int64_t d_model, std::int64_t d_hidden, double dropout, bool bias, Generator& generator,
+                         GeluApproximation gelu_)
+    : gelu(gelu_) {
+  fc = register_module("fc", std::make_shared<Linear>(d_model, d_hidden, bias, generator));
+  proj = register_module("proj", std::make_shared<Linear>(d_hidden, d_model, bias, generator));
+  drop = register_module("drop", std::make_shared<Dropout>(dropout, generator));
+}
+
+Tensor FeedForward::forward(const Tensor& x) { return drop->forward(proj->forward(fc->forward(x).gelu(gelu))); }
+
+}  // namespace ag::nn

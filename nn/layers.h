@@ -1,0 +1,69 @@
+// Basic layers: each holds its parameters and calls the matching op in ops/nn_ops.h.
+#pragma once
+
+#include "../autograd/generator.h"
+#include "../ops/elementwise.h"
+#include "module.h"
+
+namespace ag::nn {
+
+// y = x W^T + b.   x: [..., in]  ->  y: [..., out]
+// Initialised as PyTorch does: W and b uniform in [-1/sqrt(in), 1/sqrt(in)].
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
+         Generator& generator = default_generator());
+  Tensor forward(const Tensor& x) const;
+
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out], or undefined
+};
+
+// A table of `num` vectors of size `dim`, looked up by int64 ids. Initialised N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t num, std::int64_t dim, Generator& generator = default_generator());
+  Tensor forward(const Tensor& ids) const;  // ids: int64 [...]  ->  [..., dim]
+
+  Tensor weight;  // [num, dim]
+};
+
+// Normalises the last dim; weight starts at 1 and bias at 0.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+
+  Tensor weight;  // [dim]
+  Tensor bias;    // [dim], or undefined
+  double eps;
+};
+
+// Zeroes elements with probability p while training; the identity in eval mode. Has its own
+// generator, seeded from the one given at construction, so runs repeat exactly.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, Generator& generator = default_generator());
+  Tensor forward(const Tensor& x);
+
+  double p;
+
+ private:
+  Generator generator_;
+};
+
+// The position-wise network of a Transformer block: Linear, GELU, Linear, Dropout.
+//   x: [..., d_model]  ->  [..., d_model], through a hidden size d_hidden (usually 4 d_model)
+class FeedForward : public Module {
+ public:
+  FeedForward(std::int64_t d_model, std::int64_t d_hidden, double dropout = 0.0, bool bias = true,
+              Generator& generator = default_generator(), GeluApproximation gelu = GeluApproximation::None);
+  Tensor forward(const Tensor& x);
+
+  std::shared_ptr<Linear> fc;    // d_model -> d_hidden
+  std::shared_ptr<Linear> proj;  // d_hidden -> d_model
+  std::shared_ptr<Dropout> drop;
+  GeluApproximation gelu;
+};
+
+}  // namespace ag::nn

@@ -1,0 +1,120 @@
+#include "transformer.h"
+
+#include <cmath>
+
+#include "../autograd/error.h"
+#include "../ops/binary.h"
+
+namespace ag::nn {
+
+namespace {
+MultiHeadAttentionOptions attention_options(const BlockOptions& o, bool rotary) {
+  return {.bias = o.bias, .dropout = o.dropout, .rotary = rotary, .max_len = o.max_len};
+}
+}  // namespace
+
+TransformerEncoderBlock::TransformerEncoderBlock(const BlockOptions& o, Generator& generator)
+    : norm_first(o.norm_first) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  attn = register_module(
+      "attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
+}
+
+Tensor TransformerEncoderBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights) {
+  bool need = weights != nullptr;
+  if (norm_first) {
+    Tensor h = ln_1->forward(x);
+    AttentionResult a = attn->forward(h, h, h, mask, causal, need);
+    if (weights) *weights = a.weights;
+    Tensor y = x + a.output;
+    return y + mlp->forward(ln_2->forward(y));
+  }
+  AttentionResult a = attn->forward(x, x, x, mask, causal, need);
+  if (weights) *weights = a.weights;
+  Tensor y = ln_1->forward(x + a.output);
+  return ln_2->forward(y + mlp->forward(y));
+}
+
+TransformerDecoderBlock::TransformerDecoderBlock(const BlockOptions& o, Generator& generator)
+    : norm_first(o.norm_first) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
+                                               o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, attention_options(o, false), generator));
+  ln_3 = register_module("ln_3", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
+}
+
+Tensor TransformerDecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& memory_mask,
+                                        Tensor* self_weights, Tensor* cross_weights) {
+  if (norm_first) {
+    Tensor h = ln_1->forward(x);
+    AttentionResult s = self_attn->forward(h, h, h, {}, /*causal=*/true, self_weights != nullptr);
+    Tensor y = x + s.output;
+    Tensor h2 = ln_2->forward(y);
+    AttentionResult c = cross_attn->forward(h2, memory, memory, memory_mask, false, cross_weights != nullptr);
+    Tensor z = y + c.output;
+    if (self_weights) *self_weights = s.weights;
+    if (cross_weights) *cross_weights = c.weights;
+    return z + mlp->forward(ln_3->forward(z));
+  }
+  AttentionResult s = self_attn->forward(x, x, x, {}, /*causal=*/true, self_weights != nullptr);
+  Tensor y = ln_1->forward(x + s.output);
+  AttentionResult c = cross_attn->forward(y, memory, memory, memory_mask, false, cross_weights != nullptr);
+  Tensor z = ln_2->forward(y + c.output);
+  if (self_weights) *self_weights = s.weights;
+  if (cross_weights) *cross_weights = c.weights;
+  return ln_3->forward(z + mlp->forward(z));
+}
+
+Transformer::Transformer(const TransformerConfig& c, Generator& generator) : config(c) {
+  BlockOptions o{.d_model = c.d_model,
+                 .n_heads = c.n_heads,
+                 .d_ff = c.d_ff,
+                 .dropout = c.dropout,
+                 .norm_first = c.norm_first,
+                 .max_len = c.max_len};
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, generator));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, generator));
+  pos = register_module("pos", std::make_shared<SinusoidalPositionalEncoding>(c.max_len, c.d_model));
+  drop = register_module("drop", std::make_shared<Dropout>(c.dropout, generator));
+  encoder = register_module("encoder", std::make_shared<ModuleList<TransformerEncoderBlock>>());
+  for (std::int64_t i = 0; i < c.n_encoder_layers; ++i)
+    encoder->push_back(std::make_shared<TransformerEncoderBlock>(o, generator));
+  decoder = register_module("decoder", std::make_shared<ModuleList<TransformerDecoderBlock>>());
+  for (std::int64_t i = 0; i < c.n_decoder_layers; ++i)
+    decoder->push_back(std::make_shared<TransformerDecoderBlock>(o, generator));
+  if (c.norm_first) {
+    enc_norm = register_module("enc_norm", std::make_shared<LayerNorm>(c.d_model));
+    dec_norm = register_module("dec_norm", std::make_shared<LayerNorm>(c.d_model));
+  }
+  head = register_module("head", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, generator));
+}
+
+Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
+  if (!src.defined() || src.dim() != 2)
+    throw_invalid("Transformer", "src must be int64 [B, S], got shape {}",
+                  src.defined() ? shape_str(src.shape()) : "undefined");
+  Tensor x = drop->forward(pos->forward(src_embed->forward(src) * std::sqrt(static_cast<double>(config.d_model))));
+  for (const auto& block : *encoder) x = block->forward(x, src_mask);
+  return enc_norm ? enc_norm->forward(x) : x;
+}
+
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask) {
+  if (!tgt.defined() || tgt.dim() != 2)
+    throw_invalid("Transformer", "tgt must be int64 [B, T], got shape {}",
+                  tgt.defined() ? shape_str(tgt.shape()) : "undefined");
+  Tensor x = drop->forward(pos->forward(tgt_embed->forward(tgt) * std::sqrt(static_cast<double>(config.d_model))));
+  for (const auto& block : *decoder) x = block->forward(x, memory, src_mask);
+  return head->forward(dec_norm ? dec_norm->forward(x) : x);
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask) {
+  return decode(tgt, encode(src, src_mask), src_mask);
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,166 @@
+// Checks nn/attention.cpp: MultiHeadAttention against a head-by-head computation, gradients
+// w.r.t. inputs and parameters for self-, cross- and causal attention, and the properties
+// attention must have.
+#include <cmath>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::gradcheck_module;
+using test::normal_leaf;
+using test::throws_with;
+
+// d_model 12, 3 heads, batch 2, Tq 5, Tk 7: the sizes the module tests use throughout.
+constexpr std::int64_t kD = 12, kH = 3, kB = 2, kTq = 5, kTk = 7;
+
+std::unique_ptr<nn::MultiHeadAttention> make_mha(Generator& gen, nn::MultiHeadAttentionOptions options = {}) {
+  auto mha = std::make_unique<nn::MultiHeadAttention>(kD, kH, options, gen);
+  mha->to(kFloat64);
+  return mha;
+}
+
+TEST(MultiHeadAttention, MatchesAHeadByHeadComputation) {
+  // Project with the module's own weights, then attend one head at a time over its slice of
+  // channels with plain ops, concatenate the heads, and project out.
+  Generator gen(1);
+  nn::MultiHeadAttention mha(kD, kH, {}, gen);
+  mha.to(kFloat64);
+  Tensor query = randn({kB, kTq, kD}, gen, kFloat64), memory = randn({kB, kTk, kD}, gen, kFloat64);
+  AttentionResult r = mha.forward(query, memory, memory, {}, false, true);
+
+  Tensor q = linear(query, mha.q_proj->weight, mha.q_proj->bias);
+  Tensor k = linear(memory, mha.k_proj->weight, mha.k_proj->bias);
+  Tensor v = linear(memory, mha.v_proj->weight, mha.v_proj->bias);
+  std::int64_t dh = kD / kH;
+  std::vector<Tensor> heads;
+  for (std::int64_t h = 0; h < kH; ++h) {
+    Tensor qh = q.slice(2, h * dh, (h + 1) * dh), kh = k.slice(2, h * dh, (h + 1) * dh),
+           vh = v.slice(2, h * dh, (h + 1) * dh);
+    Tensor w = softmax(qh.matmul(kh.transpose(1, 2)) / std::sqrt(static_cast<double>(dh)), -1);  // [B, Tq, Tk]
+    EXPECT_TRUE(all_close(r.weights.slice(1, h, h + 1).squeeze(1), w, 1e-12));
+    heads.push_back(w.matmul(vh));
+  }
+  Tensor expected = linear(cat(heads, 2), mha.out_proj->weight, mha.out_proj->bias);
+  EXPECT_TRUE(all_close(r.output, expected, 1e-12));
+  EXPECT_EQ(r.weights.shape(), (Shape{kB, kH, kTq, kTk}));  // [batch, heads, tgt_len, src_len]
+}
+
+TEST(MultiHeadAttention, GradcheckSelfCrossCausalAndRotary) {
+  Generator gen(2);
+  {
+    SCOPED_TRACE("self-attention with key padding");
+    auto mha = make_mha(gen);
+    Tensor x = normal_leaf({kB, kTq, kD}, gen);
+    Tensor mask = key_padding_mask({kTq, 3}, kTq);
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, mask).output; }));
+  }
+  {
+    SCOPED_TRACE("cross-attention, Tq != Tk, separate key and value");
+    auto mha = make_mha(gen);
+    Tensor x = normal_leaf({kB, kTq, kD}, gen), key = normal_leaf({kB, kTk, kD}, gen),
+           value = normal_leaf({kB, kTk, kD}, gen);
+    EXPECT_TRUE(gradcheck_module(*mha, {x, key, value}, [&] { return mha->forward(x, key, value).output; }));
+  }
+  {
+    SCOPED_TRACE("causal self-attention, no bias");
+    auto mha = make_mha(gen, {.bias = false});
+    Tensor x = normal_leaf({kB, kTk, kD}, gen);
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
+  }
+  {
+    SCOPED_TRACE("causal self-attention with RoPE");
+    auto mha = make_mha(gen, {.rotary = true, .max_len = 16});
+    Tensor x = normal_leaf({kB, kTk, kD}, gen);
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
+  }
+}
+
+TEST(MultiHeadAttention, CausalOutputIgnoresLaterTokens) {
+  Generator gen(3);
+  auto mha = make_mha(gen);
+  Tensor x = randn({1, kTk, kD}, gen, kFloat64);
+  Tensor y = mha->forward(x, x, x, {}, true).output;
+  const std::int64_t t = 2;
+  Tensor x2 = cat({x.slice(1, 0, t + 1), randn({1, kTk - t - 1, kD}, gen, kFloat64)}, 1);
+  Tensor y2 = mha->forward(x2, x2, x2, {}, true).output;
+  EXPECT_TRUE(all_close(y2.slice(1, 0, t + 1), y.slice(1, 0, t + 1), 1e-14));
+  EXPECT_FALSE(all_close(y2.slice(1, t + 1, kTk), y.slice(1, t + 1, kTk), 1e-3));
+}
+
+// Reorders dim 1 of x by `order`.
+Tensor permute_positions(const Tensor& x, const std::vector<std::int64_t>& order) {
+  std::vector<Tensor> rows;
+  for (auto i : order) rows.push_back(x.slice(1, i, i + 1));
+  return cat(rows, 1);
+}
+
+TEST(MultiHeadAttention, SelfAttentionIsPermutationEquivariantWithoutPositions) {
+  Generator gen(4);
+  auto mha = make_mha(gen);
+  Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
+  std::vector<std::int64_t> order = {3, 0, 4, 1, 2};
+  Tensor y = mha->forward(x, x, x).output;
+  Tensor px = permute_positions(x, order);
+  EXPECT_TRUE(all_close(mha->forward(px, px, px).output, permute_positions(y, order), 1e-13));
+  // Add positions (sinusoidal) and the symmetry is gone.
+  nn::SinusoidalPositionalEncoding pe(16, kD);
+  pe.to(kFloat64);
+  Tensor xp = pe.forward(x), pxp = pe.forward(px);
+  EXPECT_FALSE(
+      all_close(mha->forward(pxp, pxp, pxp).output, permute_positions(mha->forward(xp, xp, xp).output, order), 1e-3));
+}
+
+TEST(MultiHeadAttention, CrossAttentionIgnoresTheOrderOfKeyValuePairs) {
+  Generator gen(5);
+  auto mha = make_mha(gen);
+  Tensor query = randn({kB, kTq, kD}, gen, kFloat64), memory = randn({kB, kTk, kD}, gen, kFloat64);
+  std::vector<std::int64_t> order = {6, 2, 0, 5, 1, 3, 4};
+  Tensor pm = permute_positions(memory, order);
+  EXPECT_TRUE(all_close(mha->forward(query, pm, pm).output, mha->forward(query, memory, memory).output, 1e-13));
+}
+
+TEST(MultiHeadAttention, FullyMaskedQueryAttendsToNothing) {
+  Generator gen(6);
+  auto mha = make_mha(gen);
+  Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
+  Tensor mask = key_padding_mask({0, kTq}, kTq);  // sequence 0: every key is padding
+  AttentionResult r = mha->forward(x, x, x, mask, false, true);
+  EXPECT_TRUE(all_close(r.weights.slice(0, 0, 1), std::vector<double>(kH * kTq * kTq, 0.0), 0));
+  // Zero attention output, so the module's output is just the output projection's bias.
+  Tensor bias_rows = broadcast_to(mha->out_proj->bias, {1, kTq, kD});
+  EXPECT_TRUE(all_close(r.output.slice(0, 0, 1), bias_rows, 0));
+}
+
+TEST(MultiHeadAttention, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::MultiHeadAttention(10, 3); },
+                                                 "MultiHeadAttention: d_model 10 is not divisible into 3 heads"));
+  nn::MultiHeadAttention mha(kD, kH);
+  Tensor x = ones({kB, kTq, kD});
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(x, ones({kB, kTk, kD}), ones({kB, 6, kD}));
+      },
+      "MultiHeadAttention: key length 7 and value length 6 differ (shapes [2, 7, 12] and [2, 6, 12])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(x, x, x, full({4, 4}, 1, kBool));
+      },
+      "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention: attn_mask of shape [4, 4] "
+      "does not broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(ones({kB, kTq, 8}), x, x);
+      },
+      "MultiHeadAttention: query, key and value must be [B, T, 12], got shapes [2, 5, 8]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(x, ones({3, kTq, kD}), ones({3, kTq, kD}));
+      },
+      "MultiHeadAttention: batch sizes differ"));
+}
+
+}  // namespace
+}  // namespace ag

@@ -1,0 +1,104 @@
+// Checks nn/layers.cpp: initialisation, forward against the ops, gradients w.r.t. inputs and
+// parameters.
+#include <cmath>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::gradcheck_module;
+using test::normal_leaf;
+using test::throws_with;
+
+TEST(Linear, PyTorchDefaultInitBounds) {
+  Generator gen(1);
+  nn::Linear layer(16, 8, true, gen);
+  EXPECT_EQ(layer.weight.shape(), (Shape{8, 16}));
+  EXPECT_EQ(layer.bias.shape(), (Shape{8}));
+  double bound = 1 / std::sqrt(16.0);
+  double max_seen = 0;
+  for (float w : layer.weight.to_vector<float>()) max_seen = std::max(max_seen, std::abs(static_cast<double>(w)));
+  EXPECT_LE(max_seen, bound);
+  EXPECT_GT(max_seen, 0.8 * bound);  // 128 draws fill the range
+  EXPECT_FALSE(nn::Linear(3, 2, false).bias.defined());
+}
+
+TEST(Linear, GradcheckInputAndParameters) {
+  Generator gen(2);
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with bias" : "without bias");
+    nn::Linear layer(5, 3, bias, gen);
+    layer.to(kFloat64);
+    Tensor x = normal_leaf({2, 4, 5}, gen);
+    EXPECT_TRUE(gradcheck_module(layer, {x}, [&] { return layer.forward(x); }));
+    EXPECT_EQ(layer.parameter_count(), bias ? 18 : 15);
+  }
+}
+
+TEST(Embedding, LookupAndGradcheck) {
+  Generator gen(3);
+  nn::Embedding table(6, 4, gen);
+  table.to(kFloat64);
+  Tensor ids = from_vector<std::int64_t>({5, 0, 5, 2}, {2, 2});
+  Tensor y = table.forward(ids);
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 4}));
+  EXPECT_TRUE(all_close(y.slice(0, 0, 1).slice(1, 0, 1).reshape({1, 4}), table.weight.slice(0, 5, 6), 0));
+  EXPECT_TRUE(gradcheck_module(table, {}, [&] { return table.forward(ids); }));
+}
+
+TEST(LayerNorm, GradcheckWithAndWithoutBias) {
+  Generator gen(4);
+  for (bool bias : {true, false}) {
+    nn::LayerNorm norm(5, 1e-5, bias);
+    norm.to(kFloat64);
+    // Perturb weight and bias away from 1 and 0 so their gradients are not special cases.
+    for (Tensor p : norm.parameters()) p.set_data((p.detach() + randn(p.shape(), gen, kFloat64) * 0.3).detach());
+    Tensor x = normal_leaf({3, 2, 5}, gen);
+    EXPECT_TRUE(gradcheck_module(norm, {x}, [&] { return norm.forward(x); }));
+  }
+}
+
+TEST(Dropout, TrainVersusEval) {
+  Generator gen(5);
+  nn::Dropout drop(0.5, gen);
+  Tensor x = ones({1000});
+  Tensor y = drop.forward(x);
+  double zeros_seen = 0;
+  for (float v : y.to_vector<float>()) zeros_seen += v == 0.0f;
+  EXPECT_GT(zeros_seen, 400);
+  EXPECT_LT(zeros_seen, 600);
+  drop.eval();
+  EXPECT_TRUE(all_close(drop.forward(x), std::vector<double>(1000, 1.0), 0));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::Dropout(-0.1); },
+                                                 "Dropout: probability must be in [0, 1], got -0.1"));
+}
+
+TEST(FeedForward, GradcheckBothGelus) {
+  Generator gen(6);
+  for (GeluApproximation g : {GeluApproximation::None, GeluApproximation::Tanh}) {
+    nn::FeedForward ff(4, 7, 0.0, true, gen, g);
+    ff.to(kFloat64);
+    Tensor x = normal_leaf({2, 3, 4}, gen);
+    EXPECT_TRUE(gradcheck_module(ff, {x}, [&] { return ff.forward(x); }));
+  }
+}
+
+TEST(Layers, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::Linear(0, 3); },
+                                                 "Linear: sizes must be positive, got in_features=0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        nn::Linear(4, 3).forward(ones({2, 5}));
+      },
+      "linear: input of shape [2, 5] does not fit weight of shape [3, 4]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        nn::LayerNorm(4).forward(ones({2, 5}));
+      },
+      "layer_norm: weight has shape [4], expected [5]"));
+}
+
+}  // namespace
+}  // namespace ag
