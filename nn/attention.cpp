@@ -29,7 +29,9 @@ Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& mask, bool causal, bool need_weights, std::int64_t offset) {
   for (const Tensor* t : {&query, &key, &value})
-    if (!t->defined() || t->dim() != 3 || t->size(2) != d_model)
+    if (!t->defined()) throw_invalid("MultiHeadAttention", "query, key and value must all be defined tensors");
+  for (const Tensor* t : {&query, &key, &value})
+    if (t->dim() != 3 || t->size(2) != d_model)
       throw_invalid("MultiHeadAttention", "query, key and value must be [B, T, {}], got shapes {}, {} and {}", d_model,
                     shape_str(query.shape()), shape_str(key.shape()), shape_str(value.shape()));
   if (key.size(1) != value.size(1))

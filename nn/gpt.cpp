@@ -33,9 +33,8 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
     bool is_bias = name.ends_with(".bias");
     bool is_norm = name.find("ln_") != std::string::npos;
     if (is_norm) continue;  // LayerNorm keeps weight 1, bias 0
-    Tensor value = is_bias ? zeros(p.shape()) : randn(p.shape(), generator) * 0.02;
-    if (name.ends_with("out_proj.weight") || name.ends_with("mlp.proj.weight"))
-      value = randn(p.shape(), generator) * residual_std;
+    bool feeds_residual = name.ends_with("out_proj.weight") || name.ends_with("mlp.proj.weight");
+    Tensor value = is_bias ? zeros(p.shape()) : randn(p.shape(), generator) * (feeds_residual ? residual_std : 0.02);
     p.set_data(value.detach());
   }
 }

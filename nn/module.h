@@ -6,8 +6,8 @@
 // "blocks.0.attn.q_proj.weight".
 //
 // Members are ordinary handles to the registered tensors; registering just also records them
-// under a name. Parameters are returned in registration order, which is what optimizers and
-// checkpoints rely on.
+// under a name. Parameters come back in a fixed order, a module's own (in registration order)
+// before its submodules' (depth first), which is what optimizers and checkpoints rely on.
 #pragma once
 
 #include <memory>
@@ -42,8 +42,8 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
-  // Converts every parameter and floating buffer in place (float32 <-> float64); gradients
-  // are dropped.
+  // Converts every parameter and floating buffer in place (float32 <-> float64); a tensor
+  // whose dtype changes loses its gradient.
   void to(DType dtype);
 
  protected:

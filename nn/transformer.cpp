@@ -80,6 +80,10 @@ Transformer::Transformer(const TransformerConfig& c, Generator& generator) : con
                  .max_len = c.max_len};
   src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, generator));
   tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, generator));
+  // Embeddings start at N(0, 1/d_model) so that, once scaled by sqrt(d_model), tokens and the
+  // sinusoidal positions (values in [-1, 1]) enter the first block at comparable sizes.
+  for (Tensor w : {src_embed->weight, tgt_embed->weight})
+    w.set_data((randn(w.shape(), generator) / std::sqrt(static_cast<double>(c.d_model))).detach());
   pos = register_module("pos", std::make_shared<SinusoidalPositionalEncoding>(c.max_len, c.d_model));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, generator));
   encoder = register_module("encoder", std::make_shared<ModuleList<TransformerEncoderBlock>>());

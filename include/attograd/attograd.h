@@ -22,6 +22,7 @@
 #include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/optim.h"
 #include "nn/positional.h"
 #include "nn/transformer.h"
 #include "ops/attention.h"

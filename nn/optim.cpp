@@ -1,0 +1,223 @@
+#include "optim.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/error.h"
+#include "../autograd/grad_mode.h"
+
+namespace ag::optim {
+
+namespace {
+std::vector<ParamGroup> one_group(std::vector<Tensor> params, double weight_decay) {
+  return {ParamGroup{std::move(params), weight_decay}};
+}
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
+  if (!(lr >= 0)) throw_invalid("optimizer", "learning rate must be non-negative, got {}", lr);
+  for (const auto& g : groups_)
+    for (const Tensor& p : g.params)
+      if (!p.defined() || !p.requires_grad() || !p.is_leaf())
+        throw_invalid("optimizer", "every parameter must be a leaf tensor that requires grad");
+  slots_.resize(parameter_count());
+}
+
+std::size_t Optimizer::parameter_count() const {
+  std::size_t n = 0;
+  for (const auto& g : groups_) n += g.params.size();
+  return n;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (Tensor& p : g.params) p.zero_grad();
+}
+
+Tensor& Optimizer::slot(std::size_t param_index, std::size_t which) {
+  auto& s = slots_[param_index];
+  if (s.size() <= which) s.resize(slot_names_.size());
+  if (!s[which].defined()) {
+    std::size_t i = 0;
+    for (const auto& g : groups_)
+      for (const Tensor& p : g.params)
+        if (i++ == param_index) s[which] = zeros(p.shape(), p.dtype());
+  }
+  return s[which];
+}
+
+bool Optimizer::has_slot(std::size_t param_index, std::size_t which) const {
+  const auto& s = slots_[param_index];
+  return which < s.size() && s[which].defined();
+}
+
+std::vector<nn::NamedTensor> Optimizer::state() const {
+  std::vector<nn::NamedTensor> out{{"step", scalar(static_cast<double>(steps_), kInt64)}};
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    for (std::size_t w = 0; w < slots_[i].size(); ++w)
+      if (slots_[i][w].defined()) out.emplace_back(fmt::format("{}.{}", i, slot_names_[w]), slots_[i][w]);
+  return out;
+}
+
+void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
+  std::vector<std::vector<Tensor>> loaded(slots_.size(), std::vector<Tensor>(slot_names_.size()));
+  std::int64_t step = -1;
+  std::vector<const Tensor*> params;
+  for (const auto& g : groups_)
+    for (const Tensor& p : g.params) params.push_back(&p);
+  for (const auto& [name, t] : state) {
+    if (name == "step") {
+      if (t.dtype() != kInt64 || t.numel() != 1) throw_invalid("optimizer", "state 'step' must be one int64");
+      step = t.item<std::int64_t>();
+      continue;
+    }
+    auto dot = name.find('.');
+    std::size_t index = 0, which = slot_names_.size();
+    try {
+      index = std::stoul(name.substr(0, dot));
+    } catch (const std::exception&) {
+      throw_invalid("optimizer", "unexpected state entry '{}'", name);
+    }
+    for (std::size_t w = 0; w < slot_names_.size(); ++w)
+      if (dot != std::string::npos && name.substr(dot + 1) == slot_names_[w]) which = w;
+    if (index >= params.size() || which == slot_names_.size())
+      throw_invalid("optimizer", "unexpected state entry '{}' for {} parameters", name, params.size());
+    const Tensor& p = *params[index];
+    if (t.shape() != p.shape() || t.dtype() != p.dtype())
+      throw_invalid("optimizer", "state '{}' is {} {} but parameter {} is {} {}", name, dtype_name(t.dtype()),
+                    shape_str(t.shape()), index, dtype_name(p.dtype()), shape_str(p.shape()));
+    loaded[index][which] = t.clone().detach();
+  }
+  if (step < 0) throw_invalid("optimizer", "state has no 'step' entry");
+  slots_ = std::move(loaded);
+  steps_ = step;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params), o.weight_decay), o) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr), options(o) {
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    throw_invalid("SGD", "nesterov momentum needs momentum > 0 and dampening 0");
+  slot_names_ = {"momentum_buffer"};
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  std::size_t index = 0;
+  for (auto& group : groups_)
+    for (Tensor& p : group.params) {
+      std::size_t i = index++;
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      bool first = !has_slot(i, 0);
+      dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
+        using T = decltype(tag);
+        T* w = p.data_ptr<T>();
+        const T* g = grad.data_ptr<T>();
+        T* buf = options.momentum != 0 ? slot(i, 0).template data_ptr<T>() : nullptr;
+        double mu = options.momentum, wd = group.weight_decay;
+        for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
+          double d = g[j] + wd * w[j];
+          if (buf) {
+            buf[j] = static_cast<T>(first ? d : mu * buf[j] + (1 - options.dampening) * d);
+            d = options.nesterov ? d + mu * buf[j] : buf[j];
+          }
+          w[j] = static_cast<T>(w[j] - lr_ * d);
+        }
+      });
+    }
+  ++steps_;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(one_group(std::move(params), o.weight_decay), o, false) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
+    : Optimizer(std::move(groups), o.lr), options(o), decoupled_(decoupled) {
+  if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1))
+    throw_invalid(decoupled ? "AdamW" : "Adam", "betas must be in [0, 1), got ({}, {})", o.beta1, o.beta2);
+  if (!(o.eps >= 0)) throw_invalid(decoupled ? "AdamW" : "Adam", "eps must be non-negative, got {}", o.eps);
+  slot_names_ = {"exp_avg", "exp_avg_sq"};
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions o) : Adam(one_group(std::move(params), o.weight_decay), o, true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, true) {}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  double t = static_cast<double>(steps_);
+  double bias1 = 1 - std::pow(options.beta1, t), bias2 = 1 - std::pow(options.beta2, t);
+  double step_size = lr_ / bias1, sqrt_bias2 = std::sqrt(bias2);
+  std::size_t index = 0;
+  for (auto& group : groups_)
+    for (Tensor& p : group.params) {
+      std::size_t i = index++;
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      dispatch_floating(p.dtype(), decoupled_ ? "AdamW" : "Adam", [&](auto tag) {
+        using T = decltype(tag);
+        T* w = p.data_ptr<T>();
+        const T* g = grad.data_ptr<T>();
+        T* m = slot(i, 0).template data_ptr<T>();
+        T* v = slot(i, 1).template data_ptr<T>();
+        double wd = group.weight_decay, b1 = options.beta1, b2 = options.beta2;
+        double decay = decoupled_ ? 1 - lr_ * wd : 1.0;  // AdamW shrinks p before the update
+        for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
+          double d = decoupled_ ? g[j] : g[j] + wd * w[j];
+          m[j] = static_cast<T>(b1 * m[j] + (1 - b1) * d);
+          v[j] = static_cast<T>(b2 * v[j] + (1 - b2) * d * d);
+          double denom = std::sqrt(static_cast<double>(v[j])) / sqrt_bias2 + options.eps;
+          w[j] = static_cast<T>(w[j] * decay - step_size * m[j] / denom);
+        }
+      });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  if (!(max_norm > 0)) throw_invalid("clip_grad_norm", "max_norm must be positive, got {}", max_norm);
+  double total = 0.0;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      const auto* pg = g.data_ptr<decltype(tag)>();
+      for (std::int64_t j = 0, n = g.numel(); j < n; ++j) total += static_cast<double>(pg[j]) * pg[j];
+    });
+  }
+  double norm = std::sqrt(total);
+  double scale = max_norm / (norm + 1e-6);
+  if (scale >= 1.0) return norm;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
+      using T = decltype(tag);
+      T* pg = g.data_ptr<T>();
+      for (std::int64_t j = 0, n = g.numel(); j < n; ++j) pg[j] = static_cast<T>(pg[j] * scale);
+    });
+  }
+  return norm;
+}
+
+double WarmupCosine::lr_at(std::int64_t step) const {
+  if (step < warmup) return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (step >= total) return min_lr;
+  double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<std::int64_t>(total - warmup, 1));
+  return min_lr + 0.5 * (1 + std::cos(std::numbers::pi * progress)) * (max_lr - min_lr);
+}
+
+std::vector<ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {
+  ParamGroup decayed{{}, weight_decay}, plain{{}, 0.0};
+  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decayed : plain).params.push_back(p);
+  return {decayed, plain};
+}
+
+}  // namespace ag::optim

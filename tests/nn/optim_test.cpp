@@ -1,0 +1,186 @@
+// Checks nn/optim.cpp: the first steps of each optimizer against values worked out by hand
+// from PyTorch's documented update rules (tools/optimizer_reference.py prints the same
+// numbers from torch.optim), clipping, and the schedule.
+#include <cmath>
+#include <numbers>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::throws_with;
+
+// Gives p the gradient c (one value per element) through a real backward pass.
+void set_grad(Tensor& p, const std::vector<double>& c) {
+  p.zero_grad();
+  (p * tensor(c, p.shape(), p.dtype())).sum().backward();
+}
+
+TEST(SGD, PlainMomentumWeightDecayNesterov) {
+  // p0 = 1, gradient 0.5 at every step, lr = 0.1.
+  Tensor p = ones({1}, kFloat64).requires_grad_();
+  optim::SGD plain({p}, {.lr = 0.1});
+  set_grad(p, {0.5});
+  plain.step();
+  EXPECT_DOUBLE_EQ(p.item(), 0.95);  // 1 - 0.1 * 0.5
+
+  // momentum 0.9: b1 = 0.5, p1 = 0.95;  b2 = 0.9 * 0.5 + 0.5 = 0.95, p2 = 0.95 - 0.095 = 0.855
+  Tensor q = ones({1}, kFloat64).requires_grad_();
+  optim::SGD momentum({q}, {.lr = 0.1, .momentum = 0.9});
+  for (double expected : {0.95, 0.855}) {
+    set_grad(q, {0.5});
+    momentum.step();
+    EXPECT_NEAR(q.item(), expected, 1e-15);
+  }
+
+  // weight decay 0.1: d1 = 0.5 + 0.1 * 1 = 0.6, p1 = 0.94;  d2 = 0.5 + 0.094 = 0.594,
+  // b2 = 0.9 * 0.6 + 0.594 = 1.134, p2 = 0.94 - 0.1134 = 0.8266
+  Tensor r = ones({1}, kFloat64).requires_grad_();
+  optim::SGD decayed({r}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1});
+  for (double expected : {0.94, 0.8266}) {
+    set_grad(r, {0.5});
+    decayed.step();
+    EXPECT_NEAR(r.item(), expected, 1e-15);
+  }
+
+  // Nesterov: b1 = 0.5, step direction 0.5 + 0.9 * 0.5 = 0.95, p1 = 1 - 0.095 = 0.905
+  Tensor s = ones({1}, kFloat64).requires_grad_();
+  optim::SGD nesterov({s}, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  set_grad(s, {0.5});
+  nesterov.step();
+  EXPECT_NEAR(s.item(), 0.905, 1e-15);
+}
+
+TEST(Adam, FirstTwoSteps) {
+  // p0 = 1, gradients 0.5 then -1, lr 0.1, betas (0.9, 0.999), eps 1e-8.
+  // Step 1: m = 0.05, v = 0.00025; bias-corrected m/sqrt(v) = 0.5 / 0.5, so
+  //         p1 = 1 - 0.1 * 0.5 / (0.5 + 1e-8) = 0.900000002.
+  // Step 2: m = 0.045 - 0.1 = -0.055, v = 0.00024975 + 0.001 = 0.00124975;
+  //         m / 0.19 = -0.2894737, sqrt(v / 0.001999) = 0.7906881;
+  //         p2 = p1 + 0.1 * 0.2894737 / (0.7906881 + 1e-8) = 0.93661035424.
+  Tensor p = ones({1}, kFloat64).requires_grad_();
+  optim::Adam adam({p}, {.lr = 0.1});
+  set_grad(p, {0.5});
+  adam.step();
+  EXPECT_NEAR(p.item(), 0.900000002, 1e-12);
+  set_grad(p, {-1.0});
+  adam.step();
+  EXPECT_NEAR(p.item(), 0.9366103542405654, 1e-12);
+}
+
+TEST(Adam, L2WeightDecayEntersTheMoments) {
+  // Adam's weight decay adds wd * p to the gradient: with p0 = 1, wd = 1 and gradient -1 the
+  // effective gradient is 0, so the first step leaves p where it is.
+  Tensor p = ones({1}, kFloat64).requires_grad_();
+  optim::Adam adam({p}, {.lr = 0.1, .weight_decay = 1.0});
+  set_grad(p, {-1.0});
+  adam.step();
+  EXPECT_DOUBLE_EQ(p.item(), 1.0);
+}
+
+TEST(AdamW, DecoupledDecay) {
+  // Same gradients as above with weight decay 0.1: p is first shrunk by (1 - lr * wd) = 0.99.
+  // Step 1: p1 = 0.99 - 0.1 * 0.5 / (0.5 + 1e-8) = 0.890000002.
+  // Step 2: p2 = 0.99 * p1 + 0.0366103542 = 0.91771035422.
+  Tensor p = ones({1}, kFloat64).requires_grad_();
+  optim::AdamW adamw({p}, {.lr = 0.1, .weight_decay = 0.1});
+  set_grad(p, {0.5});
+  adamw.step();
+  EXPECT_NEAR(p.item(), 0.890000002, 1e-12);
+  set_grad(p, {-1.0});
+  adamw.step();
+  EXPECT_NEAR(p.item(), 0.9177103542205653, 1e-12);
+  EXPECT_DOUBLE_EQ(optim::AdamW({p}).options.weight_decay, 1e-2);  // PyTorch's default
+}
+
+TEST(Optimizer, SkipsParametersWithoutGradientAndZeroGrad) {
+  Tensor a = ones({2}, kFloat64).requires_grad_(), b = ones({2}, kFloat64).requires_grad_();
+  optim::Adam adam({a, b}, {.lr = 0.1});
+  set_grad(a, {1, 1});
+  adam.step();
+  EXPECT_TRUE(all_close(b, {1, 1}, 0));
+  EXPECT_LT(a.at<double>({0}), 1.0);
+  adam.zero_grad();
+  EXPECT_FALSE(a.grad().defined());
+}
+
+TEST(Optimizer, StateRoundTripContinuesIdentically) {
+  // Two optimizers: one runs 3 steps; the other runs 1, takes the first's state after 1 step
+  // (through state()/load_state()), and must then match it exactly.
+  Tensor p = tensor({1, -2}, {2}, kFloat64).requires_grad_();
+  Tensor q = tensor({1, -2}, {2}, kFloat64).requires_grad_();
+  optim::AdamW first({p}, {.lr = 0.05}), second({q}, {.lr = 0.05});
+  set_grad(p, {0.3, -0.7});
+  first.step();
+  auto saved = first.state();
+  EXPECT_EQ(saved.size(), 3u);  // step, 0.exp_avg, 0.exp_avg_sq
+  q.set_data(p.detach().clone());
+  q.requires_grad_(true);
+  second.load_state(saved);
+  for (auto g : {std::vector<double>{0.1, 0.2}, std::vector<double>{-0.5, 0.4}}) {
+    set_grad(p, g);
+    set_grad(q, g);
+    first.step();
+    second.step();
+  }
+  EXPECT_TRUE(all_close(q, p, 0));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        second.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", ones({3}, kFloat64)}});
+      },
+      "optimizer: state '0.exp_avg' is float64 [3] but parameter 0 is float64 [2]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        second.load_state({{"step", scalar(1, kInt64)}, {"0.bogus", ones({2}, kFloat64)}});
+      },
+      "optimizer: unexpected state entry '0.bogus'"));
+}
+
+TEST(ClipGradNorm, ScalesOnlyWhenAboveTheLimit) {
+  Tensor a = zeros({2}, kFloat64).requires_grad_(), b = zeros({1}, kFloat64).requires_grad_();
+  set_grad(a, {3, 0});
+  set_grad(b, {4});
+  EXPECT_DOUBLE_EQ(optim::clip_grad_norm({a, b}, 10.0), 5.0);  // below the limit: unchanged
+  EXPECT_TRUE(all_close(a.grad(), {3, 0}, 0));
+  EXPECT_DOUBLE_EQ(optim::clip_grad_norm({a, b}, 1.0), 5.0);
+  double scale = 1.0 / (5.0 + 1e-6);
+  EXPECT_TRUE(all_close(a.grad(), {3 * scale, 0}, 1e-15));
+  EXPECT_TRUE(all_close(b.grad(), {4 * scale}, 1e-15));
+}
+
+TEST(WarmupCosine, Shape) {
+  optim::WarmupCosine s{.warmup = 10, .total = 110, .max_lr = 1.0, .min_lr = 0.1};
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.1);  // (0 + 1) / 10 of the way up
+  EXPECT_DOUBLE_EQ(s.lr_at(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.lr_at(10), 1.0);     // the top of the cosine
+  EXPECT_NEAR(s.lr_at(60), 0.55, 1e-15);  // halfway down: min + (max - min) / 2
+  EXPECT_DOUBLE_EQ(s.lr_at(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.lr_at(500), 0.1);
+}
+
+TEST(DecayGroups, MatricesDecayVectorsDoNot) {
+  nn::Linear layer(3, 2);
+  auto groups = optim::decay_groups(layer, 0.1);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].params.size(), 1u);  // weight
+  EXPECT_EQ(groups[0].weight_decay, 0.1);
+  EXPECT_EQ(groups[1].params.size(), 1u);  // bias
+  EXPECT_EQ(groups[1].weight_decay, 0.0);
+}
+
+TEST(Optimizer, Errors) {
+  Tensor p = ones({1}, kFloat64).requires_grad_();
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::SGD({p}, {.lr = -1}); },
+                                                 "optimizer: learning rate must be non-negative"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { optim::Adam({p}, {.beta1 = 1.0}); }, "Adam: betas must be in [0, 1)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { optim::SGD({ones({1})}, {}); }, "optimizer: every parameter must be a leaf tensor that requires grad"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::clip_grad_norm({p}, 0); },
+                                                 "clip_grad_norm: max_norm must be positive"));
+}
+
+}  // namespace
+}  // namespace ag
