@@ -27,7 +27,8 @@ Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                            const Tensor& mask, bool causal, bool need_weights, std::int64_t offset) {
+                                            const Tensor& mask, bool causal, bool need_weights, std::int64_t offset,
+                                            KVCache* cache) {
   for (const Tensor* t : {&query, &key, &value})
     if (!t->defined()) throw_invalid("MultiHeadAttention", "query, key and value must all be defined tensors");
   for (const Tensor* t : {&query, &key, &value})
@@ -44,9 +45,18 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   Tensor q = split_heads(q_proj->forward(query));  // [B, H, Tq, D/H]
   Tensor k = split_heads(k_proj->forward(key));    // [B, H, Tk, D/H]
   Tensor v = split_heads(v_proj->forward(value));  // [B, H, Tk, D/H]
+  if (cache) offset = cache->length();             // the new tokens come right after the cached ones
   if (rotary) {
     q = rotary->forward(q, offset + k.size(2) - q.size(2));
     k = rotary->forward(k, offset);
+  }
+  if (cache) {
+    if (cache->k.defined()) {
+      k = cat({cache->k, k}, 2);
+      v = cat({cache->v, v}, 2);
+    }
+    cache->k = k.detach();
+    cache->v = v.detach();
   }
   AttentionResult r;
   try {

@@ -27,6 +27,13 @@ struct MultiHeadAttentionOptions {
   std::int64_t max_len = 2048;
 };
 
+// The keys and values of the tokens seen so far, [B, H, T_past, D/H] each, kept per layer so
+// that generating one more token costs one token's work instead of the whole prefix again.
+struct KVCache {
+  Tensor k, v;
+  std::int64_t length() const { return k.defined() ? k.size(2) : 0; }
+};
+
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, MultiHeadAttentionOptions options = {},
@@ -35,8 +42,11 @@ class MultiHeadAttention : public Module {
   // mask: bool, broadcastable to [B, H, Tq, Tk], true where a query may attend (ops/masking.h).
   // offset (RoPE only): the position of the first key; the queries are the last Tq positions
   // of the keys' span, as in self-attention (Tq = Tk) or when continuing a cached prefix.
+  // cache (self-attention only): the new keys and values are appended to it and attention runs
+  // over all of them; RoPE positions continue from the cache's length.
   AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask = {},
-                          bool causal = false, bool need_weights = false, std::int64_t offset = 0);
+                          bool causal = false, bool need_weights = false, std::int64_t offset = 0,
+                          KVCache* cache = nullptr);
 
   std::int64_t d_model, n_heads, head_dim;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;

@@ -39,16 +39,21 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
   }
 }
 
-Tensor GPT::forward(const Tensor& ids) {
+Tensor GPT::forward(const Tensor& ids, std::vector<KVCache>* cache, std::vector<Tensor>* weights) {
   if (!ids.defined() || ids.dim() != 2)
     throw_invalid("GPT", "ids must be int64 [B, T], got {}", ids.defined() ? shape_str(ids.shape()) : "undefined");
   std::int64_t t = ids.size(1);
-  if (t > config.block_size)
-    throw_invalid("GPT", "sequence length {} (ids shape {}) is longer than block_size {}", t, shape_str(ids.shape()),
-                  config.block_size);
-  Tensor positions = arange(t);
+  if (cache && cache->empty()) cache->resize(blocks->size());
+  std::int64_t past = cache ? (*cache)[0].length() : 0;
+  if (past + t > config.block_size)
+    throw_invalid("GPT", "sequence length {} (ids shape {}, after {} cached tokens) is longer than block_size {}",
+                  past + t, shape_str(ids.shape()), past, config.block_size);
+  Tensor positions = arange(static_cast<double>(past), static_cast<double>(past + t));
   Tensor x = drop->forward(wte->forward(ids) + wpe->forward(positions));
-  for (const auto& block : *blocks) x = block->forward(x, {}, /*causal=*/true);
+  if (weights) weights->assign(blocks->size(), Tensor());
+  for (std::size_t i = 0; i < blocks->size(); ++i)
+    x = (*blocks)[i].forward(x, {}, /*causal=*/true, weights ? &(*weights)[i] : nullptr,
+                             cache ? &(*cache)[i] : nullptr);
   return linear(ln_f->forward(x), wte->weight);  // tied head: logits = h wte^T
 }
 

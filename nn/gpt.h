@@ -28,7 +28,10 @@ class GPT : public Module {
   // with depth.
   explicit GPT(const GPTConfig& config, Generator& generator = default_generator());
 
-  Tensor forward(const Tensor& ids);
+  // With `cache` (one KVCache per layer, empty at first), ids are the tokens that follow the
+  // cached ones: positions continue from the cache, and the cache grows by ids' length.
+  // `weights`, when given, receives each layer's attention weights [B, H, T, T_total].
+  Tensor forward(const Tensor& ids, std::vector<KVCache>* cache = nullptr, std::vector<Tensor>* weights = nullptr);
   // Mean cross-entropy of the next-token predictions against `targets` (int64 [B, T]).
   Tensor loss(const Tensor& ids, const Tensor& targets);
 

@@ -22,16 +22,17 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockOptions& o, Generato
   mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
 
-Tensor TransformerEncoderBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights) {
+Tensor TransformerEncoderBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights,
+                                        KVCache* cache) {
   bool need = weights != nullptr;
   if (norm_first) {
     Tensor h = ln_1->forward(x);
-    AttentionResult a = attn->forward(h, h, h, mask, causal, need);
+    AttentionResult a = attn->forward(h, h, h, mask, causal, need, 0, cache);
     if (weights) *weights = a.weights;
     Tensor y = x + a.output;
     return y + mlp->forward(ln_2->forward(y));
   }
-  AttentionResult a = attn->forward(x, x, x, mask, causal, need);
+  AttentionResult a = attn->forward(x, x, x, mask, causal, need, 0, cache);
   if (weights) *weights = a.weights;
   Tensor y = ln_1->forward(x + a.output);
   return ln_2->forward(y + mlp->forward(y));

@@ -30,7 +30,8 @@ class TransformerEncoderBlock : public Module {
   explicit TransformerEncoderBlock(const BlockOptions& options, Generator& generator = default_generator());
   // mask: bool, broadcastable to [B, H, T, T], true = may attend. weights, when given,
   // receives the attention weights [B, H, T, T].
-  Tensor forward(const Tensor& x, const Tensor& mask = {}, bool causal = false, Tensor* weights = nullptr);
+  Tensor forward(const Tensor& x, const Tensor& mask = {}, bool causal = false, Tensor* weights = nullptr,
+                 KVCache* cache = nullptr);
 
   bool norm_first;
   std::shared_ptr<LayerNorm> ln_1, ln_2;

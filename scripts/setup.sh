@@ -10,6 +10,8 @@ BUILD_DIR=${ATTOGRAD_BUILD_DIR:-$ROOT/build}
 PACKAGES=(
   g++ meson ninja-build pkg-config python3
   libopenblas-dev libfmt-dev libboost-program-options-dev libgtest-dev
+  libpng-dev unifont                # pictures: PNG files, and a font for their labels
+  fortunes fortunes-zh              # text corpora for the Mini-GPT (English and Chinese)
 )
 
 as_root() {

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "png.h"
+#include "image.h"
 
 namespace ag::plot {
 

@@ -347,6 +347,8 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     double half = lo == 0 ? 1.0 : 0.1 * std::abs(lo);
     lo -= half, hi += half;
   }
+  if (!std::isfinite(hi - lo))
+    throw std::invalid_argument(fmt::format("nice_ticks: range [{}, {}] is too wide to divide", lo, hi));
   double raw = (hi - lo) / (target - 1);
   double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double f = raw / magnitude;

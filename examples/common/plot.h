@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "png.h"
+#include "image.h"
 
 namespace ag::plot {
 

@@ -86,7 +86,7 @@ TEST(GPT, Errors) {
       [&] {
         model.forward(arange(7).reshape({1, 7}));
       },
-      "GPT: sequence length 7 (ids shape [1, 7]) is longer than block_size 6"));
+      "GPT: sequence length 7 (ids shape [1, 7], after 0 cached tokens) is longer than block_size 6"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
         model.forward(from_vector<std::int64_t>({1, 11}, {1, 2}));

@@ -1,7 +1,7 @@
-#include "png.h"
+#include "image.h"
 
 // libpng's header by its versioned path: a plain <png.h> could find this folder's png.h.
-#include <libpng16/png.h>
+#include <png.h>
 
 #include <fmt/format.h>
 

@@ -2,9 +2,6 @@
 //
 // The examples draw attention maps and loss curves with it; nothing here knows about tensors.
 // Coordinates are pixels, (0, 0) is the top-left corner, x grows right and y grows down.
-//
-// This header shares its name with libpng's <png.h>: include it by relative path ("png.h" from
-// this folder, "common/png.h" from examples/) so the compiler cannot pick the other one.
 #pragma once
 
 #include <cstddef>

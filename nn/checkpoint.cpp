@@ -1,0 +1,466 @@
+#include "checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "../autograd/error.h"
+#include "../ops/shape.h"
+#include "json.h"
+
+namespace ag::io {
+
+static_assert(std::endian::native == std::endian::little, "the file formats here are little-endian");
+
+const Tensor* TensorFile::find(std::string_view name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+// --- files -----------------------------------------------------------------------------------
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot open '{}' for reading: {}", path, std::strerror(errno)));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error(fmt::format("error reading '{}'", path));
+  return bytes;
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(err)));
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot flush '{}' to disk: {}", tmp, std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err)));
+  }
+}
+
+// --- safetensors -------------------------------------------------------------------------------
+
+namespace {
+
+const char* safetensors_dtype(DType d) {
+  switch (d) {
+    case kFloat32: return "F32";
+    case kFloat64: return "F64";
+    case kInt64: return "I64";
+    case kBool: return "BOOL";
+  }
+  return "?";
+}
+
+DType dtype_from_safetensors(const std::string& s, std::string_view source, const std::string& name) {
+  if (s == "F32") return kFloat32;
+  if (s == "F64") return kFloat64;
+  if (s == "I64") return kInt64;
+  if (s == "BOOL") return kBool;
+  throw_invalid(source, "tensor '{}' has dtype \"{}\"; supported: F32, F64, I64, BOOL", name, s);
+}
+
+std::size_t nbytes(const Tensor& t) { return static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()); }
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor>& tensors, const Metadata& metadata) {
+  std::vector<std::pair<std::string, json::Value>> header;
+  if (!metadata.empty()) {
+    std::vector<std::pair<std::string, json::Value>> meta;
+    for (const auto& [k, v] : metadata) meta.emplace_back(k, json::Value::string(v));
+    header.emplace_back("__metadata__", json::Value::object(std::move(meta)));
+  }
+  std::set<std::string> names;
+  std::size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__" || !names.insert(name).second)
+      throw_invalid("save_safetensors", "tensor name '{}' is reserved or repeated", name);
+    std::vector<json::Value> shape;
+    for (auto s : t.shape()) shape.push_back(json::Value::number(s));
+    std::size_t end = offset + nbytes(t);
+    header.emplace_back(name,
+                        json::Value::object({
+                            {"dtype", json::Value::string(safetensors_dtype(t.dtype()))},
+                            {"shape", json::Value::array(std::move(shape))},
+                            {"data_offsets", json::Value::array({json::Value::number(static_cast<std::int64_t>(offset)),
+                                                                 json::Value::number(static_cast<std::int64_t>(end))})},
+                        }));
+    offset = end;
+  }
+  std::string text = json::dump(json::Value::object(std::move(header)));
+  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
+  std::string bytes(8, '\0');
+  std::uint64_t n = text.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += text;
+  for (const auto& [_, t] : tensors) bytes.append(static_cast<const char*>(t.raw_data()), nbytes(t));
+  write_file_atomically(path, bytes);
+}
+
+TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
+  if (bytes.size() < 8)
+    throw_invalid(source, "file has {} bytes, too short for the 8-byte header length", bytes.size());
+  std::uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  if (header_len == 0) throw_invalid(source, "header length is 0");
+  if (header_len > bytes.size() - 8)
+    throw_invalid(source, "header length {} is larger than the {} bytes that follow it", header_len, bytes.size() - 8);
+  json::Value header;
+  try {
+    header = json::parse(bytes.substr(8, header_len));
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(source, "header is not valid JSON: {}", e.what());
+  }
+  std::string_view data = bytes.substr(8 + header_len);
+  if (!header.is(json::Value::Kind::Object)) throw_invalid(source, "header must be a JSON object");
+
+  TensorFile file;
+  struct Range {
+    std::uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
+  std::vector<std::pair<std::string, Tensor>> unordered;
+  for (const auto& [name, entry] : header.as_object("header")) {
+    if (name == "__metadata__") {
+      for (const auto& [k, v] : entry.as_object("__metadata__")) file.metadata[k] = v.as_string("__metadata__ value");
+      continue;
+    }
+    std::string what = fmt::format("{}: tensor '{}'", source, name);
+    if (!entry.is(json::Value::Kind::Object)) throw_invalid(source, "entry '{}' must be an object", name);
+    const json::Value* dtype = entry.find("dtype");
+    const json::Value* shape = entry.find("shape");
+    const json::Value* offsets = entry.find("data_offsets");
+    if (!dtype || !shape || !offsets || entry.as_object(what).size() != 3)
+      throw_invalid(source, "tensor '{}' needs exactly \"dtype\", \"shape\" and \"data_offsets\"", name);
+    DType dt = dtype_from_safetensors(dtype->as_string(what + " dtype"), source, name);
+    Shape dims;
+    for (const json::Value& d : shape->as_array(what + " shape")) {
+      std::int64_t s = d.as_int(what + " shape entry");
+      if (s < 0) throw_invalid(source, "tensor '{}' has a negative size in its shape", name);
+      dims.push_back(s);
+    }
+    std::int64_t numel = 0;
+    try {
+      numel = shape_numel(dims, "shape");
+    } catch (const std::invalid_argument&) {
+      throw_invalid(source, "tensor '{}' has shape {} whose element count overflows", name, shape_str(dims));
+    }
+    const auto& off = offsets->as_array(what + " data_offsets");
+    if (off.size() != 2) throw_invalid(source, "tensor '{}' data_offsets must be [begin, end]", name);
+    std::int64_t begin = off[0].as_int(what + " begin"), end = off[1].as_int(what + " end");
+    if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data.size())
+      throw_invalid(source, "tensor '{}' data_offsets [{}, {}] fall outside the {} bytes of data", name, begin, end,
+                    data.size());
+    if (static_cast<std::uint64_t>(numel) > std::numeric_limits<std::uint64_t>::max() / dtype_size(dt) ||
+        static_cast<std::uint64_t>(end - begin) != static_cast<std::uint64_t>(numel) * dtype_size(dt))
+      throw_invalid(source, "tensor '{}' is {} {} ({} bytes) but its data_offsets span {} bytes", name, dtype_name(dt),
+                    shape_str(dims), static_cast<std::uint64_t>(numel) * dtype_size(dt), end - begin);
+    Tensor t = empty(dims, dt);
+    if (end > begin) std::memcpy(t.raw_data(), data.data() + begin, static_cast<std::size_t>(end - begin));
+    if (dt == kBool)
+      for (std::int64_t i = 0; i < numel; ++i)
+        if (static_cast<unsigned char>(data[static_cast<std::size_t>(begin + i)]) > 1)
+          throw_invalid(source, "tensor '{}' holds a BOOL byte that is neither 0 nor 1", name);
+    ranges.push_back({static_cast<std::uint64_t>(begin), static_cast<std::uint64_t>(end), name});
+    unordered.emplace_back(name, t);
+  }
+  // The data section must be covered exactly: sorted ranges, each starting where the last ended.
+  std::vector<std::size_t> order(ranges.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) {
+    return ranges[a].begin != ranges[b].begin ? ranges[a].begin < ranges[b].begin : ranges[a].end < ranges[b].end;
+  });
+  std::uint64_t expected = 0;
+  for (std::size_t i : order) {
+    if (ranges[i].begin != expected)
+      throw_invalid(source, "tensor '{}' starts at byte {} but the previous tensor ends at byte {} (overlap or gap)",
+                    ranges[i].name, ranges[i].begin, expected);
+    expected = ranges[i].end;
+    file.tensors.push_back(unordered[i]);
+  }
+  if (expected != data.size())
+    throw_invalid(source, "{} bytes of data follow the last tensor, which ends at byte {}", data.size() - expected,
+                  expected);
+  return file;
+}
+
+TensorFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+
+// --- .npy ----------------------------------------------------------------------------------------
+// Version 1.0: "\x93NUMPY", 1, 0, a 2-byte little-endian header length, then a Python dict
+// literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
+// spaces and a newline so the data starts 64-byte aligned.
+
+namespace {
+const char* npy_descr(DType d) {
+  switch (d) {
+    case kFloat32: return "<f4";
+    case kFloat64: return "<f8";
+    case kInt64: return "<i8";
+    case kBool: return "|b1";
+  }
+  return "?";
+}
+}  // namespace
+
+void save_npy(const std::string& path, const Tensor& t) {
+  std::string shape = fmt::format("{}", fmt::join(t.shape(), ", "));
+  if (t.dim() == 1) shape += ',';  // Python's one-element tuple: (4,)
+  std::string dict =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", npy_descr(t.dtype()), shape);
+  std::size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict += '\n';
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  auto len = static_cast<std::uint16_t>(dict.size());
+  bytes.append(reinterpret_cast<const char*>(&len), 2);
+  bytes += dict;
+  bytes.append(static_cast<const char*>(t.raw_data()), nbytes(t));
+  write_file_atomically(path, bytes);
+}
+
+Tensor parse_npy(std::string_view bytes, std::string_view source) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6))
+    throw_invalid(source, "not a .npy file (missing the \\x93NUMPY magic)");
+  unsigned major = static_cast<unsigned char>(bytes[6]);
+  std::size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len =
+        static_cast<unsigned char>(bytes[8]) | (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) throw_invalid(source, "truncated header");
+    std::uint32_t n = 0;
+    std::memcpy(&n, bytes.data() + 8, 4);
+    header_len = n;
+    start = 12;
+  } else {
+    throw_invalid(source, "unsupported .npy version {}", major);
+  }
+  if (header_len > bytes.size() - start)
+    throw_invalid(source, "header length {} is larger than the {} bytes that follow it", header_len,
+                  bytes.size() - start);
+  std::string_view dict = bytes.substr(start, header_len);
+  auto field = [&](std::string_view key) {
+    auto at = dict.find(fmt::format("'{}':", key));
+    if (at == std::string_view::npos) throw_invalid(source, "header has no '{}' entry", key);
+    std::string_view rest = dict.substr(at + key.size() + 3);
+    return rest.substr(rest.find_first_not_of(' '));
+  };
+  std::string_view descr = field("descr");
+  DType dtype;
+  if (descr.starts_with("'<f4'"))
+    dtype = kFloat32;
+  else if (descr.starts_with("'<f8'"))
+    dtype = kFloat64;
+  else if (descr.starts_with("'<i8'"))
+    dtype = kInt64;
+  else if (descr.starts_with("'|b1'"))
+    dtype = kBool;
+  else
+    throw_invalid(source, "dtype {} is not supported (<f4, <f8, <i8, |b1)", descr.substr(0, descr.find(',')));
+  if (!field("fortran_order").starts_with("False")) throw_invalid(source, "Fortran-ordered arrays are not supported");
+  std::string_view shape_text = field("shape");
+  if (shape_text.empty() || shape_text[0] != '(' || shape_text.find(')') == std::string_view::npos)
+    throw_invalid(source, "shape must be a tuple");
+  shape_text = shape_text.substr(1, shape_text.find(')') - 1);
+  Shape shape;
+  for (std::size_t i = 0; i < shape_text.size();) {
+    while (i < shape_text.size() && (shape_text[i] == ' ' || shape_text[i] == ',')) ++i;
+    if (i >= shape_text.size()) break;
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(shape_text.data() + i, shape_text.data() + shape_text.size(), v);
+    if (ec != std::errc() || v < 0) throw_invalid(source, "shape entry is not a non-negative integer");
+    shape.push_back(v);
+    i = static_cast<std::size_t>(end - shape_text.data());
+  }
+  Tensor t = empty(shape, dtype);  // throws on an overflowing shape
+  std::string_view data = bytes.substr(start + header_len);
+  if (data.size() != nbytes(t))
+    throw_invalid(source, "shape {} of {} needs {} bytes of data, the file has {}", shape_str(shape), dtype_name(dtype),
+                  nbytes(t), data.size());
+  if (!data.empty()) std::memcpy(t.raw_data(), data.data(), data.size());
+  return t;
+}
+
+Tensor load_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+
+// --- GPT checkpoints ---------------------------------------------------------------------------
+
+namespace {
+
+// attograd name -> nanoGPT name for every parameter but the q/k/v projections, which nanoGPT
+// keeps stacked in one c_attn.
+std::string nanogpt_name(const std::string& name) {
+  static const std::pair<std::string_view, std::string_view> kRenames[] = {
+      {"attn.out_proj.", "attn.c_proj."}, {"mlp.fc.", "mlp.c_fc."}, {"mlp.proj.", "mlp.c_proj."}};
+  std::string out = name;
+  if (out.starts_with("blocks."))
+    out = "transformer.h." + out.substr(7);
+  else
+    out = "transformer." + out;  // wte, wpe, ln_f
+  for (auto [from, to] : kRenames)
+    if (auto at = out.find(from); at != std::string::npos) out.replace(at, from.size(), to);
+  return out;
+}
+
+nn::MultiHeadAttention& attention_of(const nn::GPT& model, std::size_t layer) { return *(*model.blocks)[layer].attn; }
+
+}  // namespace
+
+std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model) {
+  std::vector<nn::NamedTensor> out;
+  for (const auto& [name, t] : model.named_parameters()) {
+    // q_proj of layer i stands for the whole stack; k_proj and v_proj go into it.
+    if (name.find(".attn.k_proj.") != std::string::npos || name.find(".attn.v_proj.") != std::string::npos) continue;
+    if (auto at = name.find(".attn.q_proj."); at != std::string::npos) {
+      std::size_t layer = std::stoul(name.substr(7, at - 7));
+      const auto& attn = attention_of(model, layer);
+      bool is_weight = name.ends_with("weight");
+      Tensor stacked = is_weight ? cat({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}, 0)
+                                 : cat({attn.q_proj->bias, attn.k_proj->bias, attn.v_proj->bias}, 0);
+      out.emplace_back(fmt::format("transformer.h.{}.attn.c_attn.{}", layer, is_weight ? "weight" : "bias"),
+                       stacked.detach());
+      continue;
+    }
+    out.emplace_back(nanogpt_name(name), t.detach());
+  }
+  return out;
+}
+
+Metadata gpt_metadata(const nn::GPTConfig& c, const data::CharTokenizer& tokenizer) {
+  json::Value config = json::Value::object({{"vocab_size", json::Value::number(c.vocab_size)},
+                                            {"block_size", json::Value::number(c.block_size)},
+                                            {"n_layer", json::Value::number(c.n_layer)},
+                                            {"n_head", json::Value::number(c.n_head)},
+                                            {"n_embd", json::Value::number(c.n_embd)},
+                                            {"bias", json::Value::boolean(c.bias)}});
+  std::vector<json::Value> vocab;
+  for (const std::string& t : tokenizer.tokens()) vocab.push_back(json::Value::string(t));
+  return {{"config", json::dump(config)},
+          {"vocab", json::dump(json::Value::array(std::move(vocab)))},
+          {"format", "attograd-gpt"}};
+}
+
+void save_gpt(const std::string& path, const nn::GPT& model, const data::CharTokenizer& tokenizer) {
+  if (tokenizer.size() != model.config.vocab_size)
+    throw_invalid("save_gpt", "the tokenizer has {} tokens but the model's vocab_size is {}", tokenizer.size(),
+                  model.config.vocab_size);
+  save_safetensors(path, gpt_state_dict(model), gpt_metadata(model.config, tokenizer));
+}
+
+GPTCheckpoint read_gpt_checkpoint(const std::string& path) {
+  GPTCheckpoint ckpt;
+  ckpt.file = load_safetensors(path);
+  auto meta = [&](const char* key) -> const std::string& {
+    auto it = ckpt.file.metadata.find(key);
+    if (it == ckpt.file.metadata.end()) throw_invalid(path, "metadata has no \"{}\" entry", key);
+    return it->second;
+  };
+  try {
+    json::Value config = json::parse(meta("config"));
+    auto get = [&](const char* key) {
+      const json::Value* v = config.find(key);
+      if (!v) throw_invalid("config", "missing \"{}\"", key);
+      return v->as_int(fmt::format("config.{}", key));
+    };
+    ckpt.config.vocab_size = get("vocab_size");
+    ckpt.config.block_size = get("block_size");
+    ckpt.config.n_layer = get("n_layer");
+    ckpt.config.n_head = get("n_head");
+    ckpt.config.n_embd = get("n_embd");
+    if (const json::Value* bias = config.find("bias")) ckpt.config.bias = bias->as_bool("config.bias");
+    for (const json::Value& t : json::parse(meta("vocab")).as_array("vocab"))
+      ckpt.vocab.push_back(t.as_string("vocab entry"));
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(path, "bad metadata: {}", e.what());
+  }
+  if (static_cast<std::int64_t>(ckpt.vocab.size()) != ckpt.config.vocab_size)
+    throw_invalid(path, "metadata lists {} vocabulary tokens but config.vocab_size is {}", ckpt.vocab.size(),
+                  ckpt.config.vocab_size);
+  return ckpt;
+}
+
+void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt) {
+  const nn::GPTConfig &a = model.config, &b = ckpt.config;
+  if (a.vocab_size != b.vocab_size || a.block_size != b.block_size || a.n_layer != b.n_layer || a.n_head != b.n_head ||
+      a.n_embd != b.n_embd || a.bias != b.bias)
+    throw_invalid("load_gpt",
+                  "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}) differs from the model's "
+                  "(vocab {}, block {}, layers {}, heads {}, embd {})",
+                  b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, a.vocab_size, a.block_size, a.n_layer,
+                  a.n_head, a.n_embd);
+  // Stage every tensor first: names, shapes and dtypes all checked before the model changes.
+  std::vector<nn::NamedTensor> expected = gpt_state_dict(model);
+  std::set<std::string> wanted;
+  for (const auto& [name, _] : expected) wanted.insert(name);
+  for (const auto& [name, _] : ckpt.file.tensors)
+    if (!wanted.count(name) && name != "lm_head.weight")
+      throw_invalid("load_gpt", "unexpected tensor '{}' in the checkpoint", name);
+  std::map<std::string, Tensor> staged;
+  for (const auto& [name, current] : expected) {
+    const Tensor* t = ckpt.file.find(name);
+    if (!t) throw_invalid("load_gpt", "tensor '{}' is missing from the checkpoint", name);
+    if (t->shape() != current.shape())
+      throw_invalid("load_gpt", "tensor '{}' has shape {} in the checkpoint, the model needs {}", name,
+                    shape_str(t->shape()), shape_str(current.shape()));
+    if (!is_floating(t->dtype()))
+      throw_invalid("load_gpt", "tensor '{}' is {} in the checkpoint; weights must be F32 or F64", name,
+                    dtype_name(t->dtype()));
+    staged[name] = t->dtype() == current.dtype() ? *t : t->to(current.dtype());
+  }
+  if (const Tensor* head = ckpt.file.find("lm_head.weight")) {  // allowed only as the tied copy of wte
+    const Tensor& wte = staged["transformer.wte.weight"];
+    if (head->shape() != wte.shape() || !is_floating(head->dtype()))
+      throw_invalid("load_gpt", "lm_head.weight has shape {} but must equal wte's {}", shape_str(head->shape()),
+                    shape_str(wte.shape()));
+  }
+  // Commit: nothing below can fail on bad input.
+  std::int64_t c = model.config.n_embd;
+  for (const auto& [name, p] : model.named_parameters()) {
+    Tensor param = p;
+    if (auto at = name.find(".attn."); at != std::string::npos && name.find("_proj.", at) != std::string::npos &&
+                                       name.find("out_proj") == std::string::npos) {
+      // q, k, v: rows [0, C), [C, 2C), [2C, 3C) of c_attn.
+      std::size_t layer = std::stoul(name.substr(7, at - 7));
+      bool is_weight = name.ends_with("weight");
+      const Tensor& stacked =
+          staged[fmt::format("transformer.h.{}.attn.c_attn.{}", layer, is_weight ? "weight" : "bias")];
+      std::int64_t part = name.find("q_proj") != std::string::npos   ? 0
+                          : name.find("k_proj") != std::string::npos ? 1
+                                                                     : 2;
+      param.set_data(stacked.slice(0, part * c, (part + 1) * c).detach());
+    } else {
+      param.set_data(staged[nanogpt_name(name)].clone().detach());
+    }
+  }
+}
+
+}  // namespace ag::io
