@@ -335,7 +335,11 @@ nn::MultiHeadAttention& attention_of(const nn::GPT& model, std::size_t layer) { 
 
 }  // namespace
 
-std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model) {
+std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model, bool gradients) {
+  auto pick = [gradients](const Tensor& p) {
+    if (!gradients) return p.detach();
+    return p.grad().defined() ? p.grad() : zeros(p.shape(), p.dtype());
+  };
   std::vector<nn::NamedTensor> out;
   for (const auto& [name, t] : model.named_parameters()) {
     // q_proj of layer i stands for the whole stack; k_proj and v_proj go into it.
@@ -344,13 +348,14 @@ std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model) {
       std::size_t layer = std::stoul(name.substr(7, at - 7));
       const auto& attn = attention_of(model, layer);
       bool is_weight = name.ends_with("weight");
-      Tensor stacked = is_weight ? cat({attn.q_proj->weight, attn.k_proj->weight, attn.v_proj->weight}, 0)
-                                 : cat({attn.q_proj->bias, attn.k_proj->bias, attn.v_proj->bias}, 0);
+      const nn::Linear* parts[] = {attn.q_proj.get(), attn.k_proj.get(), attn.v_proj.get()};
+      std::vector<Tensor> pieces;
+      for (const nn::Linear* l : parts) pieces.push_back(pick(is_weight ? l->weight : l->bias));
       out.emplace_back(fmt::format("transformer.h.{}.attn.c_attn.{}", layer, is_weight ? "weight" : "bias"),
-                       stacked.detach());
+                       cat(pieces, 0).detach());
       continue;
     }
-    out.emplace_back(nanogpt_name(name), t.detach());
+    out.emplace_back(nanogpt_name(name), pick(t));
   }
   return out;
 }
@@ -397,8 +402,8 @@ GPTCheckpoint read_gpt_checkpoint(const std::string& path) {
     ckpt.config.n_head = get("n_head");
     ckpt.config.n_embd = get("n_embd");
     if (const json::Value* bias = config.find("bias")) ckpt.config.bias = bias->as_bool("config.bias");
-    for (const json::Value& t : json::parse(meta("vocab")).as_array("vocab"))
-      ckpt.vocab.push_back(t.as_string("vocab entry"));
+    json::Value vocab = json::parse(meta("vocab"));  // kept alive for the loop below
+    for (const json::Value& t : vocab.as_array("vocab")) ckpt.vocab.push_back(t.as_string("vocab entry"));
   } catch (const std::invalid_argument& e) {
     throw_invalid(path, "bad metadata: {}", e.what());
   }

@@ -46,8 +46,9 @@ std::string read_file(const std::string& path);
 
 // --- GPT checkpoints ------------------------------------------------------------------------
 
-// The model's parameters under nanoGPT's names (q, k and v stacked into c_attn, [3C, C]).
-std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model);
+// The model's parameters under nanoGPT's names (q, k and v stacked into c_attn, [3C, C]); or,
+// with `gradients`, their gradients laid out the same way (zeros where there is none).
+std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model, bool gradients = false);
 // Metadata "config" (vocab_size, block_size, n_layer, n_head, n_embd as a JSON object) and
 // "vocab" (the tokens in id order, a JSON array).
 Metadata gpt_metadata(const nn::GPTConfig& config, const data::CharTokenizer& tokenizer);

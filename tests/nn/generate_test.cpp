@@ -1,0 +1,83 @@
+// Checks nn/generate.cpp and the KV cache: cached and uncached logits agree, sampling follows
+// temperature and top-k, and the same seed gives the same text.
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::throws_with;
+
+nn::GPTConfig config() { return {.vocab_size = 9, .block_size = 10, .n_layer = 2, .n_head = 3, .n_embd = 12}; }
+
+TEST(KVCache, CachedLogitsMatchTheFullForwardPass) {
+  Generator gen(1);
+  nn::GPT model(config(), gen);
+  model.to(kFloat64);
+  Tensor ids = from_vector<std::int64_t>({3, 1, 4, 1, 5, 8, 2, 6, 5, 3}, {1, 10});
+  Tensor full = model.forward(ids);  // [1, 10, 9]
+  // Feed a prompt of 4 tokens, then one token at a time, through the cache.
+  std::vector<nn::KVCache> cache;
+  Tensor first = model.forward(ids.slice(1, 0, 4), &cache);
+  EXPECT_TRUE(all_close(first, full.slice(1, 0, 4), 1e-12));
+  for (std::int64_t t = 4; t < 10; ++t) {
+    Tensor step = model.forward(ids.slice(1, t, t + 1), &cache);
+    EXPECT_TRUE(all_close(step, full.slice(1, t, t + 1), 1e-12)) << "position " << t;
+  }
+  EXPECT_EQ(cache[0].length(), 10);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { model.forward(ids.slice(1, 0, 1), &cache); },
+      "GPT: sequence length 11 (ids shape [1, 1], after 10 cached tokens) is longer than block_size 10"));
+}
+
+TEST(Generate, CachedAndUncachedSamplingAgree) {
+  Generator gen(2);
+  nn::GPT model(config(), gen);
+  nn::SamplingOptions with{.max_new_tokens = 15, .temperature = 0.8, .top_k = 5, .use_cache = true};
+  nn::SamplingOptions without = with;
+  without.use_cache = false;
+  Generator s1(9), s2(9);
+  // 3 + 15 tokens outgrow block_size 10, so the windowed path is exercised too.
+  auto a = nn::generate(model, {1, 2, 3}, with, s1);
+  auto b = nn::generate(model, {1, 2, 3}, without, s2);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 18u);
+  EXPECT_TRUE(model.is_training());  // the mode is given back
+}
+
+TEST(SampleToken, TemperatureAndTopK) {
+  Tensor logits = tensor({1.0, 3.0, 2.0, -1.0}, {4}, kFloat64);
+  Generator gen(3);
+  EXPECT_EQ(nn::sample_token(logits, 0.0, 0, gen), 1);  // temperature 0: the most likely token
+  // top_k = 2 keeps tokens 1 and 2 only; with temperature 1 their odds are e^3 : e^2.
+  int counts[4] = {0, 0, 0, 0};
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++counts[nn::sample_token(logits, 1.0, 2, gen)];
+  EXPECT_EQ(counts[0] + counts[3], 0);
+  double p1 = std::exp(3.0) / (std::exp(3.0) + std::exp(2.0));  // 0.731
+  EXPECT_NEAR(counts[1] / static_cast<double>(n), p1, 5 * std::sqrt(p1 * (1 - p1) / n));
+  // A high temperature flattens the distribution: token 3 now shows up.
+  int low = 0;
+  for (int i = 0; i < 2000; ++i) low += nn::sample_token(logits, 100.0, 0, gen) == 3;
+  EXPECT_GT(low, 300);  // ~ a quarter of 2000
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { nn::sample_token(logits, -1, 0, gen); }, "temperature must be >= 0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        nn::sample_token(ones({2, 2}), 1, 0, gen);
+      },
+      "expects one row of logits [V]"));
+}
+
+TEST(Generate, SameSeedSameText) {
+  nn::GPT model(config());
+  Generator a(5), b(5), c(6);
+  nn::SamplingOptions o{.max_new_tokens = 20};
+  EXPECT_EQ(nn::generate(model, {0}, o, a), nn::generate(model, {0}, o, b));
+  EXPECT_NE(nn::generate(model, {0}, o, a), nn::generate(model, {0}, o, c));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { nn::generate(model, {}, o, a); },
+                                                 "generate: the prompt must hold at least one token"));
+}
+
+}  // namespace
+}  // namespace ag

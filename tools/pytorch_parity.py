@@ -1,0 +1,319 @@
+"""Checks attograd's GPT against PyTorch: the loss and every parameter's gradient, in float64.
+
+For each case below it builds a nanoGPT-layout GPT as plain PyTorch tensors with random weights,
+saves it as a safetensors checkpoint (the layout attograd reads), saves token ids and targets as
+.npy, runs gpt_grads (tools/gpt_grads.cpp) on them, reads the gradients it writes back, and
+compares them with what torch.autograd computes for the same model and batch.
+
+    /usr/bin/python3 tools/pytorch_parity.py --gpt-grads build/tools/gpt_grads
+
+Both sides compute in float64, so they agree to rounding: the tolerance is rtol 1e-9 and
+atol 1e-12 per element, |attograd - torch| <= atol + rtol |torch|. Exits 0 when every case
+agrees, 1 on any mismatch, and 77 (meson's "skipped") when this python3 has no PyTorch.
+
+The files are written and read with the standard library only (struct and json), so the check
+exercises the file formats themselves rather than a third implementation of them:
+
+  safetensors: [u64 LE header length N][N bytes of JSON header, space-padded][raw data]
+               header {"name": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
+                       "__metadata__": {"config": "{...}", "vocab": "[...]", ...}}
+  .npy v1.0:   "\\x93NUMPY" 1 0, u16 LE header length, a Python dict literal, raw data
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("pytorch_parity: skipped (PyTorch not installed for this python3)")
+    sys.exit(77)
+
+RTOL = 1e-9
+ATOL = 1e-12
+
+# Each case is one checkpoint and one batch. The shapes are chosen to be awkward: a head size
+# that is not a power of two, one head, heads of size 1, a vocabulary smaller than the context,
+# T shorter than block_size, T = 1, no biases, a float32 file, a file carrying nanoGPT's tied
+# lm_head.weight copy.
+CASES = [
+    dict(name="odd shapes", vocab_size=11, block_size=17, n_layer=2, n_head=3, n_embd=48, bias=True,
+         batch=3, seq=17, seed=1),
+    dict(name="one head", vocab_size=65, block_size=8, n_layer=1, n_head=1, n_embd=16, bias=True,
+         batch=2, seq=5, seed=2),
+    dict(name="no bias", vocab_size=30, block_size=12, n_layer=3, n_head=4, n_embd=32, bias=False,
+         batch=2, seq=12, seed=3),
+    dict(name="heads of size 1, T = 1", vocab_size=7, block_size=6, n_layer=1, n_head=4, n_embd=4,
+         bias=True, batch=3, seq=1, seed=4),
+    dict(name="with lm_head.weight", vocab_size=23, block_size=9, n_layer=2, n_head=2, n_embd=20,
+         bias=True, batch=2, seq=7, seed=5, lm_head=True),
+    dict(name="float32 file", vocab_size=19, block_size=10, n_layer=2, n_head=2, n_embd=24, bias=True,
+         batch=2, seq=9, seed=6, file_dtype="F32"),
+    dict(name="float32 file, no bias", vocab_size=13, block_size=7, n_layer=1, n_head=3, n_embd=12,
+         bias=False, batch=3, seq=7, seed=7, file_dtype="F32"),
+]
+
+# --- file formats --------------------------------------------------------------------------
+
+# safetensors dtype -> (torch dtype, struct format character, bytes per element)
+DTYPES = {
+    "F32": (torch.float32, "f", 4),
+    "F64": (torch.float64, "d", 8),
+    "I64": (torch.int64, "q", 8),
+    "BOOL": (torch.bool, "?", 1),
+}
+DTYPE_NAMES = {torch_dtype: name for name, (torch_dtype, _, _) in DTYPES.items()}
+
+
+def tensor_bytes(t):
+    """Little-endian, row-major bytes of `t`."""
+    code = DTYPES[DTYPE_NAMES[t.dtype]][1]
+    values = t.detach().reshape(-1).tolist()
+    return struct.pack(f"<{len(values)}{code}", *values)
+
+
+def tensor_from_bytes(data, dtype_name, shape):
+    torch_dtype, code, size = DTYPES[dtype_name]
+    values = struct.unpack(f"<{len(data) // size}{code}", data)
+    return torch.tensor(values, dtype=torch_dtype).reshape(shape)
+
+
+def write_safetensors(path, tensors, metadata):
+    """`tensors`: list of (name, tensor), stored in that order with no gaps between them."""
+    header = {"__metadata__": metadata}
+    blobs, offset = [], 0
+    for name, t in tensors:
+        blob = tensor_bytes(t)
+        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def read_safetensors(path):
+    """Returns ({name: tensor}, metadata), checking the layout as strictly as attograd does."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: {len(raw)} bytes, too short for the header length")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n == 0 or n > len(raw) - 8:
+        raise ValueError(f"{path}: header length {n} does not fit in {len(raw) - 8} bytes")
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = raw[8 + n:]
+    metadata = header.pop("__metadata__", {})
+    tensors, ranges = {}, []
+    for name, entry in header.items():
+        if set(entry) != {"dtype", "shape", "data_offsets"} or entry["dtype"] not in DTYPES:
+            raise ValueError(f"{path}: bad entry for '{name}': {entry}")
+        begin, end = entry["data_offsets"]
+        size = DTYPES[entry["dtype"]][2] * math.prod(entry["shape"])
+        if not 0 <= begin <= end <= len(data) or end - begin != size:
+            raise ValueError(f"{path}: '{name}' data_offsets [{begin}, {end}] do not hold {size} bytes")
+        tensors[name] = tensor_from_bytes(data[begin:end], entry["dtype"], entry["shape"])
+        ranges.append((begin, end, name))
+    expected = 0
+    for begin, end, name in sorted(ranges):
+        if begin != expected:
+            raise ValueError(f"{path}: '{name}' starts at byte {begin}, the tensor before it ends at {expected}")
+        expected = end
+    if expected != len(data):
+        raise ValueError(f"{path}: {len(data) - expected} bytes follow the last tensor")
+    return tensors, metadata
+
+
+def write_npy(path, t):
+    """NumPy's .npy version 1.0 for an int64 tensor."""
+    shape = ", ".join(str(s) for s in t.shape) + ("," if t.dim() == 1 else "")  # Python's (4,)
+    header = "{'descr': '<i8', 'fortran_order': False, 'shape': (" + shape + "), }"
+    header += " " * (-(10 + len(header) + 1) % 64) + "\n"  # the data starts 64-byte aligned
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin-1"))
+        f.write(tensor_bytes(t))
+
+
+# --- the model -------------------------------------------------------------------------------
+# Written as plain functions over a dict of parameters under nanoGPT's names, so the same dict
+# is the checkpoint, the autograd leaves, and the key set the gradient file must have.
+
+def parameter_shapes(c):
+    """(name, shape) for every parameter, in nanoGPT's state-dict order."""
+    C, shapes = c["n_embd"], []
+    shapes += [("transformer.wte.weight", [c["vocab_size"], C]), ("transformer.wpe.weight", [c["block_size"], C])]
+    for i in range(c["n_layer"]):
+        h = f"transformer.h.{i}."
+        layer = [("ln_1", [C], True), ("attn.c_attn", [3 * C, C], False), ("attn.c_proj", [C, C], False),
+                 ("ln_2", [C], True), ("mlp.c_fc", [4 * C, C], False), ("mlp.c_proj", [C, 4 * C], False)]
+        for module, weight_shape, is_norm in layer:
+            shapes.append((h + module + ".weight", weight_shape))
+            if c["bias"]:
+                shapes.append((h + module + ".bias", [weight_shape[0]]))
+    shapes.append(("transformer.ln_f.weight", [C]))
+    if c["bias"]:
+        shapes.append(("transformer.ln_f.bias", [C]))
+    return shapes
+
+
+def random_parameters(c, generator):
+    """Weights N(0, 0.1^2); LayerNorm gains 1 + N(0, 0.1^2) so that they matter; q/k/v weights
+    N(0, 0.3^2) so the attention weights are far from uniform."""
+    params = {}
+    for name, shape in parameter_shapes(c):
+        std = 0.3 if "c_attn.weight" in name else 0.1
+        value = std * torch.randn(shape, generator=generator, dtype=torch.float64)
+        if ".ln_" in name and name.endswith(".weight"):
+            value += 1.0
+        params[name] = value
+    return params
+
+
+def layer_norm(x, params, prefix):
+    return F.layer_norm(x, x.shape[-1:], params[prefix + ".weight"], params.get(prefix + ".bias"), eps=1e-5)
+
+
+def linear(x, params, prefix):
+    return F.linear(x, params[prefix + ".weight"], params.get(prefix + ".bias"))
+
+
+def causal_self_attention(x, params, prefix, n_head):
+    B, T, C = x.shape
+    q, k, v = linear(x, params, prefix + ".c_attn").split(C, dim=2)
+    q, k, v = (t.reshape(B, T, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))  # [B, H, T, D]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(C // n_head)                        # [B, H, T, T]
+    future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    y = (weights @ v).transpose(1, 2).reshape(B, T, C)
+    return linear(y, params, prefix + ".c_proj")
+
+
+def gpt_loss(params, c, ids, targets):
+    """Mean next-token cross-entropy; ids, targets: int64 [B, T]."""
+    T = ids.shape[1]
+    x = params["transformer.wte.weight"][ids] + params["transformer.wpe.weight"][:T]
+    for i in range(c["n_layer"]):
+        h = f"transformer.h.{i}"
+        x = x + causal_self_attention(layer_norm(x, params, h + ".ln_1"), params, h + ".attn", c["n_head"])
+        mlp_in = layer_norm(x, params, h + ".ln_2")
+        x = x + linear(F.gelu(linear(mlp_in, params, h + ".mlp.c_fc")), params, h + ".mlp.c_proj")
+    logits = layer_norm(x, params, "transformer.ln_f") @ params["transformer.wte.weight"].T  # tied head
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+# --- one case ----------------------------------------------------------------------------------
+
+def vocabulary(n, seed):
+    """n distinct one-character tokens. Printable ASCII from '!' includes '"' and '\\', which the
+    JSON in the metadata has to escape; larger vocabularies use CJK characters instead."""
+    if n <= 94 and seed % 2:
+        return [chr(0x21 + i) for i in range(n)]
+    return [chr(0x4E00 + i) for i in range(n)]
+
+
+def compare(got, want):
+    """(max |got - want|, max relative error, ok). The relative error is taken over the elements
+    that are not tiny (|want| > ATOL): on the others only the absolute error means anything."""
+    diff = (got - want).abs()
+    big = want.abs() > ATOL
+    rel = (diff[big] / want.abs()[big]).max().item() if big.any() else 0.0
+    ok = bool((diff <= ATOL + RTOL * want.abs()).all())
+    return diff.max().item(), rel, ok
+
+
+def print_row(name, shape, scale, abs_err, rel_err, ok):
+    shape = "x".join(str(s) for s in shape)
+    print(f"  {name:<38} {shape:>10} {scale:10.3e} {abs_err:10.2e} {rel_err:10.2e}  {'ok' if ok else 'MISMATCH'}")
+
+
+def run_case(case, gpt_grads, workdir):
+    c = {k: case[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias")}
+    generator = torch.Generator().manual_seed(case["seed"])
+    params = random_parameters(c, generator)
+    ids = torch.randint(0, c["vocab_size"], (case["batch"], case["seq"]), generator=generator)
+    targets = torch.randint(0, c["vocab_size"], (case["batch"], case["seq"]), generator=generator)
+
+    file_dtype = case.get("file_dtype", "F64")
+    if file_dtype == "F32":  # attograd widens the float32 values; so does the reference
+        params = {k: v.float().double() for k, v in params.items()}
+    stored = [(k, v.to(DTYPES[file_dtype][0])) for k, v in params.items()]
+    if case.get("lm_head"):  # nanoGPT's state dict repeats the tied head under its own name
+        stored.append(("lm_head.weight", stored[0][1].clone()))
+    vocab = vocabulary(c["vocab_size"], case["seed"])
+    metadata = {"format": "attograd-gpt", "config": json.dumps(c),
+                "vocab": json.dumps(vocab, ensure_ascii=case["seed"] % 3 == 0)}
+    paths = {k: os.path.join(workdir, f"case{case['seed']}_{k}") for k in
+             ("model.safetensors", "ids.npy", "targets.npy", "grads.safetensors")}
+    write_safetensors(paths["model.safetensors"], stored, metadata)
+    write_npy(paths["ids.npy"], ids)
+    write_npy(paths["targets.npy"], targets)
+
+    run = subprocess.run([gpt_grads, paths["model.safetensors"], paths["ids.npy"], paths["targets.npy"],
+                          paths["grads.safetensors"]], capture_output=True, text=True)
+    if run.returncode != 0:
+        print(f"  gpt_grads exited with {run.returncode}: {run.stderr.strip()}")
+        return False
+    grads, grad_metadata = read_safetensors(paths["grads.safetensors"])
+
+    leaves = {k: v.clone().requires_grad_() for k, v in params.items()}
+    loss = gpt_loss(leaves, c, ids, targets)
+    want = dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
+
+    if set(grads) != set(want):
+        print(f"  gradient names differ: missing {sorted(set(want) - set(grads))}, "
+              f"unexpected {sorted(set(grads) - set(want))}")
+        return False
+    got_loss, want_loss = float(grad_metadata["loss"]), loss.item()
+    results = [("loss", [], compare(torch.tensor(got_loss), torch.tensor(want_loss)), abs(want_loss))]
+    for name, reference in want.items():
+        got = grads[name]
+        if got.dtype != torch.float64 or got.shape != reference.shape:
+            print(f"  {name}: attograd wrote {got.dtype} {list(got.shape)}, expected float64 {list(reference.shape)}")
+            return False
+        results.append((name, list(reference.shape), compare(got, reference), reference.abs().max().item()))
+    for name, shape, (abs_err, rel_err, ok), scale in results:
+        print_row(name, shape, scale, abs_err, rel_err, ok)
+    case["max_abs"] = max(r[2][0] for r in results)
+    case["max_rel"] = max(r[2][1] for r in results)
+    return all(r[2][2] for r in results)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpt-grads", required=True, help="path to the gpt_grads program")
+    args = parser.parse_args()
+    torch.set_default_dtype(torch.float64)
+
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="pytorch_parity_") as workdir:
+        for case in CASES:
+            c = case
+            print(f"{c['name']}: vocab {c['vocab_size']}, block {c['block_size']}, layers {c['n_layer']}, "
+                  f"heads {c['n_head']}, embd {c['n_embd']}, bias {c['bias']}, B {c['batch']}, T {c['seq']}, "
+                  f"file {c.get('file_dtype', 'F64')}")
+            print(f"  {'tensor':<38} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
+            if not run_case(case, args.gpt_grads, workdir):
+                failed.append(case["name"])
+            print()
+
+    print(f"{'case':<26} {'max abs err':>12} {'max rel err':>12}")
+    for case in CASES:
+        if "max_abs" in case:
+            print(f"{case['name']:<26} {case['max_abs']:12.2e} {case['max_rel']:12.2e}")
+    if failed:
+        print(f"pytorch_parity: MISMATCH in {', '.join(failed)} (rtol {RTOL:g}, atol {ATOL:g})")
+        return 1
+    print(f"pytorch_parity: all {len(CASES)} cases agree (rtol {RTOL:g}, atol {ATOL:g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
