@@ -1,7 +1,9 @@
 #include "generator.h"
 
+#include <bit>
 #include <cmath>
 #include <numbers>
+#include <sstream>
 #include <type_traits>
 
 #include "dispatch.h"
@@ -32,6 +34,25 @@ double Generator::normal() {
   spare_normal_ = r * std::sin(theta);
   has_spare_normal_ = true;
   return r * std::cos(theta);
+}
+
+std::string Generator::state() const {
+  std::ostringstream out;
+  // The spare normal goes as its 64 bits: exact, where decimal text might round.
+  out << engine_ << ' ' << has_spare_normal_ << ' ' << std::bit_cast<std::uint64_t>(spare_normal_);
+  return out.str();
+}
+
+void Generator::set_state(const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 engine;
+  bool has_spare = false;
+  std::uint64_t spare_bits = 0;
+  in >> engine >> has_spare >> spare_bits;
+  if (in.fail()) throw_invalid("Generator", "cannot restore the generator from the given state text");
+  engine_ = engine;
+  has_spare_normal_ = has_spare;
+  spare_normal_ = std::bit_cast<double>(spare_bits);
 }
 
 Generator& default_generator() {

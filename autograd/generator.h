@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "tensor.h"
 
@@ -24,6 +25,11 @@ class Generator {
   float uniform_float() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
   // Standard normal by the Box-Muller transform; the second value of each pair is kept.
   double normal();
+
+  // The complete state as text (the engine's standard text form plus the spare normal), and
+  // back: a run resumed from a checkpoint draws exactly the numbers it would have drawn.
+  std::string state() const;
+  void set_state(const std::string& state);
 
  private:
   std::mt19937_64 engine_;
