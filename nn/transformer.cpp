@@ -109,12 +109,15 @@ Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
   return enc_norm ? enc_norm->forward(x) : x;
 }
 
-Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask) {
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask,
+                           std::vector<Tensor>* cross_weights) {
   if (!tgt.defined() || tgt.dim() != 2)
     throw_invalid("Transformer", "tgt must be int64 [B, T], got shape {}",
                   tgt.defined() ? shape_str(tgt.shape()) : "undefined");
   Tensor x = drop->forward(pos->forward(tgt_embed->forward(tgt) * std::sqrt(static_cast<double>(config.d_model))));
-  for (const auto& block : *decoder) x = block->forward(x, memory, src_mask);
+  if (cross_weights) cross_weights->assign(decoder->size(), Tensor());
+  for (std::size_t i = 0; i < decoder->size(); ++i)
+    x = (*decoder)[i].forward(x, memory, src_mask, nullptr, cross_weights ? &(*cross_weights)[i] : nullptr);
   return head->forward(dec_norm ? dec_norm->forward(x) : x);
 }
 

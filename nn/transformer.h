@@ -73,7 +73,10 @@ class Transformer : public Module {
   // src_mask: bool [B, 1, 1, S], true at real (not padding) source tokens; see key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {});
   Tensor encode(const Tensor& src, const Tensor& src_mask = {});
-  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask = {});
+  // cross_weights, when given, receives each decoder layer's cross-attention weights
+  // [B, H, T, S]: how much each target position looks at each source position.
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask = {},
+                std::vector<Tensor>* cross_weights = nullptr);
 
   TransformerConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;

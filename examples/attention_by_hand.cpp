@@ -1,0 +1,218 @@
+// attention_by_hand: every worked number and self-test question of the attention notes,
+// recomputed with attograd tensors, each intermediate printed. Where a text's own figure
+// disagrees with the computation, the program says so and shows both.
+//
+// It exits with status 1 if any of its own checks fails (a computed value against a closed
+// form), so it doubles as a test.
+#include <attograd/attograd.h>
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+namespace po = boost::program_options;
+using ag::Tensor;
+
+namespace {
+
+int g_failures = 0;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void heading(const std::string& title) { fmt::print("\n=== {} ===\n", title); }
+
+// Prints "name = tensor" with values rounded for reading.
+void show(const std::string& name, const Tensor& t) {
+  fmt::print("{:<28} {}\n", name, ag::to_string(t, {.precision = 4}));
+}
+
+// A check of the program's own arithmetic against an independent closed form.
+void check(const std::string& what, double computed, double expected, double tol = 1e-12) {
+  bool ok = std::abs(computed - expected) <= tol;
+  if (!ok) ++g_failures;
+  fmt::print("  check: {} = {:.6f} (closed form {:.6f}) {}\n", what, computed, expected, ok ? "ok" : "MISMATCH");
+}
+
+// How the text's figure compares with the computation, at the text's own precision.
+void compare_with_text(const std::string& what, const std::vector<double>& text, const Tensor& computed, int decimals) {
+  Tensor c = computed.to(ag::kFloat64);
+  bool agrees = true;
+  std::string ours;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    double v = c.data_ptr<double>()[i];
+    double scale = std::pow(10.0, decimals);
+    agrees = agrees && std::round(v * scale) == std::round(text[i] * scale);
+    ours += fmt::format("{}{:.{}f}", i ? ", " : "", v, decimals);
+  }
+  fmt::print("  the text gives {} ≈ [{:.{}f}]; computed [{}]: {}\n", what, fmt::join(text, ", "), decimals, ours,
+             agrees ? "agrees" : "DISAGREES (the computation is shown above)");
+}
+
+// softmax(q k^T / sqrt(d)) for one query against the rows of k, step by step.
+Tensor attend_one_query(const Tensor& q, const Tensor& k) {
+  Tensor scores = k.matmul(q.unsqueeze(1)).squeeze(1);  // [n]: q . k_j
+  show("scores q.k_j", scores);
+  double d = static_cast<double>(q.size(0));
+  Tensor scaled = scores / std::sqrt(d);
+  show(fmt::format("scaled by 1/sqrt({:g})", d), scaled);
+  Tensor weights = ag::softmax(scaled, 0);
+  show("softmax weights", weights);
+  return weights;
+}
+
+void hand_example() {
+  heading("The notes' hand-computed example: d_k = 4, the query of 'cat' against three keys");
+  Tensor q = ag::tensor({1, 0, 1, 0}, {4}, ag::kFloat64).requires_grad_();
+  Tensor k = ag::tensor({1, 1, 0, 0,   // The
+                         1, 0, 1, 0,   // cat (itself)
+                         0, 1, 1, 0},  // sat
+                        {3, 4}, ag::kFloat64);
+  show("q (cat)", q);
+  show("k (The, cat, sat)", k);
+  Tensor w = attend_one_query(q, k);
+  double z = 2 * std::exp(0.5) + std::exp(1.0);
+  check("weight on 'cat'", w.at<double>({1}), std::exp(1.0) / z);
+  compare_with_text("the weights", {0.27, 0.46, 0.27}, w, 2);
+  // How the weight on 'cat' moves with the query: d w_cat / d q, by backward.
+  w.slice(0, 1, 2).sum().backward();
+  show("d w_cat / d q (backward)", q.grad());
+  // Closed form: d w_j / d q = w_j (k_j - sum_i w_i k_i) / sqrt(d).
+  Tensor mean_key = ag::matmul(w.detach().unsqueeze(0), k).squeeze(0);
+  Tensor expected = (k.slice(0, 1, 2).squeeze(0) - mean_key) * (w.detach().at<double>({1}) / 2.0);
+  check("|backward - closed form|", (q.grad() - expected).pow(2).sum().sqrt().item(), 0.0);
+}
+
+void self_test_2() {
+  heading("Self-test 2: d_k = 8, raw scores [2, 4, 2]");
+  Tensor scores = ag::tensor({2, 4, 2}, {3}, ag::kFloat64);
+  Tensor scaled = scores / std::sqrt(8.0);
+  show("scaled by 1/sqrt(8)", scaled);
+  Tensor w = ag::softmax(scaled, 0);
+  show("softmax (scaled)", w);
+  Tensor unscaled = ag::softmax(scores, 0);
+  show("softmax (not scaled)", unscaled);
+  check("middle weight, scaled", w.at<double>({1}), 1 / (1 + 2 * std::exp(-2 / std::sqrt(8.0))));
+  compare_with_text("the scaled weights", {0.09, 0.82, 0.09}, w, 2);
+  fmt::print(
+      "  the text's figure is not the scaled result; it is nearer to the unscaled one, [{:.3f}, {:.3f}, {:.3f}],\n"
+      "  and matches neither. With scaling the middle weight is only about twice the others.\n",
+      unscaled.at<double>({0}), unscaled.at<double>({1}), unscaled.at<double>({2}));
+}
+
+void masking() {
+  heading("Masking a length-4 sequence: -inf, a large negative number, or 0");
+  Tensor allowed = ag::causal_mask(4, 4);
+  Tensor masked_out = ag::logical_not(allowed);  // the notes' M: 1 = hidden
+  show("M (true = hidden)", masked_out);
+  Tensor scores = ag::tensor({0.3, 1.2, -0.4, 0.9,  //
+                              1.0, 0.1, 0.7, -0.2,  //
+                              -0.5, 0.6, 0.2, 1.5,  //
+                              0.8, -1.0, 0.4, 0.0},
+                             {4, 4}, ag::kFloat64);
+  show("scores", scores);
+  Tensor w_inf = ag::softmax(ag::masked_fill(scores, masked_out, -kInf), 1);
+  Tensor w_big = ag::softmax(ag::masked_fill(scores, masked_out, -1e9), 1);
+  Tensor w_zero = ag::softmax(ag::masked_fill(scores, masked_out, 0.0), 1);
+  show("weights, masked with -inf", w_inf);
+  show("weights, masked with -1e9", w_big);
+  show("weights, masked with 0", w_zero);
+  check("max |(-inf) - (-1e9)|", (w_inf - w_big).pow(2).max().sqrt().item(), 0.0, 1e-300);
+  // With 0, the future keeps weight e^0 / Z: the first query gives this much to positions 1..3.
+  double leak = ag::masked_fill(w_zero, allowed, 0.0).sum(1).at<double>({0});
+  double z = std::exp(0.3) + 3;
+  check("future weight of query 0 with 0-masking", leak, 3 / z);
+  fmt::print(
+      "  Setting masked scores to 0 does not hide them: softmax gives them e^0 = 1 each before\n"
+      "  normalising, so query 0 still puts {:.1f}% of its attention on the future.\n",
+      100 * leak);
+}
+
+void self_test_1_and_5() {
+  heading("Self-tests 1 and 5: where Q, K and V come from, and the shape of the weights");
+  ag::Generator gen(1);
+  ag::nn::MultiHeadAttention mha(8, 2, {}, gen);
+  Tensor target = ag::randn({1, 3, 8}, gen);  // a decoder that has written 3 tokens
+  Tensor source = ag::randn({1, 6, 8}, gen);  // an encoded source sentence of 6 tokens
+  ag::NoGradGuard no_grad;
+  auto self = mha.forward(target, target, target, {}, true, true);
+  fmt::print("  causal self-attention:  Q, K, V all from the target {} -> weights {}\n", ag::shape_str(target.shape()),
+             ag::shape_str(self.weights.shape()));
+  auto cross = mha.forward(target, source, source, {}, false, true);
+  fmt::print("  cross-attention:        Q from the target {}, K and V from the source {} -> weights {}\n",
+             ag::shape_str(target.shape()), ag::shape_str(source.shape()), ag::shape_str(cross.weights.shape()));
+  fmt::print("  so the weights are [batch, heads, tgt_len, src_len], as the notes' answer says.\n");
+  if (cross.weights.shape() != ag::Shape{1, 2, 3, 6}) ++g_failures;
+}
+
+void self_test_3() {
+  heading("Self-test 3: forgetting the causal mask lets position t read the future");
+  ag::Generator gen(2);
+  Tensor q = ag::randn({1, 1, 5, 4}, gen, ag::kFloat64), k = ag::randn({1, 1, 5, 4}, gen, ag::kFloat64),
+         v = ag::randn({1, 1, 5, 4}, gen, ag::kFloat64);
+  Tensor k2 = ag::cat({k.slice(2, 0, 2), ag::randn({1, 1, 3, 4}, gen, ag::kFloat64)}, 2);
+  Tensor v2 = ag::cat({v.slice(2, 0, 2), ag::randn({1, 1, 3, 4}, gen, ag::kFloat64)}, 2);
+  for (bool causal : {true, false}) {
+    Tensor a = ag::scaled_dot_product_attention(q, k, v, {}, causal).output.slice(2, 1, 2);
+    Tensor b = ag::scaled_dot_product_attention(q, k2, v2, {}, causal).output.slice(2, 1, 2);
+    double change = (a - b).pow(2).sum().sqrt().item();
+    fmt::print("  {:<14} changing tokens 2..4 moves the output at position 1 by {:.4f}\n",
+               causal ? "with the mask:" : "without it:", change);
+    if (causal && change != 0) ++g_failures;
+  }
+  fmt::print(
+      "  Without the mask a language model can copy the next token from its input; minigpt's\n"
+      "  training would report a loss it cannot reproduce when generating.\n");
+}
+
+void self_test_4() {
+  heading("Self-test 4: reading the code, by running both ways of building the mask");
+  Tensor scores = ag::tensor({0.5, -1.0, 2.0, 0.0, 1.5, 0.3, -0.7, 0.9, 1.1}, {3, 3}, ag::kFloat64);
+  // The notes' version: an upper triangle above the diagonal (future = 1), filled with -1e9.
+  Tensor future = ag::logical_not(ag::causal_mask(3, 3));
+  Tensor notes = ag::softmax(ag::masked_fill(scores, future, -1e9), 1);
+  // The chapter's version: a lower triangle (allowed = 1), filling where it is 0 with -inf.
+  Tensor chapter = ag::softmax(ag::masked_fill(scores, ag::logical_not(ag::causal_mask(3, 3)), -kInf), 1);
+  show("triu(diagonal=1) + -1e9", notes);
+  show("tril + -inf", chapter);
+  check("max difference", (notes - chapter).pow(2).max().sqrt().item(), 0.0, 1e-300);
+  fmt::print("  Both are masked (causal) self-attention: every row ignores the columns to its right.\n");
+}
+
+void scaling() {
+  heading("Why divide by sqrt(d_k): the spread of q.k for unit-variance q and k");
+  ag::Generator gen(3);
+  for (std::int64_t d : {4, 64, 512}) {
+    Tensor q = ag::randn({20000, d}, gen, ag::kFloat64), k = ag::randn({20000, d}, gen, ag::kFloat64);
+    Tensor dots = (q * k).sum(1);
+    double var = (dots * dots).mean().item();
+    fmt::print("  d_k = {:>3}: variance of q.k = {:>7.2f} (theory: d_k); after / sqrt(d_k): {:.3f} (theory: 1)\n", d,
+               var, var / static_cast<double>(d));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description opts("attention_by_hand: the attention notes' numbers, recomputed step by step");
+  opts.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+  } catch (const po::error& e) {
+    std::cerr << "attention_by_hand: " << e.what() << "\n" << opts << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  hand_example();
+  self_test_2();
+  masking();
+  self_test_1_and_5();
+  self_test_3();
+  self_test_4();
+  scaling();
+  fmt::print("\n{} check{} failed\n", g_failures, g_failures == 1 ? "" : "s");
+  return g_failures == 0 ? 0 : 1;
+}

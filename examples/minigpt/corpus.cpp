@@ -1,0 +1,47 @@
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "minigpt.h"
+
+namespace minigpt {
+
+namespace {
+constexpr const char* kFortunes = "/usr/share/games/fortunes";
+}  // namespace
+
+std::vector<std::string> default_corpus() {
+  std::vector<std::string> files;
+  if (!std::filesystem::is_directory(kFortunes))
+    throw std::runtime_error(
+        fmt::format("{} does not exist: install Debian's `fortunes` package, or pass --corpus FILE", kFortunes));
+  for (const auto& entry : std::filesystem::directory_iterator(kFortunes)) {
+    std::string name = entry.path().filename().string();
+    // Skip the index files (.dat), the .u8 links, and fortunes-zh's Chinese collections.
+    if (!entry.is_regular_file() || name.find('.') != std::string::npos || name == "chinese" || name == "tang300" ||
+        name == "song100")
+      continue;
+    files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw std::runtime_error(fmt::format("no fortune files found in {}", kFortunes));
+  return files;
+}
+
+std::string read_corpus(const std::vector<std::string>& files) {
+  std::string text;
+  for (const std::string& path : files) {
+    std::string content = ag::io::read_file(path);
+    try {
+      ag::data::decode_utf8(content);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{} is not valid UTF-8: {}", path, e.what()));
+    }
+    // A fortune file separates its entries with lines holding a single '%': keep a blank line.
+    std::istringstream lines(content);
+    for (std::string line; std::getline(lines, line);) text += line == "%" ? "\n" : line + "\n";
+  }
+  return text;
+}
+
+}  // namespace minigpt

@@ -1,0 +1,53 @@
+// minigpt sample / eval, and the attention maps.
+#include <filesystem>
+
+#include "../common/plot.h"
+#include "minigpt.h"
+
+namespace minigpt {
+
+Loaded load(const std::string& path, ag::DType dtype) {
+  ag::io::GPTCheckpoint ckpt = ag::io::read_gpt_checkpoint(path);
+  ag::data::CharTokenizer tokenizer(ckpt.vocab);
+  auto model = std::make_unique<ag::nn::GPT>(ckpt.config);
+  model->to(dtype);
+  ag::io::load_gpt(*model, ckpt);
+  return {std::move(ckpt), std::move(tokenizer), std::move(model)};
+}
+
+std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
+                                              const std::string& prompt, const std::string& out_dir) {
+  std::vector<std::int64_t> ids = tokenizer.encode(prompt);
+  if (ids.empty()) throw std::invalid_argument("the attention-map prompt is empty");
+  if (static_cast<std::int64_t>(ids.size()) > model.config.block_size)
+    ids.resize(static_cast<std::size_t>(model.config.block_size));
+  std::vector<std::string> labels;
+  for (auto id : ids) labels.push_back(tokenizer.decode({id}));
+  std::vector<ag::Tensor> weights;  // one [1, H, T, T] per layer
+  {
+    ag::NoGradGuard no_grad;
+    model.eval();
+    model.forward(ag::from_vector(ids, {1, static_cast<std::int64_t>(ids.size())}), nullptr, &weights);
+    model.train();
+  }
+  std::vector<std::string> paths;
+  for (std::size_t layer = 0; layer < weights.size(); ++layer) {
+    ag::Tensor w = weights[layer].to(ag::kFloat64);
+    for (std::int64_t head = 0; head < w.size(1); ++head) {
+      std::vector<std::vector<double>> grid;
+      for (std::int64_t i = 0; i < w.size(2); ++i) {
+        std::vector<double> row;
+        for (std::int64_t j = 0; j < w.size(3); ++j) row.push_back(w.at<double>({0, head, i, j}));
+        grid.push_back(row);
+      }
+      std::string path =
+          (std::filesystem::path(out_dir) / fmt::format("attention_layer{}_head{}.png", layer, head)).string();
+      ag::plot::heatmap_png(path, grid, labels, labels,
+                            fmt::format("layer {}, head {}: row = query, column = key", layer, head));
+      paths.push_back(path);
+    }
+  }
+  return paths;
+}
+
+}  // namespace minigpt

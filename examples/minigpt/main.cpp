@@ -1,0 +1,155 @@
+// minigpt: train a character-level GPT on real text, sample from it, and measure it.
+//
+//   minigpt train  [--corpus FILE ...] [--steps N] [--out DIR] ...
+//   minigpt sample --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
+//   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
+//
+// `minigpt SUBCOMMAND --help` lists every option.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "minigpt.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+// Parses argv[2:] against `options`; returns false (after printing help or an error) when the
+// program should stop.
+bool parse(int argc, char** argv, const po::options_description& options, po::variables_map& vm, int& exit_code) {
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(options).run(), vm);
+    if (vm.count("help")) {
+      std::cout << options << "\n";
+      exit_code = 0;
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "minigpt: " << e.what() << "\n\n" << options << "\n";
+    exit_code = 2;
+    return false;
+  }
+  return true;
+}
+
+int train_command(int argc, char** argv) {
+  minigpt::TrainOptions o;
+  po::options_description opts(
+      "minigpt train: train a character-level GPT (defaults finish in about 2-3 minutes on 2 cores)");
+  opts.add_options()("help,h", "show this help")(
+      "corpus", po::value(&o.corpus)->multitoken(),
+      "UTF-8 text files to train on (default: the English fortunes in /usr/share/games/fortunes, from Debian's "
+      "`fortunes`; for Chinese, the Tang poems of `fortunes-zh`: --corpus /usr/share/games/fortunes/tang300)")(
+      "out", po::value(&o.out_dir)->default_value(o.out_dir), "directory for the checkpoint and the pictures")(
+      "steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")(
+      "batch", po::value(&o.batch)->default_value(o.batch), "windows per batch")(
+      "block", po::value(&o.model.block_size)->default_value(o.model.block_size), "context length in characters")(
+      "layers", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "Transformer blocks")(
+      "heads", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads per block")(
+      "embd", po::value(&o.model.n_embd)->default_value(o.model.n_embd), "width of the residual stream")(
+      "dropout", po::value(&o.model.dropout)->default_value(o.model.dropout), "dropout probability")(
+      "lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")(
+      "min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")(
+      "warmup", po::value(&o.warmup)->default_value(o.warmup), "warm-up steps")(
+      "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")(
+      "eval-interval", po::value(&o.eval_interval)->default_value(o.eval_interval),
+      "steps between validation and checkpoints")(
+      "eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches), "batches per validation estimate")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "seed for initialisation, batches and sampling")(
+      "prompt", po::value(&o.prompt), "text for the attention maps (default: a stretch of validation text)")(
+      "sample-tokens", po::value(&o.sample_tokens)->default_value(o.sample_tokens), "length of the final sample")(
+      "resume", po::bool_switch(&o.resume), "continue from the checkpoint in --out");
+  po::variables_map vm;
+  int code = 0;
+  if (!parse(argc, argv, opts, vm, code)) return code;
+  return minigpt::train(o);
+}
+
+int sample_command(int argc, char** argv) {
+  std::string checkpoint, prompt = "\n";
+  std::int64_t tokens = 500;
+  double temperature = 0.8;
+  std::int64_t top_k = 20;
+  std::uint64_t seed = 0;
+  po::options_description opts("minigpt sample: generate text from a trained checkpoint");
+  opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(),
+                                                 "the .safetensors file minigpt train wrote")(
+      "prompt", po::value(&prompt)->default_value(prompt), "text to continue")(
+      "tokens", po::value(&tokens)->default_value(tokens), "characters to generate")(
+      "temperature", po::value(&temperature)->default_value(temperature), "0 = always the most likely character")(
+      "top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely characters (0 = all)")(
+      "seed", po::value(&seed)->default_value(seed), "sampling seed");
+  po::variables_map vm;
+  int code = 0;
+  if (!parse(argc, argv, opts, vm, code)) return code;
+  minigpt::Loaded m = minigpt::load(checkpoint);
+  ag::Generator gen(seed);
+  auto ids = ag::nn::generate(*m.model, m.tokenizer.encode(prompt),
+                              {.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k}, gen);
+  fmt::print("{}\n", m.tokenizer.decode(ids));
+  return 0;
+}
+
+int eval_command(int argc, char** argv) {
+  std::string checkpoint, text, file, dtype = "f32";
+  po::options_description opts(
+      "minigpt eval: mean next-token cross-entropy over a text's consecutive windows of block_size characters");
+  opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
+      "text", po::value(&text), "the text itself")("file", po::value(&file), "or a UTF-8 file holding it")(
+      "dtype", po::value(&dtype)->default_value(dtype), "f32, or f64 to compute in double precision");
+  po::variables_map vm;
+  int code = 0;
+  if (!parse(argc, argv, opts, vm, code)) return code;
+  if (vm.count("text") == vm.count("file")) {
+    std::cerr << "minigpt eval: give exactly one of --text and --file\n";
+    return 2;
+  }
+  if (dtype != "f32" && dtype != "f64") {
+    std::cerr << "minigpt eval: --dtype must be f32 or f64, got " << dtype << "\n";
+    return 2;
+  }
+  if (vm.count("file")) text = ag::io::read_file(file);
+  minigpt::Loaded m = minigpt::load(checkpoint, dtype == "f64" ? ag::kFloat64 : ag::kFloat32);
+  std::vector<std::int64_t> ids = m.tokenizer.encode(text);
+  std::int64_t t = m.model->config.block_size, n = static_cast<std::int64_t>(ids.size());
+  if (n < t + 1) {
+    std::cerr << fmt::format("minigpt eval: the text has {} characters; it needs at least block_size + 1 = {}\n", n,
+                             t + 1);
+    return 2;
+  }
+  // Windows t[i : i+T] -> t[i+1 : i+T+1] for i = 0, T, 2T, ... while i + T + 1 <= n. Every window
+  // has T targets, so the mean over windows is the mean over all of them.
+  ag::NoGradGuard no_grad;
+  m.model->eval();
+  double total = 0;
+  std::int64_t windows = 0;
+  for (std::int64_t i = 0; i + t + 1 <= n; i += t, ++windows) {
+    std::vector<std::int64_t> x(ids.begin() + i, ids.begin() + i + t), y(ids.begin() + i + 1, ids.begin() + i + t + 1);
+    total += m.model->loss(ag::from_vector(x, {1, t}), ag::from_vector(y, {1, t})).item();
+  }
+  fmt::print("windows: {} of {} characters ({})\n", windows, t, dtype);
+  fmt::print("loss: {:.10g}\n", total / static_cast<double>(windows));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string usage = "usage: minigpt {train|sample|eval} [options]   (minigpt SUBCOMMAND --help for the options)\n";
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cout << usage;
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  try {
+    if (command == "train") return train_command(argc, argv);
+    if (command == "sample") return sample_command(argc, argv);
+    if (command == "eval") return eval_command(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "minigpt " << command << ": " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
+  return 2;
+}

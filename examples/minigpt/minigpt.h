@@ -1,0 +1,45 @@
+// minigpt: a character-level GPT trained on real text. The three subcommands share these.
+#pragma once
+
+#include <attograd/attograd.h>
+
+#include <string>
+#include <vector>
+
+namespace minigpt {
+
+struct TrainOptions {
+  std::vector<std::string> corpus;  // files to read; empty means the English fortunes
+  std::string out_dir = "minigpt-out";
+  ag::nn::GPTConfig model{.vocab_size = 0, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128};
+  std::int64_t steps = 1200, batch = 16;
+  double lr = 2e-3, min_lr = 2e-4, weight_decay = 0.1, grad_clip = 1.0;
+  std::int64_t warmup = 100;
+  std::int64_t eval_interval = 200, eval_batches = 20;
+  double val_fraction = 0.1;
+  std::uint64_t seed = 1337;
+  std::string prompt;  // for the attention maps and the sample; empty: a line of validation text
+  std::int64_t sample_tokens = 300;
+  bool resume = false;
+};
+
+// The text of `files` (fortune files lose their '%' separator lines), checked as UTF-8.
+std::string read_corpus(const std::vector<std::string>& files);
+// The English fortune files of Debian's `fortunes` package, sorted by name.
+std::vector<std::string> default_corpus();
+
+int train(const TrainOptions& options);
+
+// Loads the model and tokenizer a training run saved.
+struct Loaded {
+  ag::io::GPTCheckpoint checkpoint;
+  ag::data::CharTokenizer tokenizer;
+  std::unique_ptr<ag::nn::GPT> model;
+};
+Loaded load(const std::string& checkpoint_path, ag::DType dtype = ag::kFloat32);
+
+// Writes one attention heat map per layer and head for `prompt` and returns their paths.
+std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
+                                              const std::string& prompt, const std::string& out_dir);
+
+}  // namespace minigpt

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# minigpt end to end at a tiny size: train on a small text, then sample and evaluate from the
+# checkpoint it wrote, and check what each prints and writes.
+# Usage: minigpt_test.sh MINIGPT
+set -euo pipefail
+minigpt=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# A corpus with English and Chinese, repeated so the validation split holds whole windows.
+for i in $(seq 1 40); do printf 'the cat sat on the mat. 床前明月光，疑是地上霜。\n'; done > "$dir/corpus.txt"
+
+"$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/out" --steps 60 --eval-interval 30 --eval-batches 2 \
+  --batch 8 --block 16 --layers 1 --heads 2 --embd 16 --sample-tokens 40 > "$dir/train.log"
+for f in minigpt.safetensors minigpt.train.safetensors loss.png attention_layer0_head0.png attention_layer0_head1.png; do
+  [ -s "$dir/out/$f" ] || { echo "train did not write $f"; cat "$dir/train.log"; exit 1; }
+done
+grep -q "final validation loss" "$dir/train.log" || { echo "no validation loss reported"; exit 1; }
+
+out=$("$minigpt" sample --checkpoint "$dir/out/minigpt.safetensors" --prompt "the " --tokens 20)
+[ "${out:0:4}" = "the " ] || { echo "sample does not start with its prompt: $out"; exit 1; }
+
+# eval's last line is 'loss: <value>' with at least 6 significant digits, in f32 and f64, and
+# the two agree to float32 precision.
+l32=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" | tail -n 1)
+l64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 | tail -n 1)
+[[ $l32 =~ ^loss:\ [0-9]+\.[0-9]{5,} ]] || { echo "bad eval line: $l32"; exit 1; }
+/usr/bin/env awk -v a="${l32#loss: }" -v b="${l64#loss: }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }' ||
+  { echo "f32 and f64 losses differ: $l32 vs $l64"; exit 1; }
+
+# Errors are clear and non-zero.
+if "$minigpt" sample --checkpoint "$dir/missing.safetensors" 2> "$dir/err"; then echo "missing checkpoint accepted"; exit 1; fi
+grep -q "cannot open" "$dir/err" || { echo "unclear error: $(cat "$dir/err")"; exit 1; }
+echo "minigpt: train, sample and eval all work ($l32 / $l64)"
