@@ -5,14 +5,17 @@
 // gradient in float64; writes them as safetensors under nanoGPT's names, with the loss in the
 // metadata ("loss", printed with 17 significant digits).
 //
-//   gpt_grads MODEL.safetensors IDS.npy TARGETS.npy OUT.safetensors
+//   gpt_grads MODEL.safetensors IDS.npy TARGETS.npy OUT.safetensors [RESAVED.safetensors]
+//
+// With RESAVED it also writes the loaded model back with save_gpt, in float64, so the other
+// direction (attograd's file into PyTorch) can be checked too.
 #include <attograd/attograd.h>
 
 #include <iostream>
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: gpt_grads MODEL.safetensors IDS.npy TARGETS.npy OUT.safetensors\n";
+  if (argc != 5 && argc != 6) {
+    std::cerr << "usage: gpt_grads MODEL.safetensors IDS.npy TARGETS.npy OUT.safetensors [RESAVED.safetensors]\n";
     return 2;
   }
   try {
@@ -25,6 +28,7 @@ int main(int argc, char** argv) {
     loss.backward();
     ag::io::save_safetensors(argv[4], ag::io::gpt_state_dict(model, /*gradients=*/true),
                              {{"loss", fmt::format("{:.17g}", loss.item())}});
+    if (argc == 6) ag::io::save_gpt(argv[5], model, ag::data::CharTokenizer(ckpt.vocab));
   } catch (const std::exception& e) {
     std::cerr << "gpt_grads: " << e.what() << "\n";
     return 1;

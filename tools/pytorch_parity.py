@@ -257,10 +257,11 @@ def run_case(case, gpt_grads, workdir):
     ids, targets = (torch.randint(0, c["vocab_size"], (case["batch"], case["seq"]), generator=generator)
                     for _ in range(2))
     paths = {k: os.path.join(workdir, f"{k}{case['seed']}.{ext}") for k, ext in
-             [("model", "safetensors"), ("ids", "npy"), ("targets", "npy"), ("grads", "safetensors")]}
+             [("model", "safetensors"), ("ids", "npy"), ("targets", "npy"), ("grads", "safetensors"),
+              ("resaved", "safetensors")]}
     write_inputs(case, params, ids, targets, paths)
-    run = subprocess.run([gpt_grads, paths["model"], paths["ids"], paths["targets"], paths["grads"]],
-                         capture_output=True, text=True)
+    run = subprocess.run([gpt_grads, paths["model"], paths["ids"], paths["targets"], paths["grads"],
+                          paths["resaved"]], capture_output=True, text=True)
     if run.returncode != 0:
         print(f"  gpt_grads exited with {run.returncode}: {run.stderr.strip()}")
         return False, math.nan, math.nan
@@ -287,7 +288,31 @@ def run_case(case, gpt_grads, workdir):
         shape = "x".join(str(s) for s in reference.shape)
         print(f"  {name:<38} {shape:>8} {reference.abs().max().item():10.3e} {abs_err:10.2e} {rel_err:10.2e}"
               f"  {'ok' if ok else 'MISMATCH'}")
-    return all_ok, max_abs, max_rel
+    return all_ok and check_resaved(case, params, paths["resaved"]), max_abs, max_rel
+
+
+def check_resaved(case, params, path):
+    """The other direction: the model attograd loaded, written back by attograd's save_gpt, must
+    load here with the same names, the same values bit for bit, and the same config and vocab."""
+    tensors, metadata = read_safetensors(path)
+    c = case["config"]
+    problems = []
+    if set(tensors) != set(params):
+        problems.append(f"names differ: missing {sorted(set(params) - set(tensors))}, "
+                        f"unexpected {sorted(set(tensors) - set(params))}")
+    for name, value in params.items():
+        if name in tensors and not torch.equal(tensors[name], value):
+            problems.append(f"{name} differs from the weights written")
+    config = json.loads(metadata.get("config", "{}"))
+    if any(config.get(k) != v for k, v in c.items()):
+        problems.append(f"config {config} differs from {c}")
+    if json.loads(metadata.get("vocab", "[]")) != json.loads(vocabulary(c["vocab_size"], case["tokens"])):
+        problems.append("vocab differs")
+    for p in problems:
+        print(f"  attograd's own file: {p}")
+    if not problems:
+        print(f"  attograd's own file loads here: {len(tensors)} tensors bit-identical, config and vocab equal")
+    return not problems
 
 
 def main():
