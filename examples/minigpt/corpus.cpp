@@ -8,6 +8,22 @@ namespace minigpt {
 
 namespace {
 constexpr const char* kFortunes = "/usr/share/games/fortunes";
+// fortunes-zh's poems carry terminal colour codes (ESC [ ... m); they are not text.
+std::string without_ansi_colors(const std::string& line) {
+  std::string out;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '[') {
+      std::size_t end = line.find('m', i);
+      if (end != std::string::npos) {
+        i = end;
+        continue;
+      }
+    }
+    out += line[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> default_corpus() {
@@ -39,7 +55,7 @@ std::string read_corpus(const std::vector<std::string>& files) {
     }
     // A fortune file separates its entries with lines holding a single '%': keep a blank line.
     std::istringstream lines(content);
-    for (std::string line; std::getline(lines, line);) text += line == "%" ? "\n" : line + "\n";
+    for (std::string line; std::getline(lines, line);) text += line == "%" ? "\n" : without_ansi_colors(line) + "\n";
   }
   return text;
 }

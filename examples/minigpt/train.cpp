@@ -83,9 +83,10 @@ int train(const TrainOptions& o) {
   std::vector<double> train_steps, train_losses, eval_steps, val_losses;
   double smoothed = 0;
   std::int64_t step = start;
-  auto checkpoint = [&] {
+  // `done`: how many steps are complete; a resumed run starts there.
+  auto checkpoint = [&](std::int64_t done) {
     ag::io::save_gpt(model_path, model, tokenizer);
-    save_training_state(state_path(model_path), opt, step, data_gen);
+    save_training_state(state_path(model_path), opt, done, data_gen);
   };
   for (; step < o.steps && !g_stop; ++step) {
     opt.set_lr(schedule.lr_at(step));
@@ -106,14 +107,14 @@ int train(const TrainOptions& o) {
       double val = estimate_loss(model, ds, Split::Validation, o, data_gen);
       eval_steps.push_back(static_cast<double>(step + 1));
       val_losses.push_back(val);
-      checkpoint();
+      checkpoint(step + 1);
       bar.print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}  (saved {})", step + 1,
                                  smoothed, val, model_path));
     }
   }
   bar.finish();
   if (g_stop) {
-    checkpoint();
+    checkpoint(step);
     fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
     return 130;
   }

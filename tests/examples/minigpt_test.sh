@@ -17,6 +17,12 @@ for f in minigpt.safetensors minigpt.train.safetensors loss.png attention_layer0
 done
 grep -q "final validation loss" "$dir/train.log" || { echo "no validation loss reported"; exit 1; }
 
+# --resume continues from the last checkpoint (step 60) to the new --steps.
+"$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/out" --steps 70 --eval-interval 30 --eval-batches 2 \
+  --batch 8 --block 16 --layers 1 --heads 2 --embd 16 --sample-tokens 10 --resume > "$dir/resume.log"
+grep -q "resuming from step 60" "$dir/resume.log" || { echo "resume did not start at step 60"; cat "$dir/resume.log"; exit 1; }
+grep -q "step    70: train loss" "$dir/resume.log" || { echo "resume did not reach step 70"; cat "$dir/resume.log"; exit 1; }
+
 out=$("$minigpt" sample --checkpoint "$dir/out/minigpt.safetensors" --prompt "the " --tokens 20)
 [ "${out:0:4}" = "the " ] || { echo "sample does not start with its prompt: $out"; exit 1; }
 
