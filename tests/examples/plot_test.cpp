@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "../../examples/common/font.h"
-#include "../../examples/common/plot.h"
 #include "../../examples/common/image.h"
+#include "../../examples/common/plot.h"
 
 namespace ag::plot {
 namespace {
