@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "../autograd/error.h"
+#include "data.h"
 
 namespace ag::json {
 
@@ -219,24 +220,6 @@ class Parser {
     return v;
   }
 
-  static void append_utf8(std::string& out, char32_t c) {
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
-
   std::string string() {
     ++pos_;  // opening quote
     std::string out;
@@ -270,7 +253,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             fail("unpaired surrogate");
           }
-          append_utf8(out, cp);
+          out += data::encode_utf8(std::u32string(1, cp));
           break;
         }
         default: fail("invalid escape");

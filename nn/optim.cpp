@@ -106,29 +106,24 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(gro
 
 void SGD::step() {
   NoGradGuard no_grad;
-  std::size_t index = 0;
-  for (auto& group : groups_)
-    for (Tensor& p : group.params) {
-      std::size_t i = index++;
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      bool first = !has_slot(i, 0);
-      dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
-        using T = decltype(tag);
-        T* w = p.data_ptr<T>();
-        const T* g = grad.data_ptr<T>();
-        T* buf = options.momentum != 0 ? slot(i, 0).template data_ptr<T>() : nullptr;
-        double mu = options.momentum, wd = group.weight_decay;
-        for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
-          double d = g[j] + wd * w[j];
-          if (buf) {
-            buf[j] = static_cast<T>(first ? d : mu * buf[j] + (1 - options.dampening) * d);
-            d = options.nesterov ? d + mu * buf[j] : buf[j];
-          }
-          w[j] = static_cast<T>(w[j] - lr_ * d);
+  for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, double wd) {
+    bool first = !has_slot(i, 0);
+    dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
+      using T = decltype(tag);
+      T* w = p.data_ptr<T>();
+      const T* g = grad.data_ptr<T>();
+      T* buf = options.momentum != 0 ? slot(i, 0).template data_ptr<T>() : nullptr;
+      double mu = options.momentum;
+      for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
+        double d = g[j] + wd * w[j];
+        if (buf) {
+          buf[j] = static_cast<T>(first ? d : mu * buf[j] + (1 - options.dampening) * d);
+          d = options.nesterov ? d + mu * buf[j] : buf[j];
         }
-      });
-    }
+        w[j] = static_cast<T>(w[j] - lr_ * d);
+      }
+    });
+  });
   ++steps_;
 }
 
@@ -154,29 +149,24 @@ void Adam::step() {
   double t = static_cast<double>(steps_);
   double bias1 = 1 - std::pow(options.beta1, t), bias2 = 1 - std::pow(options.beta2, t);
   double step_size = lr_ / bias1, sqrt_bias2 = std::sqrt(bias2);
-  std::size_t index = 0;
-  for (auto& group : groups_)
-    for (Tensor& p : group.params) {
-      std::size_t i = index++;
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      dispatch_floating(p.dtype(), decoupled_ ? "AdamW" : "Adam", [&](auto tag) {
-        using T = decltype(tag);
-        T* w = p.data_ptr<T>();
-        const T* g = grad.data_ptr<T>();
-        T* m = slot(i, 0).template data_ptr<T>();
-        T* v = slot(i, 1).template data_ptr<T>();
-        double wd = group.weight_decay, b1 = options.beta1, b2 = options.beta2;
-        double decay = decoupled_ ? 1 - lr_ * wd : 1.0;  // AdamW shrinks p before the update
-        for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
-          double d = decoupled_ ? g[j] : g[j] + wd * w[j];
-          m[j] = static_cast<T>(b1 * m[j] + (1 - b1) * d);
-          v[j] = static_cast<T>(b2 * v[j] + (1 - b2) * d * d);
-          double denom = std::sqrt(static_cast<double>(v[j])) / sqrt_bias2 + options.eps;
-          w[j] = static_cast<T>(w[j] * decay - step_size * m[j] / denom);
-        }
-      });
-    }
+  for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, double wd) {
+    dispatch_floating(p.dtype(), decoupled_ ? "AdamW" : "Adam", [&](auto tag) {
+      using T = decltype(tag);
+      T* w = p.data_ptr<T>();
+      const T* g = grad.data_ptr<T>();
+      T* m = slot(i, 0).template data_ptr<T>();
+      T* v = slot(i, 1).template data_ptr<T>();
+      double b1 = options.beta1, b2 = options.beta2;
+      double decay = decoupled_ ? 1 - lr_ * wd : 1.0;  // AdamW shrinks p before the update
+      for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
+        double d = decoupled_ ? g[j] : g[j] + wd * w[j];
+        m[j] = static_cast<T>(b1 * m[j] + (1 - b1) * d);
+        v[j] = static_cast<T>(b2 * v[j] + (1 - b2) * d * d);
+        double denom = std::sqrt(static_cast<double>(v[j])) / sqrt_bias2 + options.eps;
+        w[j] = static_cast<T>(w[j] * decay - step_size * m[j] / denom);
+      }
+    });
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

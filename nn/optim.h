@@ -47,6 +47,17 @@ class Optimizer {
   // Per-parameter state tensors, created zero on first use; slot_names_ says what each is.
   Tensor& slot(std::size_t param_index, std::size_t which);
   bool has_slot(std::size_t param_index, std::size_t which) const;
+  // Calls visit(index, param, grad, weight_decay) for every parameter that has a gradient.
+  template <class F>
+  void for_each_with_grad(F&& visit) {
+    std::size_t index = 0;
+    for (auto& group : groups_)
+      for (Tensor& p : group.params) {
+        std::size_t i = index++;
+        Tensor grad = p.grad();
+        if (grad.defined()) visit(i, p, grad, group.weight_decay);
+      }
+  }
   std::vector<ParamGroup> groups_;
   std::vector<std::string> slot_names_;
   double lr_;
