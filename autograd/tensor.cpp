@@ -8,6 +8,7 @@
 #include <limits>
 #include <new>
 
+#include "allocator.h"
 #include "dispatch.h"
 #include "error.h"
 #include "grad_mode.h"
@@ -33,12 +34,7 @@ MemoryStats memory_stats() {
 
 void reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }
 
-Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
-  constexpr std::size_t kAlign = 64;
-  // aligned_alloc wants a size that is a multiple of the alignment, and never 0.
-  std::size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
-  data_ = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  if (data_ == nullptr) throw std::bad_alloc();
+Storage::Storage(std::size_t nbytes) : data_(allocate_block(nbytes)), nbytes_(nbytes) {
   ++g_live_storages;
   auto live = g_live_bytes += static_cast<std::int64_t>(nbytes);
   auto peak = g_peak_bytes.load();
@@ -47,7 +43,7 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  free_block(data_, nbytes_);
   --g_live_storages;
   g_live_bytes -= static_cast<std::int64_t>(nbytes_);
 }

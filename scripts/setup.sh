@@ -9,7 +9,7 @@ BUILD_DIR=${ATTOGRAD_BUILD_DIR:-$ROOT/build}
 # Debian 12 packages the build needs.
 PACKAGES=(
   g++ meson ninja-build pkg-config python3
-  libopenblas-dev libfmt-dev libboost-program-options-dev libgtest-dev
+  libopenblas-dev libfmt-dev libboost-program-options-dev libgtest-dev libbenchmark-dev
   libpng-dev unifont                # pictures: PNG files, and a font for their labels
   fortunes fortunes-zh              # text corpora for the Mini-GPT (English and Chinese)
 )

@@ -10,6 +10,7 @@
 // GoogleTest helpers live in <attograd/testing.h>, included separately.
 #pragma once
 
+#include "autograd/allocator.h"
 #include "autograd/dtype.h"
 #include "autograd/format.h"
 #include "autograd/generator.h"

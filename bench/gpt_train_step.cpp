@@ -1,0 +1,117 @@
+// gpt_train_step: the time of one GPT training step (zero_grad + forward + backward + AdamW)
+// on random token ids, for the reference configurations of docs/performance.md.
+//
+//   gpt_train_step --config small --threads 2 [--steps 30] [--warmup 5]
+//
+// Prints a line per measured step, then a final JSON line:
+//   {"config": "small", "threads": 2, "ms_step_median": ..., "tokens_per_s": ...,
+//    "peak_rss_mb": ..., "matmul_gflop_per_step": ..., ...}
+#include <attograd/attograd.h>
+#include <cblas.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <span>
+
+namespace po = boost::program_options;
+
+namespace {
+
+struct Config {
+  ag::nn::GPTConfig model;
+  std::int64_t batch;
+};
+
+Config config_named(const std::string& name) {
+  if (name == "tiny") return {{.vocab_size = 65, .block_size = 32, .n_layer = 2, .n_head = 2, .n_embd = 64}, 16};
+  if (name == "small") return {{.vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128}, 16};
+  if (name == "medium") return {{.vocab_size = 65, .block_size = 128, .n_layer = 6, .n_head = 6, .n_embd = 192}, 32};
+  throw std::invalid_argument("--config must be tiny, small or medium, got " + name);
+}
+
+// Multiply-adds of every matmul in one step, times 2 for FLOP: forward, and backward's two
+// products per forward product (dX and dW).
+double matmul_gflop(const Config& c) {
+  double B = static_cast<double>(c.batch), T = static_cast<double>(c.model.block_size),
+         C = static_cast<double>(c.model.n_embd), V = static_cast<double>(c.model.vocab_size),
+         L = static_cast<double>(c.model.n_layer);
+  double per_layer = B * T * C * (3 * C)           // q, k, v projections
+                     + B * T * T * C * 2           // scores and weights x values, all heads together
+                     + B * T * C * C               // output projection
+                     + B * T * C * (4 * C) * 2;    // the MLP's two matmuls
+  double forward = L * per_layer + B * T * C * V;  // plus the tied head
+  return 2.0 * 3.0 * forward / 1e9;
+}
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string name = "small";
+  int threads = 2, steps = 30, warmup = 5;
+  po::options_description opts("gpt_train_step: time GPT training steps (zero_grad + forward + backward + AdamW)");
+  opts.add_options()("help,h", "show this help")("config", po::value(&name)->default_value(name),
+                                                 "tiny, small or medium")(
+      "threads", po::value(&threads)->default_value(threads), "OpenBLAS threads")(
+      "steps", po::value(&steps)->default_value(steps), "measured steps")(
+      "warmup", po::value(&warmup)->default_value(warmup), "unmeasured steps first");
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return 0;
+    }
+    po::notify(vm);
+    Config c = config_named(name);
+    openblas_set_num_threads(threads);
+    ag::Generator gen(0);
+    ag::nn::GPT model(c.model, gen);
+    ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 1e-3});
+    auto random_ids = [&] {
+      ag::Tensor t = ag::empty({c.batch, c.model.block_size}, ag::kInt64);
+      for (auto& v : std::span(t.data_ptr<std::int64_t>(), static_cast<std::size_t>(t.numel())))
+        v = static_cast<std::int64_t>(gen.next_u64() % static_cast<std::uint64_t>(c.model.vocab_size));
+      return t;
+    };
+    std::vector<double> ms;
+    std::vector<std::int64_t> live_bytes;
+    for (int s = 0; s < warmup + steps; ++s) {
+      ag::Tensor x = random_ids(), y = random_ids();
+      auto start = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      ag::Tensor loss = model.loss(x, y);
+      loss.backward();
+      opt.step();
+      double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (s >= warmup) {
+        ms.push_back(elapsed);
+        live_bytes.push_back(ag::memory_stats().live_bytes);
+      }
+    }
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted[sorted.size() / 2];
+    double tokens = static_cast<double>(c.batch * c.model.block_size);
+    bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
+    fmt::print(
+        "{{\"config\": \"{}\", \"threads\": {}, \"steps\": {}, \"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
+        "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
+        "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}}}\n",
+        name, threads, steps, median, sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
+        static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false");
+  } catch (const std::exception& e) {
+    std::cerr << "gpt_train_step: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
