@@ -167,11 +167,18 @@ void self_test_3() {
 void self_test_4() {
   heading("Self-test 4: reading the code, by running both ways of building the mask");
   Tensor scores = ag::tensor({0.5, -1.0, 2.0, 0.0, 1.5, 0.3, -0.7, 0.9, 1.1}, {3, 3}, ag::kFloat64);
-  // The notes' version: an upper triangle above the diagonal (future = 1), filled with -1e9.
-  Tensor future = ag::logical_not(ag::causal_mask(3, 3));
-  Tensor notes = ag::softmax(ag::masked_fill(scores, future, -1e9), 1);
-  // The chapter's version: a lower triangle (allowed = 1), filling where it is 0 with -inf.
-  Tensor chapter = ag::softmax(ag::masked_fill(scores, ag::logical_not(ag::causal_mask(3, 3)), -kInf), 1);
+  // The notes' version: triu(ones, diagonal=1), the strict upper triangle, marks the future
+  // (1 = hidden) and masked_fill puts -1e9 there.
+  std::vector<bool> upper, lower;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      upper.push_back(j > i);   // triu(..., diagonal=1)
+      lower.push_back(j <= i);  // tril(...)
+    }
+  Tensor notes = ag::softmax(ag::masked_fill(scores, ag::from_vector(upper, {3, 3}), -1e9), 1);
+  // The chapter's version: tril(ones) marks what may be seen (1 = allowed), and
+  // masked_fill(mask == 0, -inf) hides the rest.
+  Tensor chapter = ag::softmax(ag::masked_fill(scores, ag::logical_not(ag::from_vector(lower, {3, 3})), -kInf), 1);
   show("triu(diagonal=1) + -1e9", notes);
   show("tril + -inf", chapter);
   check("max difference", (notes - chapter).pow(2).max().sqrt().item(), 0.0, 1e-300);

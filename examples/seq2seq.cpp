@@ -158,11 +158,15 @@ int run(const Options& o) {
   model.eval();
   std::vector<Sequence> held_out;
   std::set<Sequence> seen;
-  while (static_cast<std::int64_t>(held_out.size()) < o.held_out) {
+  // Short lengths have few held-out sequences: stop drawing after enough attempts.
+  for (std::int64_t attempt = 0; static_cast<std::int64_t>(held_out.size()) < o.held_out && attempt < 1000000;
+       ++attempt) {
     Sequence s = random_sequence(o, eval_gen);
     if (is_held_out(s) && seen.insert(s).second) held_out.push_back(s);
-    if (seen.size() > 100000) break;  // short lengths have few held-out sequences
   }
+  if (held_out.empty())
+    throw std::invalid_argument(
+        fmt::format("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len));
   std::int64_t correct = 0;
   for (const Sequence& s : held_out) correct += decode(model, s) == answer(o, s);
   double accuracy = static_cast<double>(correct) / static_cast<double>(held_out.size());

@@ -418,10 +418,10 @@ void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt) {
   if (a.vocab_size != b.vocab_size || a.block_size != b.block_size || a.n_layer != b.n_layer || a.n_head != b.n_head ||
       a.n_embd != b.n_embd || a.bias != b.bias)
     throw_invalid("load_gpt",
-                  "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}) differs from the model's "
-                  "(vocab {}, block {}, layers {}, heads {}, embd {})",
-                  b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, a.vocab_size, a.block_size, a.n_layer,
-                  a.n_head, a.n_embd);
+                  "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}) differs from the "
+                  "model's (vocab {}, block {}, layers {}, heads {}, embd {}, bias {})",
+                  b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, b.bias, a.vocab_size, a.block_size,
+                  a.n_layer, a.n_head, a.n_embd, a.bias);
   // Stage every tensor first: names, shapes and dtypes all checked before the model changes.
   std::vector<nn::NamedTensor> expected = gpt_state_dict(model);
   std::set<std::string> wanted;
@@ -446,6 +446,11 @@ void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt) {
     if (head->shape() != wte.shape() || !is_floating(head->dtype()))
       throw_invalid("load_gpt", "lm_head.weight has shape {} but must equal wte's {}", shape_str(head->shape()),
                     shape_str(wte.shape()));
+    Tensor h = head->to(kFloat64), w = wte.to(kFloat64);
+    if (std::memcmp(h.raw_data(), w.raw_data(), static_cast<std::size_t>(h.numel()) * 8) != 0)
+      throw_invalid("load_gpt",
+                    "lm_head.weight differs from transformer.wte.weight; this GPT ties its head to the "
+                    "token embedding and cannot hold a separate one");
   }
   // Commit: nothing below can fail on bad input.
   std::int64_t c = model.config.n_embd;

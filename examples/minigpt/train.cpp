@@ -62,7 +62,11 @@ int train(const TrainOptions& o) {
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
   std::int64_t start = 0;
   if (o.resume) {
-    ag::io::load_gpt(model, ag::io::read_gpt_checkpoint(model_path));
+    ag::io::GPTCheckpoint saved = ag::io::read_gpt_checkpoint(model_path);
+    if (saved.vocab != tokenizer.tokens())
+      throw std::invalid_argument(
+          fmt::format("{} was trained on another vocabulary; resume with the same corpus", model_path));
+    ag::io::load_gpt(model, saved);
     ag::io::TensorFile state = ag::io::load_safetensors(state_path(model_path));
     opt.load_state(state.tensors);
     start = std::stoll(state.metadata.at("step"));
@@ -113,6 +117,8 @@ int train(const TrainOptions& o) {
     }
   }
   bar.finish();
+  std::signal(SIGINT, SIG_DFL);  // from here on, Ctrl-C simply stops the program
+  std::signal(SIGTERM, SIG_DFL);
   if (g_stop) {
     checkpoint(step);
     fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
@@ -127,7 +133,7 @@ int train(const TrainOptions& o) {
                             "Mini-GPT training", "step", "cross-entropy (nats per character)");
     fmt::print("wrote {}\n", loss_png);
   }
-  // A prompt from held-out text: the first line that fills most of the context.
+  // A prompt from held-out text: the first 32 characters of a random validation window.
   std::string prompt = o.prompt;
   if (prompt.empty()) {
     std::string val_text = tokenizer.decode([&] {
