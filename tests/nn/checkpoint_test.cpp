@@ -222,6 +222,10 @@ TEST(GPTCheckpoint, FailedLoadLeavesTheModelUntouched) {
          c.file.tensors.emplace_back("lm_head.weight", zeros({3, 8}));
        }),
        "lm_head.weight has shape [3, 8] but must equal wte's [7, 8]"},
+      {mutate([](auto& c) {
+         c.file.tensors.emplace_back("lm_head.weight", zeros({7, 8}));
+       }),
+       "lm_head.weight differs from transformer.wte.weight"},
   };
   for (const Case& c : cases) {
     EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(target, c.ckpt); }, c.message));
