@@ -19,12 +19,10 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model_, std::int64_t n_hea
 }
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
-  return x.reshape({x.size(0), x.size(1), n_heads, head_dim}).permute({0, 2, 1, 3});
+  return x.reshape({x.size(0), x.size(1), n_heads, head_dim});
 }
 
-Tensor MultiHeadAttention::merge_heads(const Tensor& x) const {
-  return x.permute({0, 2, 1, 3}).reshape({x.size(0), x.size(2), d_model});
-}
+Tensor MultiHeadAttention::merge_heads(const Tensor& x) const { return x.reshape({x.size(0), x.size(1), d_model}); }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& mask, bool causal, bool need_weights, std::int64_t offset,
@@ -42,25 +40,26 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     throw_invalid("MultiHeadAttention", "batch sizes differ: query {}, key {}, value {}", shape_str(query.shape()),
                   shape_str(key.shape()), shape_str(value.shape()));
 
-  Tensor q = split_heads(q_proj->forward(query));  // [B, H, Tq, D/H]
-  Tensor k = split_heads(k_proj->forward(key));    // [B, H, Tk, D/H]
-  Tensor v = split_heads(v_proj->forward(value));  // [B, H, Tk, D/H]
+  Tensor q = split_heads(q_proj->forward(query));  // [B, Tq, H, D/H]: a view, no copy
+  Tensor k = split_heads(k_proj->forward(key));    // [B, Tk, H, D/H]
+  Tensor v = split_heads(v_proj->forward(value));  // [B, Tk, H, D/H]
   if (cache) offset = cache->length();             // the new tokens come right after the cached ones
   if (rotary) {
-    q = rotary->forward(q, offset + k.size(2) - q.size(2));
-    k = rotary->forward(k, offset);
+    q = rotary->forward(q, offset + k.size(1) - q.size(1), /*heads_last=*/true);
+    k = rotary->forward(k, offset, /*heads_last=*/true);
   }
   if (cache) {
     if (cache->k.defined()) {
-      k = cat({cache->k, k}, 2);
-      v = cat({cache->v, v}, 2);
+      k = cat({cache->k, k}, 1);
+      v = cat({cache->v, v}, 1);
     }
     cache->k = k.detach();
     cache->v = v.detach();
   }
   AttentionResult r;
   try {
-    r = scaled_dot_product_attention(q, k, v, mask, causal, need_weights);
+    // The fused op reads each head's columns in place: no [B, H, T, D/H] copies.
+    r = scaled_dot_product_attention_bthd(q, k, v, mask, causal, need_weights);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("MultiHeadAttention (query {}, key {}): {}", shape_str(query.shape()),
                                             shape_str(key.shape()), e.what()));

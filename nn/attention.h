@@ -4,9 +4,9 @@
 //   query: [B, Tq, D]   key, value: [B, Tk, D]   output: [B, Tq, D]   weights: [B, H, Tq, Tk]
 //
 //   Q = query Wq^T,  K = key Wk^T,  V = value Wv^T            (each [B, T, D])
-//   split heads: [B, T, D] -> [B, T, H, D/H] -> [B, H, T, D/H]
+//   split heads: [B, T, D] -> [B, T, H, D/H]    (a reshape: head h owns columns h*D/H ..)
 //   O_h = softmax(Q_h K_h^T / sqrt(D/H) + mask) V_h           (ops/attention.h, per head)
-//   merge heads: [B, H, Tq, D/H] -> [B, Tq, H, D/H] -> [B, Tq, D]
+//   merge heads: [B, Tq, H, D/H] -> [B, Tq, D]   (a reshape back)
 //   output = O Wo^T
 //
 // Self-attention passes the same sequence as query, key and value; cross-attention passes
@@ -27,11 +27,11 @@ struct MultiHeadAttentionOptions {
   std::int64_t max_len = 2048;
 };
 
-// The keys and values of the tokens seen so far, [B, H, T_past, D/H] each, kept per layer so
+// The keys and values of the tokens seen so far, [B, T_past, H, D/H] each, kept per layer so
 // that generating one more token costs one token's work instead of the whole prefix again.
 struct KVCache {
   Tensor k, v;
-  std::int64_t length() const { return k.defined() ? k.size(2) : 0; }
+  std::int64_t length() const { return k.defined() ? k.size(1) : 0; }
 };
 
 class MultiHeadAttention : public Module {
@@ -53,7 +53,7 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<RotaryEmbedding> rotary;  // null unless options.rotary
 
-  // [B, T, D] -> [B, H, T, D/H], and back.
+  // [B, T, D] -> [B, T, H, D/H] and back: reshapes, so no data moves.
   Tensor split_heads(const Tensor& x) const;
   Tensor merge_heads(const Tensor& x) const;
 };

@@ -77,13 +77,17 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, do
   sin_table = register_buffer("sin", s);
 }
 
-Tensor RotaryEmbedding::forward(const Tensor& x, std::int64_t offset) const {
+Tensor RotaryEmbedding::forward(const Tensor& x, std::int64_t offset, bool heads_last) const {
   std::int64_t half = cos_table.size(1);
   if (x.dim() != 4 || x.size(3) != 2 * half)
-    throw_invalid("RotaryEmbedding", "expects [B, H, T, {}], got shape {}", 2 * half, shape_str(x.shape()));
-  check_length("RotaryEmbedding", offset, x.size(2), cos_table.size(0), x);
-  Tensor cos = matching(cos_table.slice(0, offset, offset + x.size(2)), x);  // [T, d/2], broadcasts over B, H
-  Tensor sin = matching(sin_table.slice(0, offset, offset + x.size(2)), x);
+    throw_invalid("RotaryEmbedding", "expects [B, {}, {}, {}], got shape {}", heads_last ? "T" : "H",
+                  heads_last ? "H" : "T", 2 * half, shape_str(x.shape()));
+  std::int64_t t = x.size(heads_last ? 1 : 2);
+  check_length("RotaryEmbedding", offset, t, cos_table.size(0), x);
+  // [T, d/2] broadcasts over B and H; in [B, T, H, d] it needs a size-1 head dim: [T, 1, d/2].
+  Shape table_shape = heads_last ? Shape{t, 1, half} : Shape{t, half};
+  Tensor cos = matching(cos_table.slice(0, offset, offset + t), x).reshape(table_shape);
+  Tensor sin = matching(sin_table.slice(0, offset, offset + t), x).reshape(table_shape);
   Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, 2 * half);
   return cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, 3);
 }

@@ -35,11 +35,12 @@ class LearnedPositionalEmbedding : public Module {
 
 // Rotates channel pairs (i, i + d/2) of x: [B, H, T, d] at positions offset .. offset + T - 1:
 //   y1 = x1 cos(t theta_i) - x2 sin(t theta_i),   y2 = x1 sin(t theta_i) + x2 cos(t theta_i),
-//   theta_i = base^(-2i/d). Applied to queries and keys, not values.
+//   theta_i = base^(-2i/d). Applied to queries and keys, not values. With heads_last, x is
+//   [B, T, H, d] instead (the layout MultiHeadAttention works in).
 class RotaryEmbedding : public Module {
  public:
   RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, double base = 10000.0);
-  Tensor forward(const Tensor& x, std::int64_t offset = 0) const;
+  Tensor forward(const Tensor& x, std::int64_t offset = 0, bool heads_last = false) const;
 
   Tensor cos_table, sin_table;  // [max_len, head_dim / 2]
 };

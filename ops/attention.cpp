@@ -56,28 +56,33 @@ Dims check_qkv(std::string_view op, const Tensor& q, const Tensor& k, const Tens
   return n;
 }
 
-// The full [B, H, Tq, Tk] "may attend" mask from the optional user mask and the causal flag,
-// or undefined when nothing is masked.
-Tensor combined_mask(std::string_view op, const Tensor& attn_mask, bool causal, const Dims& n) {
+// Throws unless attn_mask is bool and broadcasts to the scores' shape [B, H, Tq, Tk].
+void check_mask(std::string_view op, const Tensor& attn_mask, const Dims& n) {
   Shape full{n.b, n.h, n.tq, n.tk};
+  if (attn_mask.dtype() != kBool)
+    throw_invalid(op, "attn_mask must be bool (true = may attend), got {} with shape {}", dtype_name(attn_mask.dtype()),
+                  shape_str(attn_mask.shape()));
+  bool fits = attn_mask.dim() <= 4;
+  for (std::int64_t i = 1; fits && i <= attn_mask.dim(); ++i) {
+    std::int64_t s = attn_mask.size(-i);
+    fits = s == 1 || s == full[static_cast<std::size_t>(4 - i)];
+  }
+  if (!fits)
+    throw_invalid(op, "attn_mask of shape {} does not broadcast to the scores' shape {}", shape_str(attn_mask.shape()),
+                  shape_str(full));
+}
+
+// The full [B, H, Tq, Tk] "may attend" mask from the optional user mask and the causal flag,
+// or undefined when nothing is masked (for the composed reference).
+Tensor combined_mask(std::string_view op, const Tensor& attn_mask, bool causal, const Dims& n) {
   Tensor mask;
   if (attn_mask.defined()) {
-    if (attn_mask.dtype() != kBool)
-      throw_invalid(op, "attn_mask must be bool (true = may attend), got {} with shape {}",
-                    dtype_name(attn_mask.dtype()), shape_str(attn_mask.shape()));
-    bool fits = attn_mask.dim() <= 4;
-    for (std::int64_t i = 1; fits && i <= attn_mask.dim(); ++i) {
-      std::int64_t s = attn_mask.size(-i);
-      fits = s == 1 || s == full[static_cast<std::size_t>(4 - i)];
-    }
-    if (!fits)
-      throw_invalid(op, "attn_mask of shape {} does not broadcast to the scores' shape {}",
-                    shape_str(attn_mask.shape()), shape_str(full));
+    check_mask(op, attn_mask, n);
     mask = attn_mask;
   }
   if (causal) mask = mask.defined() ? logical_and(mask, causal_mask(n.tq, n.tk)) : causal_mask(n.tq, n.tk);
   if (!mask.defined()) return mask;
-  return logical_and(mask, ag::full(full, 1.0, kBool));  // expanded to [B, H, Tq, Tk]
+  return logical_and(mask, ag::full({n.b, n.h, n.tq, n.tk}, 1.0, kBool));  // expanded to [B, H, Tq, Tk]
 }
 
 double default_scale(std::optional<double> scale, std::int64_t d) {
@@ -90,107 +95,188 @@ int as_int(std::int64_t v) {
   return static_cast<int>(v);
 }
 
-}  // namespace
+// Where the matrix of one (batch, head) pair lives inside a 4-d tensor: rows `ld` elements
+// apart, starting at b * batch + h * head. [B, H, T, d] and [B, T, H, d] differ only in these
+// numbers, so the kernels below serve both layouts without copying.
+struct View {
+  std::int64_t batch, head, ld;
+  std::int64_t at(std::int64_t b, std::int64_t h) const { return b * batch + h * head; }
+};
 
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                             bool causal, bool need_weights, std::optional<double> scale) {
-  const char* op = "scaled_dot_product_attention";
-  Dims n = check_qkv(op, q, k, v);
-  Tensor mask = combined_mask(op, attn_mask, causal, n);
-  double s = default_scale(scale, n.d);
-  int tq = as_int(n.tq), tk = as_int(n.tk), d = as_int(n.d), dv = as_int(n.dv);
-  std::int64_t pairs = n.b * n.h;
+View heads_first(std::int64_t h, std::int64_t t, std::int64_t d) { return {h * t * d, t * d, d}; }  // [B, H, T, d]
+View heads_last(std::int64_t h, std::int64_t t, std::int64_t d) { return {t * h * d, d, h * d}; }   // [B, T, H, d]
 
-  Tensor out = zeros({n.b, n.h, n.tq, n.dv}, q.dtype());
-  Tensor weights = zeros({n.b, n.h, n.tq, n.tk}, q.dtype());  // P, kept for backward
-  dispatch_floating(q.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T *pq = q.data_ptr<T>(), *pk = k.data_ptr<T>(), *pv = v.data_ptr<T>();
-    const bool* pm = mask.defined() ? mask.data_ptr<bool>() : nullptr;
-    T *pp = weights.data_ptr<T>(), *po = out.data_ptr<T>();
-    for (std::int64_t bh = 0; bh < pairs; ++bh) {
-      T* P = pp + bh * n.tq * n.tk;
-      if (n.tq == 0 || n.tk == 0) continue;
-      // S = scale Q K^T, written straight into P's buffer
-      if (n.d > 0)
-        blas::gemm(false, true, tq, tk, d, pq + bh * n.tq * n.d, d, pk + bh * n.tk * n.d, d, P, T(0),
-                   static_cast<T>(s));
+struct Layouts {
+  View q, k, v, out;
+};
+
+// "May query i attend to key j?" without building a [B, H, Tq, Tk] mask: the user's mask is
+// read through broadcast strides and the causal rule is checked on the spot.
+struct MaskReader {
+  const bool* mask = nullptr;
+  std::int64_t sb = 0, sh = 0, si = 0, sj = 0;  // strides of the mask as [B, H, Tq, Tk], 0 = broadcast
+  bool causal = false;
+  std::int64_t shift = 0;  // Tk - Tq: the causal diagonal runs through the last query and key
+
+  bool allowed(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    if (causal && j > i + shift) return false;
+    return !mask || mask[b * sb + h * sh + i * si + j * sj];
+  }
+};
+
+MaskReader mask_reader(std::string_view op, const Tensor& attn_mask, bool causal, const Dims& n) {
+  MaskReader r;
+  r.causal = causal;
+  r.shift = n.tk - n.tq;
+  if (!attn_mask.defined()) return r;
+  check_mask(op, attn_mask, n);
+  Shape s = attn_mask.shape();
+  while (s.size() < 4) s.insert(s.begin(), 1);
+  std::int64_t stride = 1, strides[4];
+  for (int d = 3; d >= 0; --d) {
+    strides[d] = s[static_cast<std::size_t>(d)] == 1 ? 0 : stride;
+    stride *= s[static_cast<std::size_t>(d)];
+  }
+  r.mask = attn_mask.data_ptr<bool>();
+  r.sb = strides[0], r.sh = strides[1], r.si = strides[2], r.sj = strides[3];
+  return r;
+}
+
+// Forward for every (batch, head): S = scale Q K^T into P, masked row softmax of P, O = P V.
+template <class T>
+void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
+                       const T* v, T* P, T* out) {
+  int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d), dv = static_cast<int>(n.dv);
+  for (std::int64_t b = 0; b < n.b; ++b)
+    for (std::int64_t h = 0; h < n.h; ++h) {
+      T* p = P + (b * n.h + h) * n.tq * n.tk;
+      blas::gemm(false, true, tq, tk, d, static_cast<T>(scale), q + L.q.at(b, h), static_cast<int>(L.q.ld),
+                 k + L.k.at(b, h), static_cast<int>(L.k.ld), T(0), p, tk);
       for (std::int64_t i = 0; i < n.tq; ++i) {
-        T* row = P + i * n.tk;
-        const bool* allowed = pm ? pm + (bh * n.tq + i) * n.tk : nullptr;
-        // softmax over the allowed keys of this row; masked ones are -inf, i.e. weight 0
+        T* row = p + i * n.tk;
         T m = -std::numeric_limits<T>::infinity();
         for (std::int64_t j = 0; j < n.tk; ++j)
-          if (!allowed || allowed[j]) m = std::max(m, row[j]);
+          if (mask.allowed(b, h, i, j)) m = std::max(m, row[j]);
         if (m == -std::numeric_limits<T>::infinity()) {  // every key masked: a zero row
           std::fill(row, row + n.tk, T(0));
           continue;
         }
         double sum = 0.0;
         for (std::int64_t j = 0; j < n.tk; ++j) {
-          row[j] = (!allowed || allowed[j]) ? std::exp(row[j] - m) : T(0);
+          row[j] = mask.allowed(b, h, i, j) ? std::exp(row[j] - m) : T(0);
           sum += row[j];
         }
-        for (std::int64_t j = 0; j < n.tk; ++j) row[j] = static_cast<T>(row[j] / sum);
+        T inv = static_cast<T>(1.0 / sum);
+        for (std::int64_t j = 0; j < n.tk; ++j) row[j] *= inv;
       }
-      // O = P V
-      if (n.dv > 0) blas::gemm(false, false, tq, dv, tk, P, tk, pv + bh * n.tk * n.dv, dv, po + bh * n.tq * n.dv);
+      if (dv > 0)
+        blas::gemm(false, false, tq, dv, tk, T(1), p, tk, v + L.v.at(b, h), static_cast<int>(L.v.ld), T(0),
+                   out + L.out.at(b, h), static_cast<int>(L.out.ld));
     }
-  });
+}
 
-  Tensor result = record(op, out, {q, k, v},
-                         [q = q.detach(), k = k.detach(), v = v.detach(), P = weights, n, s](
-                             const Tensor& dout, const std::vector<bool>& need) {
-                           // Only the gradients asked for are allocated; the others stay undefined.
-                           Tensor dq = need[0] ? zeros(q.shape(), q.dtype()) : Tensor();
-                           Tensor dk = need[1] ? zeros(k.shape(), k.dtype()) : Tensor();
-                           Tensor dv = need[2] ? zeros(v.shape(), v.dtype()) : Tensor();
-                           int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d),
-                               dvn = static_cast<int>(n.dv);
-                           dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
-                             using T = decltype(tag);
-                             const T *pq = q.data_ptr<T>(), *pk = k.data_ptr<T>(), *pv = v.data_ptr<T>(),
-                                     *pp = P.data_ptr<T>(), *pdo = dout.data_ptr<T>();
-                             T* pdq = need[0] ? dq.data_ptr<T>() : nullptr;
-                             T* pdk = need[1] ? dk.data_ptr<T>() : nullptr;
-                             T* pdv = need[2] ? dv.data_ptr<T>() : nullptr;
-                             std::vector<T> dS(static_cast<std::size_t>(n.tq * n.tk));  // one [Tq, Tk] scratch, reused
-                             if (n.tq == 0 || n.tk == 0) return;
-                             for (std::int64_t bh = 0; bh < n.b * n.h; ++bh) {
-                               const T* Pm = pp + bh * n.tq * n.tk;
-                               const T* dO = pdo + bh * n.tq * n.dv;
-                               // dV = P^T dO
-                               if (need[2] && n.dv > 0)
-                                 blas::gemm(true, false, tk, dvn, tq, Pm, tk, dO, dvn, pdv + bh * n.tk * n.dv);
-                               if (!need[0] && !need[1]) continue;
-                               // dP = dO V^T, into the scratch
-                               if (n.dv > 0)
-                                 blas::gemm(false, true, tq, tk, dvn, dO, dvn, pv + bh * n.tk * n.dv, dvn, dS.data());
-                               else
-                                 std::fill(dS.begin(), dS.end(), T(0));
-                               // dS = P * (dP - rowsum(dP * P)), row by row
-                               for (std::int64_t i = 0; i < n.tq; ++i) {
-                                 T* row = dS.data() + i * n.tk;
-                                 const T* prow = Pm + i * n.tk;
-                                 double dot = 0.0;
-                                 for (std::int64_t j = 0; j < n.tk; ++j) dot += static_cast<double>(row[j]) * prow[j];
-                                 for (std::int64_t j = 0; j < n.tk; ++j)
-                                   row[j] = prow[j] * (row[j] - static_cast<T>(dot));
-                               }
-                               if (n.d == 0) continue;
-                               // dQ = scale dS K,   dK = scale dS^T Q
-                               if (need[0])
-                                 blas::gemm(false, false, tq, d, tk, dS.data(), tk, pk + bh * n.tk * n.d, d,
-                                            pdq + bh * n.tq * n.d, T(0), static_cast<T>(s));
-                               if (need[1])
-                                 blas::gemm(true, false, tk, d, tq, dS.data(), tk, pq + bh * n.tq * n.d, d,
-                                            pdk + bh * n.tk * n.d, T(0), static_cast<T>(s));
-                             }
-                           });
-                           return std::vector<Tensor>{dq, dk, dv};
-                         });
+// Backward for every (batch, head), from dO; dq, dk, dv may be null when not needed. They are
+// laid out like q, k, v.
+template <class T>
+void attention_backward(const Dims& n, const Layouts& L, double scale, const T* q, const T* k, const T* v, const T* P,
+                        const T* dout, T* dq, T* dk, T* dv) {
+  int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d), dvn = static_cast<int>(n.dv);
+  std::vector<T> dS(static_cast<std::size_t>(n.tq * n.tk));  // one [Tq, Tk] scratch, reused
+  for (std::int64_t b = 0; b < n.b; ++b)
+    for (std::int64_t h = 0; h < n.h; ++h) {
+      const T* p = P + (b * n.h + h) * n.tq * n.tk;
+      const T* dO = dout + L.out.at(b, h);
+      int ldo = static_cast<int>(L.out.ld);
+      // dV = P^T dO
+      if (dv && dvn > 0)
+        blas::gemm(true, false, tk, dvn, tq, T(1), p, tk, dO, ldo, T(0), dv + L.v.at(b, h), static_cast<int>(L.v.ld));
+      if (!dq && !dk) continue;
+      // dP = dO V^T, into the scratch
+      if (dvn > 0)
+        blas::gemm(false, true, tq, tk, dvn, T(1), dO, ldo, v + L.v.at(b, h), static_cast<int>(L.v.ld), T(0), dS.data(),
+                   tk);
+      else
+        std::fill(dS.begin(), dS.end(), T(0));
+      // dS = P * (dP - rowsum(dP * P)), row by row
+      for (std::int64_t i = 0; i < n.tq; ++i) {
+        T* row = dS.data() + i * n.tk;
+        const T* prow = p + i * n.tk;
+        double dot = 0.0;
+        for (std::int64_t j = 0; j < n.tk; ++j) dot += static_cast<double>(row[j]) * prow[j];
+        for (std::int64_t j = 0; j < n.tk; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+      }
+      // dQ = scale dS K,   dK = scale dS^T Q
+      if (dq)
+        blas::gemm(false, false, tq, d, tk, static_cast<T>(scale), dS.data(), tk, k + L.k.at(b, h),
+                   static_cast<int>(L.k.ld), T(0), dq + L.q.at(b, h), static_cast<int>(L.q.ld));
+      if (dk)
+        blas::gemm(true, false, tk, d, tq, static_cast<T>(scale), dS.data(), tk, q + L.q.at(b, h),
+                   static_cast<int>(L.q.ld), T(0), dk + L.k.at(b, h), static_cast<int>(L.k.ld));
+    }
+}
+
+// The fused op for either layout: the tensors are [B, H, T, d] or, with `heads_are_last`,
+// [B, T, H, d]; `n` has been checked.
+AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& n,
+                                bool heads_are_last, const Tensor& attn_mask, bool causal, bool need_weights,
+                                std::optional<double> scale) {
+  MaskReader mask = mask_reader(op, attn_mask, causal, n);
+  double s = default_scale(scale, n.d);
+  for (std::int64_t size : {n.tq, n.tk, n.d, n.dv}) as_int(size);  // BLAS indexes with int
+  auto view = heads_are_last ? heads_last : heads_first;
+  Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
+  Shape out_shape = heads_are_last ? Shape{n.b, n.tq, n.h, n.dv} : Shape{n.b, n.h, n.tq, n.dv};
+  Tensor out = zeros(out_shape, q.dtype());
+  Tensor weights = zeros({n.b, n.h, n.tq, n.tk}, q.dtype());  // P, kept for backward
+  if (n.tq > 0 && n.tk > 0)
+    dispatch_floating(q.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      attention_forward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), weights.data_ptr<T>(),
+                           out.data_ptr<T>());
+    });
+  // Saved for backward: q, k, v (shared with the caller) and P.
+  Tensor result =
+      record(op, out, {q, k, v},
+             [q = q.detach(), k = k.detach(), v = v.detach(), P = weights, n, L, s, op](const Tensor& dout,
+                                                                                        const std::vector<bool>& need) {
+               // Only the gradients asked for are allocated; the others stay undefined.
+               Tensor dq = need[0] ? zeros(q.shape(), q.dtype()) : Tensor();
+               Tensor dk = need[1] ? zeros(k.shape(), k.dtype()) : Tensor();
+               Tensor dv = need[2] ? zeros(v.shape(), v.dtype()) : Tensor();
+               if (n.tq > 0 && n.tk > 0)
+                 dispatch_floating(q.dtype(), op, [&](auto tag) {
+                   using T = decltype(tag);
+                   attention_backward<T>(n, L, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), P.data_ptr<T>(),
+                                         dout.data_ptr<T>(), need[0] ? dq.data_ptr<T>() : nullptr,
+                                         need[1] ? dk.data_ptr<T>() : nullptr, need[2] ? dv.data_ptr<T>() : nullptr);
+                 });
+               return std::vector<Tensor>{dq, dk, dv};
+             });
   // A copy: the caller may write into it without corrupting what backward reads.
   return {result, need_weights ? weights.detach().clone() : Tensor()};
+}
+
+}  // namespace
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                             bool causal, bool need_weights, std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention";
+  return fused_attention(op, q, k, v, check_qkv(op, q, k, v), false, attn_mask, causal, need_weights, scale);
+}
+
+AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  const Tensor& attn_mask, bool causal, bool need_weights,
+                                                  std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention_bthd";
+  // Checked as [B, H, T, d] views of the same numbers: swap dims 1 and 2 in the shapes only.
+  auto swapped = [](const Tensor& t) {
+    if (!t.defined() || t.dim() != 4) return Shape{};
+    return Shape{t.size(0), t.size(2), t.size(1), t.size(3)};
+  };
+  Tensor vq = q.defined() && q.dim() == 4 ? q.detach().reshape(swapped(q)) : q;
+  Tensor vk = k.defined() && k.dim() == 4 ? k.detach().reshape(swapped(k)) : k;
+  Tensor vv = v.defined() && v.dim() == 4 ? v.detach().reshape(swapped(v)) : v;
+  return fused_attention(op, q, k, v, check_qkv(op, vq, vk, vv), true, attn_mask, causal, need_weights, scale);
 }
 
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,

@@ -28,6 +28,14 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              const Tensor& attn_mask = {}, bool causal = false,
                                              bool need_weights = false, std::optional<double> scale = {});
 
+// The same op for tensors laid out [B, T, H, d] (q: [B, Tq, H, d], k: [B, Tk, H, d], v:
+// [B, Tk, H, dv]; output [B, Tq, H, dv]), which is how a [B, T, H * d] projection reshapes
+// without a copy: multi-head attention runs on its projections directly. Weights stay
+// [B, H, Tq, Tk].
+AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  const Tensor& attn_mask = {}, bool causal = false,
+                                                  bool need_weights = false, std::optional<double> scale = {});
+
 // The same computation composed from primitive ops (matmul, masked_fill, softmax), kept as
 // the readable reference; its weights are part of the graph.
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},

@@ -21,4 +21,17 @@ inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, const double* 
               a, lda, b, ldb, beta, c, n);
 }
 
+// The same with C's row length given (ldc), for writing into a strided view of a larger tensor.
+inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                 int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda,
+                 const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace ag::blas

@@ -148,7 +148,8 @@ TEST(MultiHeadAttention, Errors) {
       [&] {
         mha.forward(x, x, x, full({4, 4}, 1, kBool));
       },
-      "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention: attn_mask of shape [4, 4] "
+      "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention_bthd: attn_mask of shape "
+      "[4, 4] "
       "does not broadcast"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {

@@ -90,6 +90,32 @@ TEST(Attention, GradcheckEveryMaskCombination) {
   }
 }
 
+// [B, T, H, d] inputs give the same outputs and gradients as their [B, H, T, d] transposes.
+TEST(Attention, HeadsLastLayoutMatchesHeadsFirst) {
+  Generator gen(6);
+  for (const MaskCase& c : mask_cases(5, 7)) {
+    SCOPED_TRACE(c.name);
+    Tensor q = normal_leaf({2, 5, 3, 4}, gen), k = normal_leaf({2, 7, 3, 4}, gen), v = normal_leaf({2, 7, 3, 6}, gen);
+    AttentionResult last = scaled_dot_product_attention_bthd(q, k, v, c.mask, c.causal, true);
+    Tensor qf = q.detach().transpose(1, 2).requires_grad_(), kf = k.detach().transpose(1, 2).requires_grad_(),
+           vf = v.detach().transpose(1, 2).requires_grad_();
+    AttentionResult first = scaled_dot_product_attention(qf, kf, vf, c.mask, c.causal, true);
+    EXPECT_TRUE(all_close(last.output, first.output.transpose(1, 2), 1e-14));
+    EXPECT_TRUE(all_close(last.weights, first.weights, 1e-14));
+    Tensor g = randn(last.output.shape(), gen, kFloat64);
+    last.output.backward(g);
+    first.output.backward(g.transpose(1, 2));
+    EXPECT_TRUE(all_close(q.grad(), qf.grad().transpose(1, 2), 1e-13));
+    EXPECT_TRUE(all_close(k.grad(), kf.grad().transpose(1, 2), 1e-13));
+    EXPECT_TRUE(all_close(v.grad(), vf.grad().transpose(1, 2), 1e-13));
+    EXPECT_TRUE(testing::gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return scaled_dot_product_attention_bthd(in[0], in[1], in[2], c.mask, c.causal).output;
+        },
+        {q, k, v}));
+  }
+}
+
 TEST(Attention, FullyMaskedQueryGivesZeroNotNaN) {
   Generator gen(3);
   Tensor q = normal_leaf({2, 1, 3, 4}, gen), k = normal_leaf({2, 1, 5, 4}, gen), v = normal_leaf({2, 1, 5, 4}, gen);
