@@ -273,9 +273,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     for (std::int64_t r = 0; r < rows; ++r) {
       if (pt[r] == ignore_index) continue;
       const T* row = px + r * classes;
-      double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
-      for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, static_cast<double>(row[c]));
-      for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - m);
+      T m = -std::numeric_limits<T>::infinity();
+      double sum = 0.0;
+      for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
+      for (std::int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - m);  // exp in T, summed in double
       pl[r] = m + std::log(sum);
       total += pl[r] - row[pt[r]];
     }
@@ -296,7 +297,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
                       if (pt[r] == ignore_index) continue;
                       for (std::int64_t c = 0; c < classes; ++c)
-                        pdx[r * classes + c] = static_cast<T>(g * std::exp(px[r * classes + c] - pl[r]));
+                        pdx[r * classes + c] =
+                            static_cast<T>(g) * std::exp(px[r * classes + c] - static_cast<T>(pl[r]));
                       pdx[r * classes + pt[r]] -= static_cast<T>(g);
                     }
                   });

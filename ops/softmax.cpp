@@ -47,14 +47,15 @@ Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool
           for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] = log ? m : T(0);
           continue;
         }
+        // exp in the tensor's type (float math for float32), summed in double
         double sum = 0.0;
-        for (std::int64_t k = 0; k < l.n; ++k) sum += std::exp(static_cast<double>(px[l.at(o, k, i)] - m));
+        for (std::int64_t k = 0; k < l.n; ++k) sum += (py[l.at(o, k, i)] = std::exp(px[l.at(o, k, i)] - m));
         if (log) {
           T log_sum = static_cast<T>(std::log(sum));
           for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] = px[l.at(o, k, i)] - m - log_sum;
         } else {
-          for (std::int64_t k = 0; k < l.n; ++k)
-            py[l.at(o, k, i)] = static_cast<T>(std::exp(static_cast<double>(px[l.at(o, k, i)] - m)) / sum);
+          T inv = static_cast<T>(1.0 / sum);
+          for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] *= inv;
         }
       }
   });
