@@ -156,14 +156,16 @@ void Adam::step() {
       const T* g = grad.data_ptr<T>();
       T* m = slot(i, 0).template data_ptr<T>();
       T* v = slot(i, 1).template data_ptr<T>();
-      double b1 = options.beta1, b2 = options.beta2;
-      double decay = decoupled_ ? 1 - lr_ * wd : 1.0;  // AdamW shrinks p before the update
+      // In the parameter's own type, as PyTorch does: one vectorisable pass per tensor.
+      T b1 = static_cast<T>(options.beta1), b2 = static_cast<T>(options.beta2), eps = static_cast<T>(options.eps);
+      T l2 = decoupled_ ? T(0) : static_cast<T>(wd);
+      T decay = static_cast<T>(decoupled_ ? 1 - lr_ * wd : 1.0);  // AdamW shrinks p before the update
+      T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
       for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
-        double d = decoupled_ ? g[j] : g[j] + wd * w[j];
-        m[j] = static_cast<T>(b1 * m[j] + (1 - b1) * d);
-        v[j] = static_cast<T>(b2 * v[j] + (1 - b2) * d * d);
-        double denom = std::sqrt(static_cast<double>(v[j])) / sqrt_bias2 + options.eps;
-        w[j] = static_cast<T>(w[j] * decay - step_size * m[j] / denom);
+        T d = g[j] + l2 * w[j];
+        m[j] = b1 * m[j] + (1 - b1) * d;
+        v[j] = b2 * v[j] + (1 - b2) * d * d;
+        w[j] = w[j] * decay - size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bias2 + eps);
       }
     });
   });

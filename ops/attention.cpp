@@ -240,9 +240,13 @@ AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k
              [q = q.detach(), k = k.detach(), v = v.detach(), P = weights, n, L, s, op](const Tensor& dout,
                                                                                         const std::vector<bool>& need) {
                // Only the gradients asked for are allocated; the others stay undefined.
-               Tensor dq = need[0] ? zeros(q.shape(), q.dtype()) : Tensor();
-               Tensor dk = need[1] ? zeros(k.shape(), k.dtype()) : Tensor();
-               Tensor dv = need[2] ? zeros(v.shape(), v.dtype()) : Tensor();
+               // The kernel writes every element (GEMMs with beta 0) unless a size is 0.
+               bool writes_all = n.tq > 0 && n.tk > 0 && n.dv > 0;
+               auto buffer = [&](bool needed, const Tensor& like) {
+                 if (!needed) return Tensor();
+                 return writes_all ? empty(like.shape(), like.dtype()) : zeros(like.shape(), like.dtype());
+               };
+               Tensor dq = buffer(need[0], q), dk = buffer(need[1], k), dv = buffer(need[2], v);
                if (n.tq > 0 && n.tk > 0)
                  dispatch_floating(q.dtype(), op, [&](auto tag) {
                    using T = decltype(tag);

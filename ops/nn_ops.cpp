@@ -69,17 +69,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return record("linear", y, {x, weight, bias},
                 [x = x.detach(), w = weight.detach(), rows, in, out](const Tensor& dy, const std::vector<bool>& need) {
                   Tensor dx, dw, db;
+                  bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
                   dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
                     using T = decltype(tag);
                     const T* pdy = dy.data_ptr<T>();
                     if (need[0]) {
-                      dx = zeros(x.shape(), dy.dtype());
+                      dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
                       if (rows * in * out > 0)
                         blas::gemm(false, false, static_cast<int>(rows), static_cast<int>(in), static_cast<int>(out),
                                    pdy, static_cast<int>(out), w.data_ptr<T>(), static_cast<int>(in), dx.data_ptr<T>());
                     }
                     if (need[1]) {
-                      dw = zeros(w.shape(), dy.dtype());
+                      dw = full_work ? empty(w.shape(), dy.dtype()) : zeros(w.shape(), dy.dtype());
                       if (rows * in * out > 0)
                         blas::gemm(true, false, static_cast<int>(out), static_cast<int>(in), static_cast<int>(rows),
                                    pdy, static_cast<int>(out), x.data_ptr<T>(), static_cast<int>(in), dw.data_ptr<T>());
