@@ -10,7 +10,9 @@
 #include <numbers>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "binary.h"
 
 namespace ag {
 
@@ -107,34 +109,50 @@ constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;  
 constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
 constexpr double kCubic = 0.044715;
 
+namespace {
+
+// GELU's value and slope share their expensive part (erf, or tanh), so the forward pass
+// computes both and saves the slope: backward is then one multiply, dx = dy * f'(x).
+// `value_and_slope(v)` returns {f(v), f'(v)}.
+template <class F>
+Tensor gelu_op(const char* op, const Tensor& x, F value_and_slope) {
+  check_floating(op, x);
+  bool need_slope = is_grad_enabled() && x.requires_grad();
+  Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    T* ps = need_slope ? slope.data_ptr<T>() : nullptr;
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
+      auto [value, d] = value_and_slope(px[i]);
+      py[i] = value;
+      if (ps) ps[i] = d;
+    }
+  });
+  return record(op, y, {x}, [slope](const Tensor& dy, const std::vector<bool>&) {
+    NoGradGuard no_grad;
+    return std::vector<Tensor>{dy * slope};
+  });
+}
+
+}  // namespace
+
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   if (approximate == GeluApproximation::None) {
-    return unary_op(
-        "gelu", x, Saves::Input,
-        [](auto v) {
-          using T = decltype(v);
-          return T(0.5) * v * (T(1) + std::erf(v * T(kInvSqrt2)));
-        },
-        [](auto v) {
-          using T = decltype(v);
-          T cdf = T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
-          T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
-          return cdf + v * pdf;
-        });
+    return gelu_op("gelu", x, [](auto v) {
+      using T = decltype(v);
+      T cdf = T(0.5) * (T(1) + std::erf(v * T(kInvSqrt2)));
+      T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+      return std::pair<T, T>{v * cdf, cdf + v * pdf};
+    });
   }
-  return unary_op(
-      "gelu_tanh", x, Saves::Input,
-      [](auto v) {
-        using T = decltype(v);
-        T u = T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v);
-        return T(0.5) * v * (T(1) + std::tanh(u));
-      },
-      [](auto v) {
-        using T = decltype(v);
-        T t = std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v));
-        T du = T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * v * v);
-        return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du;
-      });
+  return gelu_op("gelu_tanh", x, [](auto v) {
+    using T = decltype(v);
+    T t = std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v));
+    T du = T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * v * v);
+    return std::pair<T, T>{T(0.5) * v * (T(1) + t), T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du};
+  });
 }
 
 Tensor Tensor::operator-() const { return neg(*this); }
