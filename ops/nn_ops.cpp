@@ -158,13 +158,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
-    const T* pw = weight.defined() ? weight.data_ptr<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    // A missing weight is all ones and a missing bias all zeros: one branch-free inner loop.
+    std::vector<T> ones_w(weight.defined() ? 0 : static_cast<std::size_t>(d), T(1));
+    std::vector<T> zeros_b(bias.defined() ? 0 : static_cast<std::size_t>(d), T(0));
+    const T* pw = weight.defined() ? weight.data_ptr<T>() : ones_w.data();
+    const T* pb = bias.defined() ? bias.data_ptr<T>() : zeros_b.data();
     T* py = y.data_ptr<T>();
     double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* row = px + r * d;
-      double mu = 0.0, var = 0.0;
+      double mu = 0.0, var = 0.0;  // sums in double, elementwise work in T
       for (std::int64_t j = 0; j < d; ++j) mu += row[j];
       mu /= static_cast<double>(d);
       for (std::int64_t j = 0; j < d; ++j) var += (row[j] - mu) * (row[j] - mu);
@@ -172,10 +175,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       double rs = 1.0 / std::sqrt(var + eps);
       pm[r] = mu;
       pr[r] = rs;
-      for (std::int64_t j = 0; j < d; ++j) {
-        double xhat = (row[j] - mu) * rs;
-        py[r * d + j] = static_cast<T>(xhat * (pw ? pw[j] : 1.0) + (pb ? pb[j] : 0.0));
-      }
+      T m = static_cast<T>(mu), s = static_cast<T>(rs);
+      T* out = py + r * d;
+      for (std::int64_t j = 0; j < d; ++j) out[j] = (row[j] - m) * s * pw[j] + pb[j];
     }
   });
   return record("layer_norm", y, {x, weight, bias},
@@ -187,30 +189,33 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
                     using T = decltype(tag);
                     const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-                    const T* pw = w.defined() ? w.data_ptr<T>() : nullptr;
+                    std::vector<T> ones_w(w.defined() ? 0 : static_cast<std::size_t>(d), T(1));
+                    const T* pw = w.defined() ? w.data_ptr<T>() : ones_w.data();
                     const double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
                     T* pdw = need[1] ? dw.data_ptr<T>() : nullptr;
                     T* pdb = need[2] ? db.data_ptr<T>() : nullptr;
+                    std::vector<T> xhat(static_cast<std::size_t>(d));
                     for (std::int64_t r = 0; r < rows; ++r) {
                       const T *row = px + r * d, *drow = pdy + r * d;
-                      double g_mean = 0.0, gx_mean = 0.0;  // mean(g) and mean(g xhat)
+                      T m = static_cast<T>(pm[r]), s = static_cast<T>(pr[r]);
+                      double g_sum = 0.0, gx_sum = 0.0;  // sum(g) and sum(g xhat), with g = dy w
                       for (std::int64_t j = 0; j < d; ++j) {
-                        double xhat = (row[j] - pm[r]) * pr[r];
-                        double g = drow[j] * (pw ? pw[j] : 1.0);
-                        g_mean += g;
-                        gx_mean += g * xhat;
-                        if (pdw) pdw[j] += static_cast<T>(drow[j] * xhat);
-                        if (pdb) pdb[j] += drow[j];
+                        T xh = xhat[static_cast<std::size_t>(j)] = (row[j] - m) * s;
+                        T g = drow[j] * pw[j];
+                        g_sum += g;
+                        gx_sum += g * xh;
                       }
-                      g_mean /= static_cast<double>(d);
-                      gx_mean /= static_cast<double>(d);
+                      if (pdw)
+                        for (std::int64_t j = 0; j < d; ++j) pdw[j] += drow[j] * xhat[static_cast<std::size_t>(j)];
+                      if (pdb)
+                        for (std::int64_t j = 0; j < d; ++j) pdb[j] += drow[j];
                       if (!need[0]) continue;
+                      // dx = rstd (g - mean(g) - xhat mean(g xhat))
+                      T g_mean = static_cast<T>(g_sum / static_cast<double>(d));
+                      T gx_mean = static_cast<T>(gx_sum / static_cast<double>(d));
                       T* dxrow = dx.data_ptr<T>() + r * d;
-                      for (std::int64_t j = 0; j < d; ++j) {
-                        double xhat = (row[j] - pm[r]) * pr[r];
-                        double g = drow[j] * (pw ? pw[j] : 1.0);
-                        dxrow[j] = static_cast<T>(pr[r] * (g - g_mean - xhat * gx_mean));
-                      }
+                      for (std::int64_t j = 0; j < d; ++j)
+                        dxrow[j] = s * (drow[j] * pw[j] - g_mean - xhat[static_cast<std::size_t>(j)] * gx_mean);
                     }
                   });
                   return std::vector<Tensor>{dx, dw, db};
