@@ -15,13 +15,16 @@
 // Masked positions have P = 0, so dS = 0 there: no gradient flows through a masked score.
 #include "attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
 #include "binary.h"
 #include "blas.h"
+#include "fast_math.h"
 #include "masking.h"
 #include "matmul.h"
 #include "softmax.h"
@@ -142,76 +145,173 @@ MaskReader mask_reader(std::string_view op, const Tensor& attn_mask, bool causal
   return r;
 }
 
-// Forward for every (batch, head): S = scale Q K^T into P, masked row softmax of P, O = P V.
+// Queries are processed in blocks of this many rows. A block's scores are one [rows, Tk] tile,
+// so neither pass holds more than a tile per (batch, head) at a time, and under a causal mask a
+// block stops at the last key its last query may see: the masked upper triangle is never
+// multiplied, only the diagonal blocks' corners.
+constexpr std::int64_t kQueryBlock = 64;
+
+// One past the last key any query in rows [.., i_end) may attend to.
+std::int64_t key_end(const MaskReader& mask, std::int64_t i_end, std::int64_t tk) {
+  return mask.causal ? std::clamp<std::int64_t>(i_end + mask.shift, 0, tk) : tk;
+}
+
+// Zeroes `rows` rows of `cols` elements, `ld` apart.
+template <class T>
+void zero_rows(T* x, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  for (std::int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + cols, T(0));
+}
+
+// Keys a row may see under the causal rule alone: [0, row_end(i)).
+std::int64_t row_end(const MaskReader& mask, std::int64_t i, std::int64_t kend) {
+  return mask.causal ? std::clamp<std::int64_t>(i + mask.shift + 1, 0, kend) : kend;
+}
+
+// The attention weights of one block of queries, in place: `tile` holds the scaled scores
+// S[i0 .. i0 + rows, 0 .. kend) and leaves as P. Each row's log-sum-exp, m + log(sum exp(S - m)),
+// goes to lse (minus infinity for a row with every key masked, whose weights are all zero).
+// Without a user mask, a row's allowed keys are a prefix, and its exponentials run as one SIMD
+// loop (fast_math.h).
+template <class T>
+void block_softmax(const MaskReader& mask, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                   std::int64_t kend, T* tile, T* lse) {
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t i = i0 + r, jend = row_end(mask, i, kend);
+    T* row = tile + r * kend;
+    T m = kMinusInf;
+    if (mask.mask) {
+      for (std::int64_t j = 0; j < jend; ++j)
+        if (mask.allowed(b, h, i, j)) m = std::max(m, row[j]);
+    } else {
+      for (std::int64_t j = 0; j < jend; ++j) m = std::max(m, row[j]);
+    }
+    if (m == kMinusInf) {
+      std::fill(row, row + kend, T(0));
+      lse[i] = m;
+      continue;
+    }
+    if (mask.mask) {
+      for (std::int64_t j = 0; j < jend; ++j) row[j] = mask.allowed(b, h, i, j) ? fast::exp(row[j] - m) : T(0);
+    } else {
+      fast::exp_shifted(row, jend, m);
+    }
+    std::fill(row + jend, row + kend, T(0));
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < jend; ++j) sum += row[j];
+    T inv = static_cast<T>(1.0 / sum);
+    for (std::int64_t j = 0; j < jend; ++j) row[j] *= inv;
+    lse[i] = static_cast<T>(m + std::log(sum));
+  }
+}
+
+// The same weights again in backward, from the saved log-sum-exp: P = exp(S - lse). Exact
+// recomputation costs one GEMM per block and saves keeping [B, H, Tq, Tk] weights alive
+// between the passes.
+template <class T>
+void block_recompute(const MaskReader& mask, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                     std::int64_t kend, T* tile, const T* lse) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t i = i0 + r, jend = row_end(mask, i, kend);
+    T* row = tile + r * kend;
+    T l = lse[i];
+    if (l == -std::numeric_limits<T>::infinity()) jend = 0;  // every key masked: all zero
+    if (mask.mask) {
+      for (std::int64_t j = 0; j < jend; ++j) row[j] = mask.allowed(b, h, i, j) ? fast::exp(row[j] - l) : T(0);
+    } else {
+      fast::exp_shifted(row, jend, l);
+    }
+    std::fill(row + jend, row + kend, T(0));
+  }
+}
+
+// Forward for every (batch, head), block by block: S = scale Q K^T into the tile, masked row
+// softmax, O = P V. lse is [B, H, Tq]; `weights`, when not null, receives P as [B, H, Tq, Tk]
+// (zero-initialised by the caller), for callers that asked to see it.
 template <class T>
 void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                       const T* v, T* P, T* out) {
-  int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d), dv = static_cast<int>(n.dv);
+                       const T* v, T* lse, T* weights, T* out) {
+  std::vector<T> tile(static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk));
   for (std::int64_t b = 0; b < n.b; ++b)
     for (std::int64_t h = 0; h < n.h; ++h) {
-      T* p = P + (b * n.h + h) * n.tq * n.tk;
-      blas::gemm(false, true, tq, tk, d, static_cast<T>(scale), q + L.q.at(b, h), static_cast<int>(L.q.ld),
-                 k + L.k.at(b, h), static_cast<int>(L.k.ld), T(0), p, tk);
-      for (std::int64_t i = 0; i < n.tq; ++i) {
-        T* row = p + i * n.tk;
-        T m = -std::numeric_limits<T>::infinity();
-        for (std::int64_t j = 0; j < n.tk; ++j)
-          if (mask.allowed(b, h, i, j)) m = std::max(m, row[j]);
-        if (m == -std::numeric_limits<T>::infinity()) {  // every key masked: a zero row
-          std::fill(row, row + n.tk, T(0));
+      T* lse_bh = lse + (b * n.h + h) * n.tq;
+      for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
+        std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
+        T* o = out + L.out.at(b, h) + i0 * L.out.ld;
+        if (kend == 0) {  // causal with Tq > Tk: these queries see no key at all
+          std::fill(lse_bh + i0, lse_bh + i0 + rows, -std::numeric_limits<T>::infinity());
+          zero_rows(o, rows, n.dv, L.out.ld);
           continue;
         }
-        double sum = 0.0;
-        for (std::int64_t j = 0; j < n.tk; ++j) {
-          row[j] = mask.allowed(b, h, i, j) ? std::exp(row[j] - m) : T(0);
-          sum += row[j];
-        }
-        T inv = static_cast<T>(1.0 / sum);
-        for (std::int64_t j = 0; j < n.tk; ++j) row[j] *= inv;
+        blas::gemm(false, true, as_int(rows), as_int(kend), as_int(n.d), static_cast<T>(scale),
+                   q + L.q.at(b, h) + i0 * L.q.ld, as_int(L.q.ld), k + L.k.at(b, h), as_int(L.k.ld), T(0),
+                   tile.data(), as_int(kend));
+        block_softmax(mask, b, h, i0, rows, kend, tile.data(), lse_bh);
+        if (weights)
+          for (std::int64_t r = 0; r < rows; ++r)
+            std::copy_n(tile.data() + r * kend, kend, weights + ((b * n.h + h) * n.tq + i0 + r) * n.tk);
+        if (n.dv > 0)
+          blas::gemm(false, false, as_int(rows), as_int(n.dv), as_int(kend), T(1), tile.data(), as_int(kend),
+                     v + L.v.at(b, h), as_int(L.v.ld), T(0), o, as_int(L.out.ld));
       }
-      if (dv > 0)
-        blas::gemm(false, false, tq, dv, tk, T(1), p, tk, v + L.v.at(b, h), static_cast<int>(L.v.ld), T(0),
-                   out + L.out.at(b, h), static_cast<int>(L.out.ld));
     }
 }
 
-// Backward for every (batch, head), from dO; dq, dk, dv may be null when not needed. They are
-// laid out like q, k, v.
+// Backward for every (batch, head), block by block, from dO; dq, dk, dv may be null when not
+// needed, and are laid out like q, k, v. Every element of the ones asked for is written.
 template <class T>
-void attention_backward(const Dims& n, const Layouts& L, double scale, const T* q, const T* k, const T* v, const T* P,
-                        const T* dout, T* dq, T* dk, T* dv) {
-  int tq = static_cast<int>(n.tq), tk = static_cast<int>(n.tk), d = static_cast<int>(n.d), dvn = static_cast<int>(n.dv);
-  std::vector<T> dS(static_cast<std::size_t>(n.tq * n.tk));  // one [Tq, Tk] scratch, reused
+void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
+                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+  std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
+  std::vector<T> p(tile_size), dS(tile_size);  // P and dP -> dS for one block, reused
   for (std::int64_t b = 0; b < n.b; ++b)
     for (std::int64_t h = 0; h < n.h; ++h) {
-      const T* p = P + (b * n.h + h) * n.tq * n.tk;
-      const T* dO = dout + L.out.at(b, h);
-      int ldo = static_cast<int>(L.out.ld);
-      // dV = P^T dO
-      if (dv && dvn > 0)
-        blas::gemm(true, false, tk, dvn, tq, T(1), p, tk, dO, ldo, T(0), dv + L.v.at(b, h), static_cast<int>(L.v.ld));
-      if (!dq && !dk) continue;
-      // dP = dO V^T, into the scratch
-      if (dvn > 0)
-        blas::gemm(false, true, tq, tk, dvn, T(1), dO, ldo, v + L.v.at(b, h), static_cast<int>(L.v.ld), T(0), dS.data(),
-                   tk);
-      else
-        std::fill(dS.begin(), dS.end(), T(0));
-      // dS = P * (dP - rowsum(dP * P)), row by row
-      for (std::int64_t i = 0; i < n.tq; ++i) {
-        T* row = dS.data() + i * n.tk;
-        const T* prow = p + i * n.tk;
-        double dot = 0.0;
-        for (std::int64_t j = 0; j < n.tk; ++j) dot += static_cast<double>(row[j]) * prow[j];
-        for (std::int64_t j = 0; j < n.tk; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+      const T* lse_bh = lse + (b * n.h + h) * n.tq;
+      const T *qb = q + L.q.at(b, h), *kb = k + L.k.at(b, h), *vb = v + L.v.at(b, h);
+      T* dkb = dk ? dk + L.k.at(b, h) : nullptr;
+      T* dvb = dv ? dv + L.v.at(b, h) : nullptr;
+      // dK and dV sum over query blocks.
+      if (dkb) zero_rows(dkb, n.tk, n.d, L.k.ld);
+      if (dvb) zero_rows(dvb, n.tk, n.dv, L.v.ld);
+      for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
+        std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
+        const T* dO = dout + L.out.at(b, h) + i0 * L.out.ld;
+        T* dqb = dq ? dq + L.q.at(b, h) + i0 * L.q.ld : nullptr;
+        if (kend == 0) {
+          if (dqb) zero_rows(dqb, rows, n.d, L.q.ld);
+          continue;
+        }
+        int ik = as_int(kend), ir = as_int(rows);
+        blas::gemm(false, true, ir, ik, as_int(n.d), static_cast<T>(scale), qb + i0 * L.q.ld, as_int(L.q.ld), kb,
+                   as_int(L.k.ld), T(0), p.data(), ik);
+        block_recompute(mask, b, h, i0, rows, kend, p.data(), lse_bh);
+        // dV[:kend] += P^T dO
+        if (dvb && n.dv > 0)
+          blas::gemm(true, false, ik, as_int(n.dv), ir, T(1), p.data(), ik, dO, as_int(L.out.ld), T(1), dvb,
+                     as_int(L.v.ld));
+        if (!dqb && !dkb) continue;
+        // dP = dO V^T
+        if (n.dv > 0)
+          blas::gemm(false, true, ir, ik, as_int(n.dv), T(1), dO, as_int(L.out.ld), vb, as_int(L.v.ld), T(0),
+                     dS.data(), ik);
+        else
+          std::fill(dS.begin(), dS.end(), T(0));
+        // dS = P * (dP - rowsum(dP * P)), row by row
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T* row = dS.data() + r * kend;
+          const T* prow = p.data() + r * kend;
+          double dot = 0.0;
+          for (std::int64_t j = 0; j < kend; ++j) dot += static_cast<double>(row[j]) * prow[j];
+          for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+        }
+        // dQ = scale dS K,   dK[:kend] += scale dS^T Q
+        if (dqb)
+          blas::gemm(false, false, ir, as_int(n.d), ik, static_cast<T>(scale), dS.data(), ik, kb, as_int(L.k.ld), T(0),
+                     dqb, as_int(L.q.ld));
+        if (dkb)
+          blas::gemm(true, false, ik, as_int(n.d), ir, static_cast<T>(scale), dS.data(), ik, qb + i0 * L.q.ld,
+                     as_int(L.q.ld), T(1), dkb, as_int(L.k.ld));
       }
-      // dQ = scale dS K,   dK = scale dS^T Q
-      if (dq)
-        blas::gemm(false, false, tq, d, tk, static_cast<T>(scale), dS.data(), tk, k + L.k.at(b, h),
-                   static_cast<int>(L.k.ld), T(0), dq + L.q.at(b, h), static_cast<int>(L.q.ld));
-      if (dk)
-        blas::gemm(true, false, tk, d, tq, static_cast<T>(scale), dS.data(), tk, q + L.q.at(b, h),
-                   static_cast<int>(L.q.ld), T(0), dk + L.k.at(b, h), static_cast<int>(L.k.ld));
     }
 }
 
@@ -227,37 +327,38 @@ AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k
   Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
   Shape out_shape = heads_are_last ? Shape{n.b, n.tq, n.h, n.dv} : Shape{n.b, n.h, n.tq, n.dv};
   Tensor out = zeros(out_shape, q.dtype());
-  Tensor weights = zeros({n.b, n.h, n.tq, n.tk}, q.dtype());  // P, kept for backward
+  Tensor lse = empty({n.b, n.h, n.tq}, q.dtype());  // per query: log of its softmax denominator
+  Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, q.dtype()) : Tensor();
   if (n.tq > 0 && n.tk > 0)
     dispatch_floating(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      attention_forward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), weights.data_ptr<T>(),
-                           out.data_ptr<T>());
+      attention_forward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), lse.data_ptr<T>(),
+                           need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>());
     });
-  // Saved for backward: q, k, v (shared with the caller) and P.
-  Tensor result =
-      record(op, out, {q, k, v},
-             [q = q.detach(), k = k.detach(), v = v.detach(), P = weights, n, L, s, op](const Tensor& dout,
-                                                                                        const std::vector<bool>& need) {
-               // Only the gradients asked for are allocated; the others stay undefined.
-               // The kernel writes every element (GEMMs with beta 0) unless a size is 0.
-               bool writes_all = n.tq > 0 && n.tk > 0 && n.dv > 0;
-               auto buffer = [&](bool needed, const Tensor& like) {
-                 if (!needed) return Tensor();
-                 return writes_all ? empty(like.shape(), like.dtype()) : zeros(like.shape(), like.dtype());
-               };
-               Tensor dq = buffer(need[0], q), dk = buffer(need[1], k), dv = buffer(need[2], v);
-               if (n.tq > 0 && n.tk > 0)
-                 dispatch_floating(q.dtype(), op, [&](auto tag) {
-                   using T = decltype(tag);
-                   attention_backward<T>(n, L, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), P.data_ptr<T>(),
-                                         dout.data_ptr<T>(), need[0] ? dq.data_ptr<T>() : nullptr,
-                                         need[1] ? dk.data_ptr<T>() : nullptr, need[2] ? dv.data_ptr<T>() : nullptr);
-                 });
-               return std::vector<Tensor>{dq, dk, dv};
-             });
-  // A copy: the caller may write into it without corrupting what backward reads.
-  return {result, need_weights ? weights.detach().clone() : Tensor()};
+  // Saved for backward: q, k, v (shared with the caller), the mask and one number per query.
+  Tensor result = record(op, out, {q, k, v},
+                         [q = q.detach(), k = k.detach(), v = v.detach(), mask_tensor = attn_mask, lse, n, L, s, causal,
+                          op](const Tensor& dout, const std::vector<bool>& need) {
+                           // Only the gradients asked for are allocated; the others stay undefined.
+                           bool runs = n.tq > 0 && n.tk > 0;
+                           auto buffer = [&](bool needed, const Tensor& like) {
+                             if (!needed) return Tensor();
+                             return runs ? empty(like.shape(), like.dtype()) : zeros(like.shape(), like.dtype());
+                           };
+                           Tensor dq = buffer(need[0], q), dk = buffer(need[1], k), dv = buffer(need[2], v);
+                           if (runs)
+                             dispatch_floating(q.dtype(), op, [&](auto tag) {
+                               using T = decltype(tag);
+                               MaskReader mask = mask_reader(op, mask_tensor, causal, n);
+                               attention_backward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
+                                                     lse.data_ptr<T>(), dout.data_ptr<T>(),
+                                                     need[0] ? dq.data_ptr<T>() : nullptr,
+                                                     need[1] ? dk.data_ptr<T>() : nullptr,
+                                                     need[2] ? dv.data_ptr<T>() : nullptr);
+                             });
+                           return std::vector<Tensor>{dq, dk, dv};
+                         });
+  return {result, weights};
 }
 
 }  // namespace

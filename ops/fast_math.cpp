@@ -1,0 +1,13 @@
+#include "fast_math.h"
+
+namespace ag::fast {
+
+AG_SIMD_CLONES void exp_shifted(float* x, std::int64_t n, float shift) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = fast::exp(x[i] - shift);
+}
+
+void exp_shifted(double* x, std::int64_t n, double shift) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - shift);
+}
+
+}  // namespace ag::fast

@@ -1,0 +1,86 @@
+// Checks ops/fast_math.h against the standard library evaluated in double: relative error of
+// exp over the whole float range it covers, relative error of the normal CDF out to its far
+// left tail, and the special values.
+#include "../../ops/fast_math.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace ag {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Every 97th float of either sign in [lo, hi): about 4 * 10^7 values over all exponents.
+template <class F>
+void for_floats(float lo, float hi, F f) {
+  for (std::uint32_t bits = 0; bits < 0x7f800000u; bits += 97) {
+    float a = std::bit_cast<float>(bits);
+    if (a >= lo && a < hi) f(a);
+    if (-a >= lo && -a < hi && bits != 0) f(-a);
+  }
+}
+
+TEST(FastMath, ExpRelativeErrorWithinTwoUlp) {
+  double worst = 0.0;
+  float worst_x = 0;
+  for_floats(-87.0f, 88.0f, [&](float x) {
+    double exact = std::exp(static_cast<double>(x));
+    double err = std::abs(fast::exp(x) - exact) / exact;
+    if (err > worst) worst = err, worst_x = x;
+  });
+  SCOPED_TRACE(worst_x);
+  EXPECT_LT(worst, 2 * 0x1p-23);  // float's unit roundoff is 2^-24; two ulp
+}
+
+TEST(FastMath, ExpSpecialValues) {
+  EXPECT_EQ(fast::exp(0.0f), 1.0f);
+  EXPECT_EQ(fast::exp(-kInf), 0.0f);
+  EXPECT_EQ(fast::exp(-1000.0f), 0.0f);
+  EXPECT_EQ(fast::exp(kInf), kInf);
+  EXPECT_EQ(fast::exp(89.0f), kInf);
+  EXPECT_TRUE(std::isnan(fast::exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(FastMath, NormalCdfRelativeErrorIncludingTheTail) {
+  // Down to x = -13, where Phi(x) = 6e-39 is still a normal float: the tail is computed from
+  // erfc directly, so it keeps its relative accuracy instead of cancelling in 1 + erf.
+  double worst = 0.0;
+  float worst_x = 0;
+  for_floats(-13.0f, 10.0f, [&](float x) {
+    double exact = 0.5 * std::erfc(-static_cast<double>(x) / std::sqrt(2.0));
+    double err = std::abs(fast::normal(x).cdf - exact) / exact;
+    if (err > worst) worst = err, worst_x = x;
+  });
+  SCOPED_TRACE(worst_x);
+  EXPECT_LT(worst, 1e-6);
+}
+
+TEST(FastMath, NormalPdfRelativeErrorIncludingTheTail) {
+  double worst = 0.0;
+  float worst_x = 0;
+  for_floats(-13.0f, 13.0f, [&](float x) {
+    double exact = std::exp(-0.5 * static_cast<double>(x) * x) / std::sqrt(2 * 3.14159265358979323846);
+    double err = std::abs(fast::normal(x).pdf - exact) / exact;
+    if (err > worst) worst = err, worst_x = x;
+  });
+  SCOPED_TRACE(worst_x);
+  EXPECT_LT(worst, 1e-6);
+}
+
+TEST(FastMath, NormalSpecialValues) {
+  EXPECT_EQ(fast::normal(0.0f).cdf, 0.5f);
+  EXPECT_EQ(fast::normal(kInf).cdf, 1.0f);
+  EXPECT_EQ(fast::normal(-kInf).cdf, 0.0f);
+  EXPECT_EQ(fast::normal(kInf).pdf, 0.0f);
+  EXPECT_NEAR(fast::normal(1.0f).cdf, 0.841344746068543, 2e-7);  // tables of the normal CDF
+  EXPECT_NEAR(fast::normal(0.0f).pdf, 0.398942280401433, 1e-7);  // 1 / sqrt(2 pi)
+  EXPECT_TRUE(std::isnan(fast::normal(std::numeric_limits<float>::quiet_NaN()).cdf));
+}
+
+}  // namespace
+}  // namespace ag
