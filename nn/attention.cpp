@@ -1,7 +1,13 @@
 #include "attention.h"
 
 #include "../autograd/error.h"
+#include <cmath>
+
+#include "../ops/binary.h"
+#include "../ops/masking.h"
+#include "../ops/matmul.h"
 #include "../ops/shape.h"
+#include "../ops/softmax.h"
 
 namespace ag::nn {
 
@@ -16,6 +22,24 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model_, std::int64_t n_hea
   out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
   drop = register_module("drop", std::make_shared<Dropout>(options.dropout, generator));
   if (options.rotary) rotary = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim, options.max_len));
+}
+
+// softmax(S) V with masked scores replaced by 0 rather than -inf. exp(0) = 1 is not small next
+// to the allowed scores, so every masked key keeps a share of the weight. q, k, v are
+// [B, T, H, d] and so is the output.
+AttentionResult MultiHeadAttention::zero_filled_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                          const Tensor& mask, bool causal) const {
+  Tensor qh = q.transpose(1, 2), kh = k.transpose(1, 2), vh = v.transpose(1, 2);  // [B, H, T, d]
+  double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  Tensor scores = qh.matmul(kh.transpose(-2, -1)) * s;
+  Tensor allowed = mask;
+  if (causal) {
+    Tensor c = causal_mask(qh.size(2), kh.size(2));
+    allowed = allowed.defined() ? logical_and(allowed, c) : c;
+  }
+  if (allowed.defined()) scores = masked_fill(scores, logical_not(allowed), 0.0);
+  Tensor weights = softmax(scores, -1);
+  return {weights.matmul(vh).transpose(1, 2), weights.detach()};
 }
 
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
@@ -58,8 +82,10 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   }
   AttentionResult r;
   try {
-    // The fused op reads each head's columns in place: no [B, H, T, D/H] copies.
-    r = scaled_dot_product_attention_bthd(q, k, v, mask, causal, need_weights);
+    if (zero_fill_mask)
+      r = zero_filled_attention(q, k, v, mask, causal);
+    else  // the fused op reads each head's columns in place: no [B, H, T, D/H] copies
+      r = scaled_dot_product_attention_bthd(q, k, v, mask, causal, need_weights, scale);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("MultiHeadAttention (query {}, key {}): {}", shape_str(query.shape()),
                                             shape_str(key.shape()), e.what()));

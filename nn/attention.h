@@ -14,6 +14,8 @@
 // self-attention adds the causal mask.
 #pragma once
 
+#include <optional>
+
 #include "../ops/attention.h"
 #include "layers.h"
 #include "positional.h"
@@ -49,9 +51,20 @@ class MultiHeadAttention : public Module {
                           KVCache* cache = nullptr);
 
   std::int64_t d_model, n_heads, head_dim;
+
+  // Knobs for experiments on attention itself (examples/experiments). The defaults are the
+  // standard op; checkpoints do not record them.
+  std::optional<double> scale;  // of the scores; unset = 1 / sqrt(head_dim)
+  // Masked scores set to 0 instead of -inf: the mistake whose leak the experiments measure.
+  // Runs the composed ops (matmul, masked_fill, softmax), so it is slower.
+  bool zero_fill_mask = false;
+
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<RotaryEmbedding> rotary;  // null unless options.rotary
+
+  AttentionResult zero_filled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                        bool causal) const;
 
   // [B, T, D] -> [B, T, H, D/H] and back: reshapes, so no data moves.
   Tensor split_heads(const Tensor& x) const;

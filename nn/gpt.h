@@ -36,6 +36,9 @@ class GPT : public Module {
   Tensor loss(const Tensor& ids, const Tensor& targets);
 
   GPTConfig config;
+  // An experiment knob (examples/experiments), not saved in checkpoints: false drops the causal
+  // mask, so every position also sees the tokens it is asked to predict.
+  bool causal = true;
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<ModuleList<TransformerEncoderBlock>> blocks;

@@ -78,6 +78,34 @@ TEST(MultiHeadAttention, GradcheckSelfCrossCausalAndRotary) {
   }
 }
 
+// The experiment knobs: an explicit scale, and masking with 0 instead of -inf.
+TEST(MultiHeadAttention, ScaleAndZeroFillKnobs) {
+  Generator gen(12);
+  auto mha = make_mha(gen);
+  Tensor x = normal_leaf({kB, kTq, kD}, gen), memory = normal_leaf({kB, kTk, kD}, gen);
+  Tensor mask = key_padding_mask({kTk, 4}, kTk);
+  Tensor standard = mha->forward(x, memory, memory, mask).output;
+  mha->scale = 1.0 / std::sqrt(static_cast<double>(mha->head_dim));  // the default, spelled out
+  EXPECT_TRUE(all_close(mha->forward(x, memory, memory, mask).output, standard, 1e-14));
+  mha->scale = 1.0;
+  EXPECT_FALSE(all_close(mha->forward(x, memory, memory, mask).output, standard, 1e-6));
+  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask).output; }));
+
+  // Zero fill: each masked score counts as exp(0 - m) next to the allowed ones. Checked against
+  // softmax over the scores with the masked ones replaced by 0, built from the projections.
+  mha->scale.reset();
+  mha->zero_fill_mask = true;
+  AttentionResult r = mha->forward(x, x, x, {}, true, true);
+  Tensor q = mha->q_proj->forward(x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
+  Tensor k = mha->k_proj->forward(x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
+  Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(static_cast<double>(kD / kH));
+  Tensor expected = softmax(masked_fill(scores, logical_not(causal_mask(kTq, kTq)), 0.0), -1);
+  EXPECT_TRUE(all_close(r.weights, expected, 1e-13));
+  EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
+  EXPECT_TRUE(
+      gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask, false).output; }));
+}
+
 TEST(MultiHeadAttention, CausalOutputIgnoresLaterTokens) {
   Generator gen(3);
   auto mha = make_mha(gen);
