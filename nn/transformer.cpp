@@ -78,6 +78,7 @@ Transformer::Transformer(const TransformerConfig& c, Generator& generator) : con
                  .d_ff = c.d_ff,
                  .dropout = c.dropout,
                  .norm_first = c.norm_first,
+                 .rotary = c.positions == Positions::Rotary,
                  .max_len = c.max_len};
   src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, generator));
   tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, generator));
@@ -85,7 +86,10 @@ Transformer::Transformer(const TransformerConfig& c, Generator& generator) : con
   // sinusoidal positions (values in [-1, 1]) enter the first block at comparable sizes.
   for (Tensor w : {src_embed->weight, tgt_embed->weight})
     w.set_data((randn(w.shape(), generator) / std::sqrt(static_cast<double>(c.d_model))).detach());
-  pos = register_module("pos", std::make_shared<SinusoidalPositionalEncoding>(c.max_len, c.d_model));
+  if (c.positions == Positions::Sinusoidal)
+    pos = register_module("pos", std::make_shared<SinusoidalPositionalEncoding>(c.max_len, c.d_model));
+  if (c.positions == Positions::Learned)
+    learned_pos = register_module("pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, generator));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, generator));
   encoder = register_module("encoder", std::make_shared<ModuleList<TransformerEncoderBlock>>());
   for (std::int64_t i = 0; i < c.n_encoder_layers; ++i)
@@ -100,11 +104,18 @@ Transformer::Transformer(const TransformerConfig& c, Generator& generator) : con
   head = register_module("head", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, generator));
 }
 
+Tensor Transformer::embed(Embedding& table, const Tensor& ids) const {
+  Tensor x = table.forward(ids) * std::sqrt(static_cast<double>(config.d_model));
+  if (pos) return pos->forward(x);
+  if (learned_pos) return learned_pos->forward(x);
+  return x;  // no positions, or RoPE inside the attention
+}
+
 Tensor Transformer::encode(const Tensor& src, const Tensor& src_mask) {
   if (!src.defined() || src.dim() != 2)
     throw_invalid("Transformer", "src must be int64 [B, S], got shape {}",
                   src.defined() ? shape_str(src.shape()) : "undefined");
-  Tensor x = drop->forward(pos->forward(src_embed->forward(src) * std::sqrt(static_cast<double>(config.d_model))));
+  Tensor x = drop->forward(embed(*src_embed, src));
   for (const auto& block : *encoder) x = block->forward(x, src_mask);
   return enc_norm ? enc_norm->forward(x) : x;
 }
@@ -114,7 +125,7 @@ Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor
   if (!tgt.defined() || tgt.dim() != 2)
     throw_invalid("Transformer", "tgt must be int64 [B, T], got shape {}",
                   tgt.defined() ? shape_str(tgt.shape()) : "undefined");
-  Tensor x = drop->forward(pos->forward(tgt_embed->forward(tgt) * std::sqrt(static_cast<double>(config.d_model))));
+  Tensor x = drop->forward(embed(*tgt_embed, tgt));
   if (cross_weights) cross_weights->assign(decoder->size(), Tensor());
   for (std::size_t i = 0; i < decoder->size(); ++i)
     x = (*decoder)[i].forward(x, memory, src_mask, nullptr, cross_weights ? &(*cross_weights)[i] : nullptr);

@@ -55,6 +55,14 @@ class TransformerDecoderBlock : public Module {
   std::shared_ptr<FeedForward> mlp;
 };
 
+// How the encoder-decoder model learns where each token is.
+enum class Positions {
+  None,        // nothing: attention alone cannot tell positions apart (experiments compare)
+  Sinusoidal,  // fixed sin/cos table added to the embeddings (the original Transformer)
+  Learned,     // a trained table added to the embeddings
+  Rotary,      // RoPE: queries and keys of every self-attention rotated by position
+};
+
 struct TransformerConfig {
   std::int64_t src_vocab = 32, tgt_vocab = 32;
   std::int64_t d_model = 64, n_heads = 4, d_ff = 256;
@@ -62,10 +70,11 @@ struct TransformerConfig {
   std::int64_t max_len = 256;
   double dropout = 0.0;
   bool norm_first = true;
+  Positions positions = Positions::Sinusoidal;
 };
 
-// The encoder-decoder Transformer: token embeddings scaled by sqrt(d_model) plus sinusoidal
-// positions, N encoder blocks, N decoder blocks, and a linear head to target-vocabulary logits.
+// The encoder-decoder Transformer: token embeddings scaled by sqrt(d_model) plus positions
+// (sinusoidal by default; see Positions), N encoder blocks, N decoder blocks, and a linear head to target-vocabulary logits.
 //   src: int64 [B, S], tgt: int64 [B, T]  ->  logits [B, T, tgt_vocab]
 class Transformer : public Module {
  public:
@@ -77,10 +86,13 @@ class Transformer : public Module {
   // [B, H, T, S]: how much each target position looks at each source position.
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_mask = {},
                 std::vector<Tensor>* cross_weights = nullptr);
+  // Embeddings of `ids` scaled by sqrt(d_model), plus positions when they are added.
+  Tensor embed(Embedding& table, const Tensor& ids) const;
 
   TransformerConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos;
+  std::shared_ptr<SinusoidalPositionalEncoding> pos;          // Positions::Sinusoidal only
+  std::shared_ptr<LearnedPositionalEmbedding> learned_pos;   // Positions::Learned only
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<ModuleList<TransformerEncoderBlock>> encoder;
   std::shared_ptr<ModuleList<TransformerDecoderBlock>> decoder;
