@@ -1,0 +1,76 @@
+// experiments: each claim of the attention chapter put to a measured test.
+//
+//   experiments scaling     why divide the scores by sqrt(d_k)
+//   experiments causal      training without the causal mask
+//   experiments mask-fill   masking with 0 instead of -inf
+//   experiments positions   permutation equivariance, and positions on a reversal task
+//   experiments shapes      where Q, K and V come from: self- vs cross-attention
+//   experiments self-test   the study notes' self-test questions, answered by running code
+//
+// docs/experiments.md has the measured tables and what each does and does not show.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <map>
+
+#include "experiments.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  using namespace experiments;
+  const std::map<std::string, std::pair<int (*)(const Options&), const char*>> commands{
+      {"scaling", {scaling, "why divide by sqrt(d_k): score spread, saturation, gradients; a wide head trained"}},
+      {"causal", {causal, "a Mini-GPT trained with and without the causal mask"}},
+      {"mask-fill", {mask_fill, "masking with 0 instead of -inf: the exact leak, and a model trained with it"}},
+      {"positions", {positions, "permutation equivariance; reversal with none/sinusoidal/learned/rotary positions"}},
+      {"shapes", {shapes, "the shapes of Q, K, V and the weights in self- and cross-attention"}},
+      {"self-test", {self_test, "the notes' five self-test questions, answered by running code"}},
+  };
+  Options o;
+  std::string command;
+  po::options_description opts("options");
+  opts.add_options()("help,h", "show this help")("steps", po::value(&o.steps)->default_value(o.steps),
+                                                 "training steps per model")(
+      "batch", po::value(&o.batch)->default_value(o.batch), "sequences per step (language models)")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "random seed")(
+      "corpus-chars", po::value(&o.corpus_chars)->default_value(o.corpus_chars),
+      "characters of the English fortunes to train on")("out", po::value(&o.out)->default_value(o.out),
+                                                        "directory for pictures")(
+      "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports");
+  po::options_description hidden;
+  hidden.add_options()("command", po::value(&command));
+  po::positional_options_description positional;
+  positional.add("command", 1);
+  auto usage = [&](std::ostream& out) {
+    out << "usage: experiments COMMAND [options]\n\ncommands:\n";
+    for (const auto& [name, entry] : commands) out << "  " << name << std::string(12 - name.size(), ' ') << entry.second << "\n";
+    out << "\n" << opts << "\n";
+  };
+  try {
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    if (vm.count("help")) {
+      usage(std::cout);
+      return 0;
+    }
+    po::notify(vm);
+    auto it = commands.find(command);
+    if (it == commands.end()) {
+      std::cerr << "experiments: " << (command.empty() ? "no command given" : "unknown command '" + command + "'")
+                << "\n\n";
+      usage(std::cerr);
+      return 2;
+    }
+    if (o.steps < 1 || o.batch < 1) throw std::invalid_argument("--steps and --batch must be positive");
+    return it->second.first(o);
+  } catch (const po::error& e) {
+    std::cerr << "experiments: " << e.what() << "\n\n";
+    usage(std::cerr);
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "experiments: " << e.what() << "\n";
+    return 1;
+  }
+}

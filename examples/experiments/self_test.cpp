@@ -1,0 +1,99 @@
+// The study notes' five self-test questions, each answered by running code rather than by
+// recalling the answer. Where the notes' own answer disagrees with the computation, both are
+// printed.
+#include <cmath>
+#include <limits>
+
+#include "experiments.h"
+
+namespace experiments {
+
+using ag::Tensor;
+
+namespace {
+
+std::string row(const Tensor& t) {
+  Tensor d = t.to(ag::kFloat64).reshape({t.numel()});
+  std::string out = "[";
+  for (std::int64_t i = 0; i < d.numel(); ++i) out += fmt::format("{}{:.3f}", i ? ", " : "", d.at<double>({i}));
+  return out + "]";
+}
+
+bool same(const Tensor& a, const Tensor& b) {
+  Tensor e = a - b;
+  return (e * e).max().item() == 0.0;
+}
+
+}  // namespace
+
+int self_test(const Options& o) {
+  ag::Generator gen(o.seed);
+  ag::NoGradGuard no_grad;
+  const std::int64_t d = 8;
+  ag::nn::MultiHeadAttention attn(d, 2, {}, gen);
+
+  fmt::print("Q1. Where do Q, K and V come from in self- and in cross-attention?\n");
+  Tensor x = ag::randn({1, 3, d}, gen), memory = ag::randn({1, 5, d}, gen), other = ag::randn({1, 5, d}, gen);
+  Tensor q = attn.q_proj->forward(x);
+  bool q_from_x = same(attn.forward(x, memory, memory).output, attn.forward(x, memory, memory).output) &&
+                  !same(attn.forward(x, memory, memory).output, attn.forward(x, other, other).output);
+  Tensor k_self = attn.k_proj->forward(x), k_cross = attn.k_proj->forward(memory);
+  fmt::print("    self-attention: Q = x Wq^T {}, K = x Wk^T {}, V = x Wv^T: one input, three projections\n",
+             ag::shape_str(q.shape()), ag::shape_str(k_self.shape()));
+  fmt::print("    cross-attention: Q = x Wq^T {} from the decoder, K = memory Wk^T {} from the encoder;\n"
+             "    swapping the memory for another changes the output although x is the same: {}\n",
+             ag::shape_str(q.shape()), ag::shape_str(k_cross.shape()), q_from_x ? "yes" : "no");
+  if (o.check) expect(q_from_x, "Q1: cross-attention reads its keys and values from the memory");
+
+  fmt::print("\nQ2. d_k = 8, scores before scaling [2, 4, 2]: the weights?\n");
+  Tensor scores = ag::tensor({2, 4, 2}, {3}, ag::kFloat64);
+  Tensor scaled = ag::softmax(scores / std::sqrt(8.0), 0), unscaled = ag::softmax(scores, 0);
+  fmt::print("    computed: scores / sqrt 8 = {}, weights {}\n", row(scores / std::sqrt(8.0)), row(scaled));
+  fmt::print("    the notes answer [0.09, 0.82, 0.09]; without scaling the weights would be {};\n"
+             "    [0.09, 0.82, 0.09] needs a gap of ln(0.82 / 0.09) = {:.2f} between the scores, and the scaled gap is "
+             "{:.2f}\n",
+             row(unscaled), std::log(0.82 / 0.09), 2 / std::sqrt(8.0));
+  if (o.check)
+    expect(std::abs(scaled.at<double>({1}) - 0.5035) < 1e-3, "Q2: the middle weight is 0.503, not the notes' 0.82");
+
+  fmt::print("\nQ3. A generative model trained without the causal mask?\n");
+  ag::Generator g2(o.seed);
+  ag::nn::GPT gpt({.vocab_size = 10, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8}, g2);
+  Tensor ids = ag::from_vector<std::int64_t>({1, 2, 3, 4, 5}, {1, 5});
+  Tensor ids_changed = ag::from_vector<std::int64_t>({1, 2, 3, 9, 5}, {1, 5});  // token 3 changed
+  auto first3 = [&](const Tensor& i) { return gpt.forward(i).slice(1, 0, 3); };
+  bool causal_blind = same(first3(ids), first3(ids_changed));
+  gpt.causal = false;
+  bool unmasked_sees = !same(first3(ids), first3(ids_changed));
+  fmt::print("    changing token 3 changes the predictions at positions 0-2: with the mask {}, without it {}.\n"
+             "    Without the mask, the prediction for token t+1 can read token t+1: the training loss measures\n"
+             "    copying, and generation, which has no future to read, gets none of that skill.\n"
+             "    `experiments causal` trains both and measures it.\n",
+             causal_blind ? "no" : "yes", unmasked_sees ? "yes" : "no");
+  if (o.check) expect(causal_blind && unmasked_sees, "Q3: only the unmasked model's early predictions see later tokens");
+
+  fmt::print("\nQ4. Code reading: self-attention, or masked self-attention? Both variants, run:\n");
+  Tensor qk = ag::randn({4, 4}, gen, ag::kFloat64);  // scores q k^T / sqrt(d) of 4 tokens
+  Tensor variant_a = ag::softmax(qk, 1);
+  Tensor upper = ag::logical_not(ag::causal_mask(4, 4));  // triu(ones, diagonal = 1): the future
+  Tensor variant_b = ag::softmax(ag::masked_fill(qk, upper, -1e9), 1);
+  Tensor with_inf = ag::softmax(ag::masked_fill(qk, upper, -std::numeric_limits<double>::infinity()), 1);
+  fmt::print("    (a) softmax(scores):                    row 0 = {}\n", row(variant_a.slice(0, 0, 1)));
+  fmt::print("    (b) masked_fill(triu(1), -1e9), softmax: row 0 = {}\n", row(variant_b.slice(0, 0, 1)));
+  double above = (variant_b * upper.to(ag::kFloat64)).sum().item();
+  fmt::print("    (b) puts {} weight above the diagonal: it is masked (causal) self-attention; -1e9 and -inf give\n"
+             "    identical weights here: {}\n",
+             above, same(variant_b, with_inf) ? "yes" : "no");
+  if (o.check) expect(above == 0.0 && same(variant_b, with_inf), "Q4: variant (b) is causal; -1e9 acts as -inf");
+
+  fmt::print("\nQ5. Translation: the decoder writes its 2nd word (after <s>); the source has 5 words.\n");
+  Tensor target_so_far = ag::randn({1, 3, d}, gen);  // <s>, word 1, word 2
+  auto r = attn.forward(target_so_far, memory, memory, {}, false, true);
+  fmt::print("    Q from the decoder's {} tokens, K and V from the encoder's {}: weights {} = [batch, heads, tgt_len,"
+             " src_len]\n",
+             target_so_far.size(1), memory.size(1), ag::shape_str(r.weights.shape()));
+  if (o.check) expect(r.weights.shape() == ag::Shape{1, 2, 3, 5}, "Q5: cross-attention weights are [1, 2, 3, 5]");
+  return exit_code();
+}
+
+}  // namespace experiments

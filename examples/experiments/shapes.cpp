@@ -1,0 +1,102 @@
+// Self-attention vs cross-attention: where Q, K and V come from.
+//
+// In self-attention one sequence supplies all three (through three different projections); in
+// cross-attention the queries come from the decoder's sequence and the keys and values from the
+// encoder's output, so the weights are [batch, heads, target length, source length]. This
+// trains a small encoder-decoder to reverse digits and prints the shapes that flow through it.
+#include <filesystem>
+
+#include "../common/digit_tasks.h"
+#include "../common/plot.h"
+#include "experiments.h"
+
+namespace experiments {
+
+using ag::Tensor;
+namespace digits = ag::examples::digits;
+
+namespace {
+
+std::string shape(const Tensor& t) { return ag::shape_str(t.shape()); }
+
+}  // namespace
+
+int shapes(const Options& o) {
+  digits::Task task{.kind = "reverse", .min_len = 6, .max_len = 6};
+  ag::Generator init(o.seed), data(o.seed + 1);
+  ag::nn::Transformer model({.src_vocab = digits::kVocab,
+                             .tgt_vocab = digits::kVocab,
+                             .d_model = 32,
+                             .n_heads = 4,
+                             .d_ff = 64,
+                             .n_encoder_layers = 1,
+                             .n_decoder_layers = 1,
+                             .max_len = 8},
+                            init);
+  fmt::print("Training a 1 + 1 layer encoder-decoder (d_model 32, 4 heads) to reverse 6 digits, {} steps\n\n",
+             o.steps);
+  digits::train(model, task, {.steps = o.steps, .batch = 64, .lr = 3e-3}, data);
+
+  ag::NoGradGuard no_grad;
+  digits::Batch b = digits::make_batch(task, {{3, 1, 4, 1, 5, 9}, {2, 7, 1, 8, 2, 8}});
+  auto& enc = (*model.encoder)[0];
+  auto& dec = (*model.decoder)[0];
+  Tensor x = enc.ln_1->forward(model.embed(*model.src_embed, b.src));  // what the encoder's attention reads
+  auto enc_self = enc.attn->forward(x, x, x, b.src_mask, false, true);
+  Tensor memory = model.encode(b.src, b.src_mask);
+  Tensor y = dec.ln_1->forward(model.embed(*model.tgt_embed, b.tgt_in));
+  auto dec_self = dec.self_attn->forward(y, y, y, {}, true, true);
+  std::vector<Tensor> cross;
+  model.decode(b.tgt_in, memory, b.src_mask, &cross);
+  Tensor yq = dec.ln_2->forward(y);  // stands in for the decoder stream at the cross-attention (same shape)
+
+  std::int64_t h = enc.attn->n_heads, dh = enc.attn->head_dim;
+  auto split = [&](const Tensor& t) { return shape(enc.attn->split_heads(t)); };
+  print_table(
+      {"attention", "Q from", "Q", "K, V from", "K", "V", "per head", "weights"},
+      {{"encoder self", "source", shape(enc.attn->q_proj->forward(x)), "source", shape(enc.attn->k_proj->forward(x)),
+        shape(enc.attn->v_proj->forward(x)), split(enc.attn->q_proj->forward(x)), shape(enc_self.weights)},
+       {"decoder self (causal)", "target", shape(dec.self_attn->q_proj->forward(y)), "target",
+        shape(dec.self_attn->k_proj->forward(y)), shape(dec.self_attn->v_proj->forward(y)),
+        split(dec.self_attn->q_proj->forward(y)), shape(dec_self.weights)},
+       {"decoder cross", "target", shape(dec.cross_attn->q_proj->forward(yq)), "encoder output",
+        shape(dec.cross_attn->k_proj->forward(memory)), shape(dec.cross_attn->v_proj->forward(memory)),
+        split(dec.cross_attn->q_proj->forward(yq)), shape(cross[0])}});
+  fmt::print("\nbatch 2, source length S = {}, target length T = {} (<s> + 6 digits), {} heads of {} dims\n",
+             b.src.size(1), b.tgt_in.size(1), h, dh);
+
+  Tensor w = cross[0].mean(1).to(ag::kFloat64);  // [B, T, S], mean over heads
+  fmt::print("\ncross-attention of the first example, mean over heads (rows: target positions, cols: source)\n");
+  std::int64_t mirrored = 0;
+  for (std::int64_t i = 0; i < w.size(1); ++i) {
+    std::string line;
+    std::int64_t best = 0;
+    for (std::int64_t j = 0; j < w.size(2); ++j) {
+      line += fmt::format(" {:.2f}", w.at<double>({0, i, j}));
+      if (w.at<double>({0, i, j}) > w.at<double>({0, i, best})) best = j;
+    }
+    if (i < w.size(2) && best == w.size(2) - 1 - i) ++mirrored;
+    fmt::print("  t={}:{}\n", i, line);
+  }
+  fmt::print("{} of {} output digits attend most to the mirrored source position\n", mirrored, w.size(2));
+  std::vector<std::vector<double>> grid;
+  for (std::int64_t i = 0; i < w.size(1); ++i) {
+    grid.emplace_back();
+    for (std::int64_t j = 0; j < w.size(2); ++j) grid.back().push_back(w.at<double>({0, i, j}));
+  }
+  std::vector<std::string> rows{"<s>"}, cols;
+  for (auto d : {9, 5, 1, 4, 1, 3}) rows.push_back(std::to_string(d));  // the decoder's input: <s> + answer
+  for (auto d : {3, 1, 4, 1, 5, 9}) cols.push_back(std::to_string(d));
+  std::filesystem::create_directories(o.out);
+  std::string png = (std::filesystem::path(o.out) / "cross_attention_shapes.png").string();
+  ag::plot::heatmap_png(png, grid, rows, cols, "cross-attention [B, H, T, S]: batch 0, mean of 4 heads");
+  fmt::print("wrote {}\n", png);
+  if (o.check) {
+    expect(shape(enc_self.weights) == "[2, 4, 6, 6]", "encoder self-attention weights are [B, H, S, S]");
+    expect(shape(dec_self.weights) == "[2, 4, 7, 7]", "decoder self-attention weights are [B, H, T, T]");
+    expect(shape(cross[0]) == "[2, 4, 7, 6]", "cross-attention weights are [B, H, T, S] (target by source)");
+  }
+  return exit_code();
+}
+
+}  // namespace experiments
