@@ -35,13 +35,20 @@ int self_test(const Options& o) {
   fmt::print("Q1. Where do Q, K and V come from in self- and in cross-attention?\n");
   Tensor x = ag::randn({1, 3, d}, gen), memory = ag::randn({1, 5, d}, gen), other = ag::randn({1, 5, d}, gen);
   Tensor q = attn.q_proj->forward(x);
-  bool q_from_x = same(attn.forward(x, memory, memory).output, attn.forward(x, memory, memory).output) &&
-                  !same(attn.forward(x, memory, memory).output, attn.forward(x, other, other).output);
   Tensor k_self = attn.k_proj->forward(x), k_cross = attn.k_proj->forward(memory);
+  // Rebuilt by hand from Q = x Wq^T and K, V = memory Wk^T, memory Wv^T: the module's
+  // cross-attention output must be exactly this.
+  Tensor by_hand = attn.out_proj->forward(attn.merge_heads(
+      ag::scaled_dot_product_attention_bthd(attn.split_heads(q), attn.split_heads(k_cross),
+                                            attn.split_heads(attn.v_proj->forward(memory)))
+          .output));
+  bool q_from_x = same(attn.forward(x, memory, memory).output, by_hand) &&
+                  !same(attn.forward(x, memory, memory).output, attn.forward(x, other, other).output);
   fmt::print("    self-attention: Q = x Wq^T {}, K = x Wk^T {}, V = x Wv^T: one input, three projections\n",
              ag::shape_str(q.shape()), ag::shape_str(k_self.shape()));
   fmt::print("    cross-attention: Q = x Wq^T {} from the decoder, K = memory Wk^T {} from the encoder;\n"
-             "    swapping the memory for another changes the output although x is the same: {}\n",
+             "    the module's output equals attention over exactly those Q, K, V, and swapping the memory\n"
+             "    for another changes it although x is the same: {}\n",
              ag::shape_str(q.shape()), ag::shape_str(k_cross.shape()), q_from_x ? "yes" : "no");
   if (o.check) expect(q_from_x, "Q1: cross-attention reads its keys and values from the memory");
 
