@@ -9,7 +9,9 @@
 // like any other, so after normalisation each future key keeps a share of
 //   (number of future keys) / (sum over allowed keys of e^s + number of future keys),
 // computed exactly below, and a model trained that way can learn to read through the leak.
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "experiments.h"
@@ -30,33 +32,51 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// A standard Mini-GPT and an identical one (same initial weights, same batches) trained with
+// `alter(model, true)`; the altered one is also evaluated after `alter(model, false)`, the
+// honest condition it will generate under.
+struct Pair {
+  double train_standard, val_standard, train_altered, val_altered_own, val_altered_honest;
+};
+
+Pair train_pair(const Text& text, const Options& o, const std::function<void(ag::nn::GPT&, bool)>& alter,
+                const std::array<std::string, 2>& labels, const std::array<std::string, 4>& columns) {
+  ag::Generator init_a(o.seed), init_b(o.seed);
+  ag::nn::GPT standard(small_gpt(text.tokenizer.size()), init_a), altered(small_gpt(text.tokenizer.size()), init_b);
+  alter(altered, true);
+  Pair r{};
+  r.train_standard = train(standard, text, o, labels[0]);
+  r.train_altered = train(altered, text, o, labels[1]);
+  r.val_altered_own = validation_loss(altered, text, o);
+  alter(altered, false);
+  r.val_altered_honest = validation_loss(altered, text, o);
+  r.val_standard = validation_loss(standard, text, o);
+  auto f = [](double v) { return fmt::format("{:.4f}", v); };
+  print_table({columns[0], columns[1], columns[2], columns[3]},
+              {{labels[0], f(r.train_standard), f(r.val_standard), f(r.val_standard)},
+               {labels[1], f(r.train_altered), f(r.val_altered_own), f(r.val_altered_honest)}});
+  fmt::print("\nsample, {}: {}\n", labels[0], one_line(sample(standard, text, "The ", 120, o.seed)));
+  fmt::print("sample, {}: {}\n\n", labels[1], one_line(sample(altered, text, "The ", 120, o.seed)));
+  return r;
+}
+
 }  // namespace
 
 int causal(const Options& o) {
   Text text = load_text(o.corpus_chars);
-  ag::Generator init_a(o.seed), init_b(o.seed);  // the same initial weights
-  ag::nn::GPT honest(small_gpt(text.tokenizer.size()), init_a), peeking(small_gpt(text.tokenizer.size()), init_b);
-  peeking.causal = false;
-  fmt::print("Two identical Mini-GPTs, {} steps each on the same batches; one without the causal mask.\n\n", o.steps);
-  double train_honest = train(honest, text, o, "causal ");
-  double train_peeking = train(peeking, text, o, "no mask");
-  double val_peeking_own = validation_loss(peeking, text, o);
-  peeking.causal = true;  // now it may only look back, as when it generates
-  double val_peeking_causal = validation_loss(peeking, text, o);
-  double val_honest = validation_loss(honest, text, o);
-  print_table({"model", "train loss (own mask)", "val loss (own mask)", "val loss (causal)"},
-              {{"trained with causal mask", fmt::format("{:.4f}", train_honest), fmt::format("{:.4f}", val_honest),
-                fmt::format("{:.4f}", val_honest)},
-               {"trained without mask", fmt::format("{:.4f}", train_peeking), fmt::format("{:.4f}", val_peeking_own),
-                fmt::format("{:.4f}", val_peeking_causal)}});
-  fmt::print("\nuniform guessing over {} characters would score ln {} = {:.3f}\n", text.tokenizer.size(),
-             text.tokenizer.size(), std::log(static_cast<double>(text.tokenizer.size())));
-  std::string prompt = "The ";
-  fmt::print("\nsample, causal model:   {}\n", one_line(sample(honest, text, prompt, 120, o.seed)));
-  fmt::print("sample, unmasked model: {}\n\n", one_line(sample(peeking, text, prompt, 120, o.seed)));
+  fmt::print("Two identical Mini-GPTs, {} steps each on the same batches; one without the causal mask.\n"
+             "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
+             o.steps, text.tokenizer.size(), text.tokenizer.size(), std::log(static_cast<double>(text.tokenizer.size())));
+  // The peeking model is evaluated again with the mask on: it may only look back, as when it
+  // generates (generation is causal whatever the flag says).
+  Pair r = train_pair(
+      text, o, [](ag::nn::GPT& m, bool altered) { m.causal = !altered; },
+      {"trained with causal mask", "trained without mask"},
+      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (causal)"});
   if (o.check) {
-    expect(train_peeking < train_honest - 0.2, "without the mask the training loss falls lower (it reads the answer)");
-    expect(val_peeking_causal > val_honest + 0.2, "under the causal condition the unmasked model is worse");
+    expect(r.train_altered < r.train_standard - 0.2,
+           "without the mask the training loss falls lower (it reads the answer)");
+    expect(r.val_altered_honest > r.val_standard + 0.2, "under the causal condition the unmasked model is worse");
   }
   return exit_code();
 }
@@ -96,27 +116,14 @@ int mask_fill(const Options& o) {
 
   // Part 2: what a model trained with the leaky mask learns.
   Text text = load_text(o.corpus_chars);
-  ag::Generator init_a(o.seed), init_b(o.seed);
-  ag::nn::GPT right_model(small_gpt(text.tokenizer.size()), init_a), leaky(small_gpt(text.tokenizer.size()), init_b);
-  set_zero_fill(leaky, true);
   fmt::print("Part 2: two identical Mini-GPTs, {} steps each; one masks with 0 instead of -inf\n\n", o.steps);
-  double train_right = train(right_model, text, o, "-inf");
-  double train_leaky = train(leaky, text, o, "0   ");
-  double val_leaky_own = validation_loss(leaky, text, o);
-  set_zero_fill(leaky, false);  // evaluated with a real mask
-  double val_leaky_real = validation_loss(leaky, text, o);
-  double val_right = validation_loss(right_model, text, o);
-  print_table({"model", "train loss (own mask)", "val loss (own mask)", "val loss (-inf mask)"},
-              {{"masked with -inf", fmt::format("{:.4f}", train_right), fmt::format("{:.4f}", val_right),
-                fmt::format("{:.4f}", val_right)},
-               {"masked with 0", fmt::format("{:.4f}", train_leaky), fmt::format("{:.4f}", val_leaky_own),
-                fmt::format("{:.4f}", val_leaky_real)}});
-  fmt::print("\nsample, -inf model: {}\n", one_line(sample(right_model, text, "The ", 120, o.seed)));
-  fmt::print("sample, 0 model:    {}\n\n", one_line(sample(leaky, text, "The ", 120, o.seed)));
+  Pair r = train_pair(
+      text, o, [](ag::nn::GPT& m, bool altered) { set_zero_fill(m, altered); }, {"masked with -inf", "masked with 0"},
+      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (-inf mask)"});
   if (o.check) {
     expect(worst_right_leak == 0.0, "with -inf no weight at all reaches a future key");
     expect(worst_formula_error < 1e-12, "with 0 the leak equals n / (sum e^s + n) exactly");
-    expect(val_leaky_own < val_leaky_real - 0.1, "the 0-masked model does better when it can read the leak");
+    expect(r.val_altered_own < r.val_altered_honest - 0.1, "the 0-masked model does better when it can read the leak");
   }
   return exit_code();
 }
