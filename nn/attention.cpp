@@ -1,7 +1,7 @@
 #include "attention.h"
 
-#include "../autograd/error.h"
 #include <cmath>
+#include "../autograd/error.h"
 
 #include "../ops/binary.h"
 #include "../ops/masking.h"

@@ -52,8 +52,7 @@ Tensor GPT::forward(const Tensor& ids, std::vector<KVCache>* cache, std::vector<
   Tensor x = drop->forward(wte->forward(ids) + wpe->forward(positions));
   if (weights) weights->assign(blocks->size(), Tensor());
   for (std::size_t i = 0; i < blocks->size(); ++i)
-    x = (*blocks)[i].forward(x, {}, causal, weights ? &(*weights)[i] : nullptr,
-                             cache ? &(*cache)[i] : nullptr);
+    x = (*blocks)[i].forward(x, {}, causal, weights ? &(*weights)[i] : nullptr, cache ? &(*cache)[i] : nullptr);
   return linear(ln_f->forward(x), wte->weight);  // tied head: logits = h wte^T
 }
 

@@ -74,7 +74,8 @@ struct TransformerConfig {
 };
 
 // The encoder-decoder Transformer: token embeddings scaled by sqrt(d_model) plus positions
-// (sinusoidal by default; see Positions), N encoder blocks, N decoder blocks, and a linear head to target-vocabulary logits.
+// (sinusoidal by default; see Positions), N encoder blocks, N decoder blocks, and a linear head to target-vocabulary
+// logits.
 //   src: int64 [B, S], tgt: int64 [B, T]  ->  logits [B, T, tgt_vocab]
 class Transformer : public Module {
  public:
@@ -91,8 +92,8 @@ class Transformer : public Module {
 
   TransformerConfig config;
   std::shared_ptr<Embedding> src_embed, tgt_embed;
-  std::shared_ptr<SinusoidalPositionalEncoding> pos;          // Positions::Sinusoidal only
-  std::shared_ptr<LearnedPositionalEmbedding> learned_pos;   // Positions::Learned only
+  std::shared_ptr<SinusoidalPositionalEncoding> pos;        // Positions::Sinusoidal only
+  std::shared_ptr<LearnedPositionalEmbedding> learned_pos;  // Positions::Learned only
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<ModuleList<TransformerEncoderBlock>> encoder;
   std::shared_ptr<ModuleList<TransformerDecoderBlock>> decoder;

@@ -244,8 +244,8 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
           continue;
         }
         blas::gemm(false, true, as_int(rows), as_int(kend), as_int(n.d), static_cast<T>(scale),
-                   q + L.q.at(b, h) + i0 * L.q.ld, as_int(L.q.ld), k + L.k.at(b, h), as_int(L.k.ld), T(0),
-                   tile.data(), as_int(kend));
+                   q + L.q.at(b, h) + i0 * L.q.ld, as_int(L.q.ld), k + L.k.at(b, h), as_int(L.k.ld), T(0), tile.data(),
+                   as_int(kend));
         block_softmax(mask, b, h, i0, rows, kend, tile.data(), lse_bh);
         if (weights)
           for (std::int64_t r = 0; r < rows; ++r)
@@ -292,8 +292,8 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
         if (!dqb && !dkb) continue;
         // dP = dO V^T
         if (n.dv > 0)
-          blas::gemm(false, true, ir, ik, as_int(n.dv), T(1), dO, as_int(L.out.ld), vb, as_int(L.v.ld), T(0),
-                     dS.data(), ik);
+          blas::gemm(false, true, ir, ik, as_int(n.dv), T(1), dO, as_int(L.out.ld), vb, as_int(L.v.ld), T(0), dS.data(),
+                     ik);
         else
           std::fill(dS.begin(), dS.end(), T(0));
         // dS = P * (dP - rowsum(dP * P)), row by row
@@ -336,28 +336,27 @@ AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k
                            need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>());
     });
   // Saved for backward: q, k, v (shared with the caller), the mask and one number per query.
-  Tensor result = record(op, out, {q, k, v},
-                         [q = q.detach(), k = k.detach(), v = v.detach(), mask_tensor = attn_mask, lse, n, L, s, causal,
-                          op](const Tensor& dout, const std::vector<bool>& need) {
-                           // Only the gradients asked for are allocated; the others stay undefined.
-                           bool runs = n.tq > 0 && n.tk > 0;
-                           auto buffer = [&](bool needed, const Tensor& like) {
-                             if (!needed) return Tensor();
-                             return runs ? empty(like.shape(), like.dtype()) : zeros(like.shape(), like.dtype());
-                           };
-                           Tensor dq = buffer(need[0], q), dk = buffer(need[1], k), dv = buffer(need[2], v);
-                           if (runs)
-                             dispatch_floating(q.dtype(), op, [&](auto tag) {
-                               using T = decltype(tag);
-                               MaskReader mask = mask_reader(op, mask_tensor, causal, n);
-                               attention_backward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
-                                                     lse.data_ptr<T>(), dout.data_ptr<T>(),
-                                                     need[0] ? dq.data_ptr<T>() : nullptr,
-                                                     need[1] ? dk.data_ptr<T>() : nullptr,
-                                                     need[2] ? dv.data_ptr<T>() : nullptr);
-                             });
-                           return std::vector<Tensor>{dq, dk, dv};
-                         });
+  Tensor result =
+      record(op, out, {q, k, v},
+             [q = q.detach(), k = k.detach(), v = v.detach(), mask_tensor = attn_mask, lse, n, L, s, causal, op](
+                 const Tensor& dout, const std::vector<bool>& need) {
+               // Only the gradients asked for are allocated; the others stay undefined.
+               bool runs = n.tq > 0 && n.tk > 0;
+               auto buffer = [&](bool needed, const Tensor& like) {
+                 if (!needed) return Tensor();
+                 return runs ? empty(like.shape(), like.dtype()) : zeros(like.shape(), like.dtype());
+               };
+               Tensor dq = buffer(need[0], q), dk = buffer(need[1], k), dv = buffer(need[2], v);
+               if (runs)
+                 dispatch_floating(q.dtype(), op, [&](auto tag) {
+                   using T = decltype(tag);
+                   MaskReader mask = mask_reader(op, mask_tensor, causal, n);
+                   attention_backward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
+                                         lse.data_ptr<T>(), dout.data_ptr<T>(), need[0] ? dq.data_ptr<T>() : nullptr,
+                                         need[1] ? dk.data_ptr<T>() : nullptr, need[2] ? dv.data_ptr<T>() : nullptr);
+                 });
+               return std::vector<Tensor>{dq, dk, dv};
+             });
   return {result, weights};
 }
 

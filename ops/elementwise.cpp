@@ -168,9 +168,8 @@ Tensor gelu_op(const char* op, const Tensor& x, Loop loop) {
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   if (approximate == GeluApproximation::None)
-    return gelu_op("gelu", x, [](const auto* in, auto* y, auto* slope, std::int64_t n) {
-      gelu_exact_loop(in, y, slope, n);
-    });
+    return gelu_op("gelu", x,
+                   [](const auto* in, auto* y, auto* slope, std::int64_t n) { gelu_exact_loop(in, y, slope, n); });
   return gelu_op("gelu_tanh", x, [](const auto* in, auto* y, auto* slope, std::int64_t n) {
     value_and_slope_loop(in, y, slope, n, [](auto v) { return gelu_tanh(v); });
   });

@@ -1,8 +1,8 @@
-// exp and the normal distribution's CDF and density for float32 in plain arithmetic, so that a loop calling them compiles
-// to SIMD instructions. A call to std::exp or std::erf is opaque to the vectoriser (and keeps
-// errno semantics), so such a loop runs one element at a time; in a training step that made
-// GELU and softmax about a sixth of the time. float64 keeps the standard library: it is the type
-// the gradient checks run in, and the one where the last bits matter.
+// exp and the normal distribution's CDF and density for float32 in plain arithmetic, so that a loop calling them
+// compiles to SIMD instructions. A call to std::exp or std::erf is opaque to the vectoriser (and keeps errno
+// semantics), so such a loop runs one element at a time; in a training step that made GELU and softmax about a sixth of
+// the time. float64 keeps the standard library: it is the type the gradient checks run in, and the one where the last
+// bits matter.
 //
 // exp(x) = 2^n * exp(r),  n = round(x / ln 2),  r = x - n ln 2 in [-ln2/2, ln2/2]
 //   ln 2 is split into a short high part and a low correction (Cody and Waite), so n * ln2_hi

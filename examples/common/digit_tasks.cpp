@@ -62,10 +62,8 @@ Batch make_batch(const Task& task, const std::vector<Sequence>& sources) {
 void train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data,
            const std::string& label) {
   optim::AdamW opt(optim::decay_groups(model, 0.01), {.lr = s.lr, .beta2 = 0.98});
-  optim::WarmupCosine schedule{.warmup = std::min<std::int64_t>(100, s.steps),
-                               .total = s.steps,
-                               .max_lr = s.lr,
-                               .min_lr = s.lr / 20};
+  optim::WarmupCosine schedule{
+      .warmup = std::min<std::int64_t>(100, s.steps), .total = s.steps, .max_lr = s.lr, .min_lr = s.lr / 20};
   model.train();
   ProgressBar bar(s.steps);
   std::int64_t tokens = 0;  // source and target tokens seen

@@ -98,8 +98,7 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
-    for (std::size_t c = 0; c < cells.size(); ++c)
-      out += (c ? "  " : "") + fmt::format("{:>{}}", cells[c], width[c]);
+    for (std::size_t c = 0; c < cells.size(); ++c) out += (c ? "  " : "") + fmt::format("{:>{}}", cells[c], width[c]);
     fmt::print("{}\n", out);
   };
   line(header);

@@ -12,12 +12,12 @@
 namespace experiments {
 
 struct Options {
-  std::int64_t steps = 400;     // training steps per model
+  std::int64_t steps = 400;  // training steps per model
   std::int64_t batch = 16;
   std::uint64_t seed = 1;
-  std::int64_t corpus_chars = 300000;  // characters of the English fortunes used
+  std::int64_t corpus_chars = 300000;   // characters of the English fortunes used
   std::string out = "experiments-out";  // PNGs go here
-  bool check = false;  // assert the direction of the effect (for tests)
+  bool check = false;                   // assert the direction of the effect (for tests)
 };
 
 // A character-level corpus: the first `chars` characters of the English fortunes.
@@ -36,8 +36,7 @@ double train(ag::nn::GPT& model, const Text& text, const Options& o, const std::
 // Mean validation loss over `batches` fixed batches (the same batches for every model).
 double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches = 20);
 // `n` sampled characters after `prompt`, temperature 0.8.
-std::string sample(ag::nn::GPT& model, const Text& text, const std::string& prompt, std::int64_t n,
-                   std::uint64_t seed);
+std::string sample(ag::nn::GPT& model, const Text& text, const std::string& prompt, std::int64_t n, std::uint64_t seed);
 
 // A table printed with aligned columns.
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
@@ -46,11 +45,11 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 void expect(bool holds, const std::string& claim);
 int exit_code();
 
-int scaling(const Options& o);        // why divide by sqrt(d_k)
-int causal(const Options& o);         // training without the causal mask
-int mask_fill(const Options& o);      // masking with 0 instead of -inf
-int positions(const Options& o);      // positional information
-int shapes(const Options& o);         // where Q, K and V come from
-int self_test(const Options& o);      // the notes' self-test questions, answered by running code
+int scaling(const Options& o);    // why divide by sqrt(d_k)
+int causal(const Options& o);     // training without the causal mask
+int mask_fill(const Options& o);  // masking with 0 instead of -inf
+int positions(const Options& o);  // positional information
+int shapes(const Options& o);     // where Q, K and V come from
+int self_test(const Options& o);  // the notes' self-test questions, answered by running code
 
 }  // namespace experiments

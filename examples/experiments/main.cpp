@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   positional.add("command", 1);
   auto usage = [&](std::ostream& out) {
     out << "usage: experiments COMMAND [options]\n\ncommands:\n";
-    for (const auto& [name, entry] : commands) out << "  " << name << std::string(12 - name.size(), ' ') << entry.second << "\n";
+    for (const auto& [name, entry] : commands)
+      out << "  " << name << std::string(12 - name.size(), ' ') << entry.second << "\n";
     out << "\n" << opts << "\n";
   };
   try {

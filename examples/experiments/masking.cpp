@@ -64,15 +64,15 @@ Pair train_pair(const Text& text, const Options& o, const std::function<void(ag:
 
 int causal(const Options& o) {
   Text text = load_text(o.corpus_chars);
-  fmt::print("Two identical Mini-GPTs, {} steps each on the same batches; one without the causal mask.\n"
-             "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
-             o.steps, text.tokenizer.size(), text.tokenizer.size(), std::log(static_cast<double>(text.tokenizer.size())));
+  fmt::print(
+      "Two identical Mini-GPTs, {} steps each on the same batches; one without the causal mask.\n"
+      "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
+      o.steps, text.tokenizer.size(), text.tokenizer.size(), std::log(static_cast<double>(text.tokenizer.size())));
   // The peeking model is evaluated again with the mask on: it may only look back, as when it
   // generates (generation is causal whatever the flag says).
-  Pair r = train_pair(
-      text, o, [](ag::nn::GPT& m, bool altered) { m.causal = !altered; },
-      {"trained with causal mask", "trained without mask"},
-      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (causal)"});
+  Pair r = train_pair(text, o, [](ag::nn::GPT& m, bool altered) { m.causal = !altered; },
+                      {"trained with causal mask", "trained without mask"},
+                      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (causal)"});
   if (o.check) {
     expect(r.train_altered < r.train_standard - 0.2,
            "without the mask the training loss falls lower (it reads the answer)");
@@ -117,9 +117,9 @@ int mask_fill(const Options& o) {
   // Part 2: what a model trained with the leaky mask learns.
   Text text = load_text(o.corpus_chars);
   fmt::print("Part 2: two identical Mini-GPTs, {} steps each; one masks with 0 instead of -inf\n\n", o.steps);
-  Pair r = train_pair(
-      text, o, [](ag::nn::GPT& m, bool altered) { set_zero_fill(m, altered); }, {"masked with -inf", "masked with 0"},
-      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (-inf mask)"});
+  Pair r = train_pair(text, o, [](ag::nn::GPT& m, bool altered) { set_zero_fill(m, altered); },
+                      {"masked with -inf", "masked with 0"},
+                      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (-inf mask)"});
   if (o.check) {
     expect(worst_right_leak == 0.0, "with -inf no weight at all reaches a future key");
     expect(worst_formula_error < 1e-12, "with 0 the leak equals n / (sum e^s + n) exactly");

@@ -53,8 +53,8 @@ static void part1(const Options& o) {
   fmt::print("Part 1: self-attention (d_model {}, 3 heads, float64) on 7 tokens, rows permuted by [3 0 6 1 5 2 4]\n\n",
              d);
   print_table({"positions", "max |f(P x) - P f(x)|"}, {{"none", fmt::format("{:.1e}", none)},
-                                                        {"sinusoidal, added to x", fmt::format("{:.1e}", with_sin)},
-                                                        {"rotary (RoPE) on q and k", fmt::format("{:.1e}", with_rope)}});
+                                                       {"sinusoidal, added to x", fmt::format("{:.1e}", with_sin)},
+                                                       {"rotary (RoPE) on q and k", fmt::format("{:.1e}", with_rope)}});
   fmt::print("\n");
   if (o.check) {
     expect(none < 1e-12, "without positions, permuting the input permutes the output (to rounding)");
@@ -67,9 +67,10 @@ static int positions_training(const Options& o) {
   digits::Task task{.kind = "reverse", .min_len = 4, .max_len = 7};
   ag::Generator eval_gen(o.seed + 2);
   std::vector<digits::Sequence> held_out = digits::held_out_set(task, 300, eval_gen);
-  fmt::print("Part 2: reverse digit sequences of length {} to {}; 2 + 2 layers, d_model 32, {} steps each;\n"
-             "exact-sequence accuracy on {} held-out sequences\n\n",
-             task.min_len, task.max_len, o.steps, held_out.size());
+  fmt::print(
+      "Part 2: reverse digit sequences of length {} to {}; 2 + 2 layers, d_model 32, {} steps each;\n"
+      "exact-sequence accuracy on {} held-out sequences\n\n",
+      task.min_len, task.max_len, o.steps, held_out.size());
   std::vector<std::pair<std::string, ag::nn::Positions>> kinds{{"none", ag::nn::Positions::None},
                                                                {"sinusoidal", ag::nn::Positions::Sinusoidal},
                                                                {"learned", ag::nn::Positions::Learned},
@@ -93,8 +94,9 @@ static int positions_training(const Options& o) {
     rows.push_back({name, fmt::format("{:.1f}%", 100 * accuracy.back())});
   }
   print_table({"positions", "held-out accuracy"}, rows);
-  fmt::print("\nWithout positions the encoder's output is the same set of vectors in any order, so the decoder\n"
-             "cannot tell which digit came first; it can only get sequences right by luck.\n");
+  fmt::print(
+      "\nWithout positions the encoder's output is the same set of vectors in any order, so the decoder\n"
+      "cannot tell which digit came first; it can only get sequences right by luck.\n");
   if (o.check) {
     double best = *std::max_element(accuracy.begin() + 1, accuracy.end());
     expect(accuracy[0] < 0.2, "without positions, reversal stays near chance");

@@ -70,12 +70,13 @@ int scaling(const Options& o) {
                     fmt::format("{:.3f}", raw.entropy), fmt::format("{:.3f}", scaled.entropy),
                     fmt::format("{:.2e}", raw.grad_norm), fmt::format("{:.2e}", scaled.grad_norm)});
   }
-  print_table({"d_k", "std raw", "std scaled", "max w raw", "max w scaled", "H raw", "H scaled", "|dS| raw",
-               "|dS| scaled"},
-              rows);
-  fmt::print("(H: entropy of the weights in nats; uniform over 16 keys is ln 16 = {:.3f}. |dS|: mean norm of the\n"
-             " gradient reaching a row of scores for unit-variance upstream noise.)\n\n",
-             std::log(16.0));
+  print_table(
+      {"d_k", "std raw", "std scaled", "max w raw", "max w scaled", "H raw", "H scaled", "|dS| raw", "|dS| scaled"},
+      rows);
+  fmt::print(
+      "(H: entropy of the weights in nats; uniform over 16 keys is ln 16 = {:.3f}. |dS|: mean norm of the\n"
+      " gradient reaching a row of scores for unit-variance upstream noise.)\n\n",
+      std::log(16.0));
 
   std::filesystem::create_directories(o.out);
   std::vector<double> log_d, raw_w, scaled_w, raw_g, scaled_g;
@@ -111,8 +112,9 @@ int scaling(const Options& o) {
   double with = train_wide_head(text, o, true), without = train_wide_head(text, o, false);
   print_table({"attention scores", "validation loss"},
               {{"q.k / sqrt(256)", fmt::format("{:.4f}", with)}, {"q.k", fmt::format("{:.4f}", without)}});
-  fmt::print("\nAt this scale and with GPT-2's small initial weights (std 0.02), the scores start tiny either way;\n"
-             "the difference, if any, comes from how large they grow during training.\n");
+  fmt::print(
+      "\nAt this scale and with GPT-2's small initial weights (std 0.02), the scores start tiny either way;\n"
+      "the difference, if any, comes from how large they grow during training.\n");
   return exit_code();
 }
 

@@ -38,28 +38,30 @@ int self_test(const Options& o) {
   Tensor k_self = attn.k_proj->forward(x), k_cross = attn.k_proj->forward(memory);
   // Rebuilt by hand from Q = x Wq^T and K, V = memory Wk^T, memory Wv^T: the module's
   // cross-attention output must be exactly this.
-  Tensor by_hand = attn.out_proj->forward(attn.merge_heads(
-      ag::scaled_dot_product_attention_bthd(attn.split_heads(q), attn.split_heads(k_cross),
-                                            attn.split_heads(attn.v_proj->forward(memory)))
-          .output));
+  Tensor by_hand = attn.out_proj->forward(
+      attn.merge_heads(ag::scaled_dot_product_attention_bthd(attn.split_heads(q), attn.split_heads(k_cross),
+                                                             attn.split_heads(attn.v_proj->forward(memory)))
+                           .output));
   bool q_from_x = same(attn.forward(x, memory, memory).output, by_hand) &&
                   !same(attn.forward(x, memory, memory).output, attn.forward(x, other, other).output);
   fmt::print("    self-attention: Q = x Wq^T {}, K = x Wk^T {}, V = x Wv^T: one input, three projections\n",
              ag::shape_str(q.shape()), ag::shape_str(k_self.shape()));
-  fmt::print("    cross-attention: Q = x Wq^T {} from the decoder, K = memory Wk^T {} from the encoder;\n"
-             "    the module's output equals attention over exactly those Q, K, V, and swapping the memory\n"
-             "    for another changes it although x is the same: {}\n",
-             ag::shape_str(q.shape()), ag::shape_str(k_cross.shape()), q_from_x ? "yes" : "no");
+  fmt::print(
+      "    cross-attention: Q = x Wq^T {} from the decoder, K = memory Wk^T {} from the encoder;\n"
+      "    the module's output equals attention over exactly those Q, K, V, and swapping the memory\n"
+      "    for another changes it although x is the same: {}\n",
+      ag::shape_str(q.shape()), ag::shape_str(k_cross.shape()), q_from_x ? "yes" : "no");
   if (o.check) expect(q_from_x, "Q1: cross-attention reads its keys and values from the memory");
 
   fmt::print("\nQ2. d_k = 8, scores before scaling [2, 4, 2]: the weights?\n");
   Tensor scores = ag::tensor({2, 4, 2}, {3}, ag::kFloat64);
   Tensor scaled = ag::softmax(scores / std::sqrt(8.0), 0), unscaled = ag::softmax(scores, 0);
   fmt::print("    computed: scores / sqrt 8 = {}, weights {}\n", row(scores / std::sqrt(8.0)), row(scaled));
-  fmt::print("    the notes answer [0.09, 0.82, 0.09]; without scaling the weights would be {};\n"
-             "    [0.09, 0.82, 0.09] needs a gap of ln(0.82 / 0.09) = {:.2f} between the scores, and the scaled gap is "
-             "{:.2f}\n",
-             row(unscaled), std::log(0.82 / 0.09), 2 / std::sqrt(8.0));
+  fmt::print(
+      "    the notes answer [0.09, 0.82, 0.09]; without scaling the weights would be {};\n"
+      "    [0.09, 0.82, 0.09] needs a gap of ln(0.82 / 0.09) = {:.2f} between the scores, and the scaled gap is "
+      "{:.2f}\n",
+      row(unscaled), std::log(0.82 / 0.09), 2 / std::sqrt(8.0));
   if (o.check)
     expect(std::abs(scaled.at<double>({1}) - 0.5035) < 1e-3, "Q2: the middle weight is 0.503, not the notes' 0.82");
 
@@ -72,12 +74,14 @@ int self_test(const Options& o) {
   bool causal_blind = same(first3(ids), first3(ids_changed));
   gpt.causal = false;
   bool unmasked_sees = !same(first3(ids), first3(ids_changed));
-  fmt::print("    changing token 3 changes the predictions at positions 0-2: with the mask {}, without it {}.\n"
-             "    Without the mask, the prediction for token t+1 can read token t+1: the training loss measures\n"
-             "    copying, and generation, which has no future to read, gets none of that skill.\n"
-             "    `experiments causal` trains both and measures it.\n",
-             causal_blind ? "no" : "yes", unmasked_sees ? "yes" : "no");
-  if (o.check) expect(causal_blind && unmasked_sees, "Q3: only the unmasked model's early predictions see later tokens");
+  fmt::print(
+      "    changing token 3 changes the predictions at positions 0-2: with the mask {}, without it {}.\n"
+      "    Without the mask, the prediction for token t+1 can read token t+1: the training loss measures\n"
+      "    copying, and generation, which has no future to read, gets none of that skill.\n"
+      "    `experiments causal` trains both and measures it.\n",
+      causal_blind ? "no" : "yes", unmasked_sees ? "yes" : "no");
+  if (o.check)
+    expect(causal_blind && unmasked_sees, "Q3: only the unmasked model's early predictions see later tokens");
 
   fmt::print("\nQ4. Code reading: self-attention, or masked self-attention? Both variants, run:\n");
   Tensor qk = ag::randn({4, 4}, gen, ag::kFloat64);  // scores q k^T / sqrt(d) of 4 tokens
@@ -88,17 +92,19 @@ int self_test(const Options& o) {
   fmt::print("    (a) softmax(scores):                    row 0 = {}\n", row(variant_a.slice(0, 0, 1)));
   fmt::print("    (b) masked_fill(triu(1), -1e9), softmax: row 0 = {}\n", row(variant_b.slice(0, 0, 1)));
   double above = (variant_b * upper.to(ag::kFloat64)).sum().item();
-  fmt::print("    (b) puts {} weight above the diagonal: it is masked (causal) self-attention; -1e9 and -inf give\n"
-             "    identical weights here: {}\n",
-             above, same(variant_b, with_inf) ? "yes" : "no");
+  fmt::print(
+      "    (b) puts {} weight above the diagonal: it is masked (causal) self-attention; -1e9 and -inf give\n"
+      "    identical weights here: {}\n",
+      above, same(variant_b, with_inf) ? "yes" : "no");
   if (o.check) expect(above == 0.0 && same(variant_b, with_inf), "Q4: variant (b) is causal; -1e9 acts as -inf");
 
   fmt::print("\nQ5. Translation: the decoder writes its 2nd word (after <s>); the source has 5 words.\n");
   Tensor target_so_far = ag::randn({1, 3, d}, gen);  // <s>, word 1, word 2
   auto r = attn.forward(target_so_far, memory, memory, {}, false, true);
-  fmt::print("    Q from the decoder's {} tokens, K and V from the encoder's {}: weights {} = [batch, heads, tgt_len,"
-             " src_len]\n",
-             target_so_far.size(1), memory.size(1), ag::shape_str(r.weights.shape()));
+  fmt::print(
+      "    Q from the decoder's {} tokens, K and V from the encoder's {}: weights {} = [batch, heads, tgt_len,"
+      " src_len]\n",
+      target_so_far.size(1), memory.size(1), ag::shape_str(r.weights.shape()));
   if (o.check) expect(r.weights.shape() == ag::Shape{1, 2, 3, 5}, "Q5: cross-attention weights are [1, 2, 3, 5]");
   return exit_code();
 }

@@ -102,8 +102,7 @@ TEST(MultiHeadAttention, ScaleAndZeroFillKnobs) {
   Tensor expected = softmax(masked_fill(scores, logical_not(causal_mask(kTq, kTq)), 0.0), -1);
   EXPECT_TRUE(all_close(r.weights, expected, 1e-13));
   EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
-  EXPECT_TRUE(
-      gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask, false).output; }));
+  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask, false).output; }));
 }
 
 TEST(MultiHeadAttention, CausalOutputIgnoresLaterTokens) {
