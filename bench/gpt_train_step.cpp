@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     }
     po::notify(vm);
     Config c = config_named(name);
-    openblas_set_num_threads(threads);
+    ag::set_num_threads(threads);
     ag::Generator gen(0);
     ag::nn::GPT model(c.model, gen);
     ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 1e-3});

@@ -17,6 +17,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/memory.h"
+#include "autograd/parallel.h"
 #include "autograd/node.h"
 #include "autograd/tensor.h"
 #include "nn/attention.h"
