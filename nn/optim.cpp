@@ -6,6 +6,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
+#include "../autograd/parallel.h"
 
 namespace ag::optim {
 
@@ -161,12 +162,14 @@ void Adam::step() {
       T l2 = decoupled_ ? T(0) : static_cast<T>(wd);
       T decay = static_cast<T>(decoupled_ ? 1 - lr_ * wd : 1.0);  // AdamW shrinks p before the update
       T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
-      for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
-        T d = g[j] + l2 * w[j];
-        m[j] = b1 * m[j] + (1 - b1) * d;
-        v[j] = b2 * v[j] + (1 - b2) * d * d;
-        w[j] = w[j] * decay - size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bias2 + eps);
-      }
+      parallel_for(p.numel(), 8192, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t j = begin; j < end; ++j) {
+          T d = g[j] + l2 * w[j];
+          m[j] = b1 * m[j] + (1 - b1) * d;
+          v[j] = b2 * v[j] + (1 - b2) * d * d;
+          w[j] = w[j] * decay - size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bias2 + eps);
+        }
+      });
     });
   });
 }

@@ -231,9 +231,11 @@ void block_recompute(const MaskReader& mask, std::int64_t b, std::int64_t h, std
 template <class T>
 void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
                        const T* v, T* lse, T* weights, T* out) {
-  std::vector<T> tile(static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk));
-  for (std::int64_t b = 0; b < n.b; ++b)
-    for (std::int64_t h = 0; h < n.h; ++h) {
+  // (batch, head) pairs are independent: each thread takes a run of them with its own tile.
+  parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> tile(static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk));
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      std::int64_t b = bh / n.h, h = bh % n.h;
       T* lse_bh = lse + (b * n.h + h) * n.tq;
       for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
         std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
@@ -255,6 +257,7 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
                      v + L.v.at(b, h), as_int(L.v.ld), T(0), o, as_int(L.out.ld));
       }
     }
+  });
 }
 
 // Backward for every (batch, head), block by block, from dO; dq, dk, dv may be null when not
@@ -263,9 +266,10 @@ template <class T>
 void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
                         const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
-  std::vector<T> p(tile_size), dS(tile_size);  // P and dP -> dS for one block, reused
-  for (std::int64_t b = 0; b < n.b; ++b)
-    for (std::int64_t h = 0; h < n.h; ++h) {
+  parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> p(tile_size), dS(tile_size);  // P and dP -> dS for one block, reused
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      std::int64_t b = bh / n.h, h = bh % n.h;
       const T* lse_bh = lse + (b * n.h + h) * n.tq;
       const T *qb = q + L.q.at(b, h), *kb = k + L.k.at(b, h), *vb = v + L.v.at(b, h);
       T* dkb = dk ? dk + L.k.at(b, h) : nullptr;
@@ -313,6 +317,7 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
                      as_int(L.q.ld), T(1), dkb, as_int(L.k.ld));
       }
     }
+  });
 }
 
 // The fused op for either layout: the tensors are [B, H, T, d] or, with `heads_are_last`,

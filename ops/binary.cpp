@@ -11,6 +11,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
+#include "../autograd/parallel.h"
 
 namespace ag {
 
@@ -84,7 +85,9 @@ Tensor broadcast_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
     const T* pb = b.data_ptr<T>();
     T* py = y.data_ptr<T>();
     if (a.shape() == b.shape()) {  // the common case, one flat loop
-      for (std::int64_t i = 0, n = y.numel(); i < n; ++i) py[i] = f(pa[i], pb[i]);
+      parallel_for(y.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
+      });
       return;
     }
     for_each_broadcast(shape, broadcast_strides(a.shape(), shape), broadcast_strides(b.shape(), shape),

@@ -13,6 +13,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../autograd/parallel.h"
 #include "binary.h"
 #include "fast_math.h"
 
@@ -156,7 +157,11 @@ Tensor gelu_op(const char* op, const Tensor& x, Loop loop) {
   Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    loop(x.data_ptr<T>(), y.data_ptr<T>(), need_slope ? slope.data_ptr<T>() : nullptr, x.numel());
+    const T* px = x.data_ptr<T>();
+    T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
+    parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
+      loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin);
+    });
   });
   return record(op, y, {x}, [slope](const Tensor& dy, const std::vector<bool>&) {
     NoGradGuard no_grad;

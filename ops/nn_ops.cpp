@@ -7,6 +7,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../autograd/parallel.h"
 #include "binary.h"
 #include "blas.h"
 #include "reduce.h"
@@ -55,7 +56,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     T* py = y.data_ptr<T>();
     if (bias.defined()) {  // start from b in every row, then add x W^T on top (beta = 1)
       const T* pb = bias.data_ptr<T>();
-      for (std::int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+      parallel_for(rows, std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(out, 1)),
+                   [&](std::int64_t first, std::int64_t last) {
+                     for (std::int64_t r = first; r < last; ++r) std::copy(pb, pb + out, py + r * out);
+                   });
     }
     if (rows == 0 || out == 0) return;
     if (in == 0) {
@@ -86,10 +90,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                                    pdy, static_cast<int>(out), x.data_ptr<T>(), static_cast<int>(in), dw.data_ptr<T>());
                     }
                     if (need[2]) {
+                      // Column sums of dy, a partial sum per chunk of rows, added in chunk order.
                       db = zeros({out}, dy.dtype());
                       T* pdb = db.data_ptr<T>();
-                      for (std::int64_t r = 0; r < rows; ++r)
-                        for (std::int64_t o = 0; o < out; ++o) pdb[o] += pdy[r * out + o];
+                      std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(out, 1));
+                      std::vector<T> partial(static_cast<std::size_t>(chunk_count(rows, grain) * out), T(0));
+                      parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
+                        T* sum = partial.data() + c * out;
+                        for (std::int64_t r = first; r < last; ++r)
+                          for (std::int64_t o = 0; o < out; ++o) sum[o] += pdy[r * out + o];
+                      });
+                      for (std::size_t i = 0; i < partial.size(); ++i)
+                        pdb[static_cast<std::int64_t>(i) % out] += partial[i];
                     }
                   });
                   return std::vector<Tensor>{dx, dw, db};
@@ -165,20 +177,22 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const T* pb = bias.defined() ? bias.data_ptr<T>() : zeros_b.data();
     T* py = y.data_ptr<T>();
     double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* row = px + r * d;
-      double mu = 0.0, var = 0.0;  // sums in double, elementwise work in T
-      for (std::int64_t j = 0; j < d; ++j) mu += row[j];
-      mu /= static_cast<double>(d);
-      for (std::int64_t j = 0; j < d; ++j) var += (row[j] - mu) * (row[j] - mu);
-      var /= static_cast<double>(d);
-      double rs = 1.0 / std::sqrt(var + eps);
-      pm[r] = mu;
-      pr[r] = rs;
-      T m = static_cast<T>(mu), s = static_cast<T>(rs);
-      T* out = py + r * d;
-      for (std::int64_t j = 0; j < d; ++j) out[j] = (row[j] - m) * s * pw[j] + pb[j];
-    }
+    parallel_for(rows, std::max<std::int64_t>(1, 8192 / d), [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t r = first; r < last; ++r) {
+        const T* row = px + r * d;
+        double mu = 0.0, var = 0.0;  // sums in double, elementwise work in T
+        for (std::int64_t j = 0; j < d; ++j) mu += row[j];
+        mu /= static_cast<double>(d);
+        for (std::int64_t j = 0; j < d; ++j) var += (row[j] - mu) * (row[j] - mu);
+        var /= static_cast<double>(d);
+        double rs = 1.0 / std::sqrt(var + eps);
+        pm[r] = mu;
+        pr[r] = rs;
+        T m = static_cast<T>(mu), s = static_cast<T>(rs);
+        T* out = py + r * d;
+        for (std::int64_t j = 0; j < d; ++j) out[j] = (row[j] - m) * s * pw[j] + pb[j];
+      }
+    });
   });
   return record("layer_norm", y, {x, weight, bias},
                 [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), mean, rstd, rows, d](
@@ -192,31 +206,42 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                     std::vector<T> ones_w(w.defined() ? 0 : static_cast<std::size_t>(d), T(1));
                     const T* pw = w.defined() ? w.data_ptr<T>() : ones_w.data();
                     const double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
-                    T* pdw = need[1] ? dw.data_ptr<T>() : nullptr;
-                    T* pdb = need[2] ? db.data_ptr<T>() : nullptr;
-                    std::vector<T> xhat(static_cast<std::size_t>(d));
-                    for (std::int64_t r = 0; r < rows; ++r) {
-                      const T *row = px + r * d, *drow = pdy + r * d;
-                      T m = static_cast<T>(pm[r]), s = static_cast<T>(pr[r]);
-                      double g_sum = 0.0, gx_sum = 0.0;  // sum(g) and sum(g xhat), with g = dy w
-                      for (std::int64_t j = 0; j < d; ++j) {
-                        T xh = xhat[static_cast<std::size_t>(j)] = (row[j] - m) * s;
-                        T g = drow[j] * pw[j];
-                        g_sum += g;
-                        gx_sum += g * xh;
+                    // Each chunk of rows sums its own partial dw and db; the partials are added in order.
+                    std::int64_t grain = std::max<std::int64_t>(1, 8192 / d), chunks = chunk_count(rows, grain);
+                    std::vector<T> partial_dw(need[1] ? static_cast<std::size_t>(chunks * d) : 0, T(0));
+                    std::vector<T> partial_db(need[2] ? static_cast<std::size_t>(chunks * d) : 0, T(0));
+                    parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
+                      T* pdw = need[1] ? partial_dw.data() + c * d : nullptr;
+                      T* pdb = need[2] ? partial_db.data() + c * d : nullptr;
+                      std::vector<T> xhat(static_cast<std::size_t>(d));
+                      for (std::int64_t r = first; r < last; ++r) {
+                        const T *row = px + r * d, *drow = pdy + r * d;
+                        T m = static_cast<T>(pm[r]), s = static_cast<T>(pr[r]);
+                        double g_sum = 0.0, gx_sum = 0.0;  // sum(g) and sum(g xhat), with g = dy w
+                        for (std::int64_t j = 0; j < d; ++j) {
+                          T xh = xhat[static_cast<std::size_t>(j)] = (row[j] - m) * s;
+                          T g = drow[j] * pw[j];
+                          g_sum += g;
+                          gx_sum += g * xh;
+                        }
+                        if (pdw)
+                          for (std::int64_t j = 0; j < d; ++j) pdw[j] += drow[j] * xhat[static_cast<std::size_t>(j)];
+                        if (pdb)
+                          for (std::int64_t j = 0; j < d; ++j) pdb[j] += drow[j];
+                        if (!need[0]) continue;
+                        // dx = rstd (g - mean(g) - xhat mean(g xhat))
+                        T g_mean = static_cast<T>(g_sum / static_cast<double>(d));
+                        T gx_mean = static_cast<T>(gx_sum / static_cast<double>(d));
+                        T* dxrow = dx.data_ptr<T>() + r * d;
+                        for (std::int64_t j = 0; j < d; ++j)
+                          dxrow[j] = s * (drow[j] * pw[j] - g_mean - xhat[static_cast<std::size_t>(j)] * gx_mean);
                       }
-                      if (pdw)
-                        for (std::int64_t j = 0; j < d; ++j) pdw[j] += drow[j] * xhat[static_cast<std::size_t>(j)];
-                      if (pdb)
-                        for (std::int64_t j = 0; j < d; ++j) pdb[j] += drow[j];
-                      if (!need[0]) continue;
-                      // dx = rstd (g - mean(g) - xhat mean(g xhat))
-                      T g_mean = static_cast<T>(g_sum / static_cast<double>(d));
-                      T gx_mean = static_cast<T>(gx_sum / static_cast<double>(d));
-                      T* dxrow = dx.data_ptr<T>() + r * d;
-                      for (std::int64_t j = 0; j < d; ++j)
-                        dxrow[j] = s * (drow[j] * pw[j] - g_mean - xhat[static_cast<std::size_t>(j)] * gx_mean);
-                    }
+                    });
+                    for (std::int64_t c = 0; c < chunks; ++c)
+                      for (std::int64_t j = 0; j < d; ++j) {
+                        if (need[1]) dw.data_ptr<T>()[j] += partial_dw[static_cast<std::size_t>(c * d + j)];
+                        if (need[2]) db.data_ptr<T>()[j] += partial_db[static_cast<std::size_t>(c * d + j)];
+                      }
                   });
                   return std::vector<Tensor>{dx, dw, db};
                 });
