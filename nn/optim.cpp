@@ -162,7 +162,8 @@ void Adam::step() {
       T l2 = decoupled_ ? T(0) : static_cast<T>(wd);
       T decay = static_cast<T>(decoupled_ ? 1 - lr_ * wd : 1.0);  // AdamW shrinks p before the update
       T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
-      parallel_for(p.numel(), 8192, [&](std::int64_t begin, std::int64_t end) {
+      // Captured by value so that the loop reads locals, which GCC can keep in vector registers.
+      parallel_for(p.numel(), 8192, [=](std::int64_t begin, std::int64_t end) {
         for (std::int64_t j = begin; j < end; ++j) {
           T d = g[j] + l2 * w[j];
           m[j] = b1 * m[j] + (1 - b1) * d;
