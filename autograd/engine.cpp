@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "anomaly.h"
 #include "dispatch.h"
 #include "error.h"
 #include "grad_mode.h"
@@ -65,6 +66,8 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
 }
 
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  bool anomaly = is_anomaly_enabled() && !detail::in_backward();
+  if (anomaly) detail::check_forward(name, output, inputs);
   if (!is_grad_enabled()) return output;
   bool any_requires_grad = false;
   for (const Tensor& in : inputs) any_requires_grad = any_requires_grad || (in.defined() && in.requires_grad());
@@ -84,7 +87,10 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
     else
       edges[i].leaf = in.impl();
   }
-  output.impl()->grad_fn = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward));
+  auto node = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward));
+  node->set_output(output.shape(), output.dtype());
+  if (anomaly) node->set_record_site(detail::capture_record_site());
+  output.impl()->grad_fn = std::move(node);
   output.impl()->requires_grad = true;
   return output;
 }
@@ -137,7 +143,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     throw_invalid("backward", "gradient is {} with shape {}, but the output is {} with shape {}",
                   dtype_name(seed.dtype()), shape_str(seed.shape()), dtype_name(root.dtype()), shape_str(root.shape()));
   }
-  NoGradGuard no_grad;  // backward formulas are computed with ops; they must not record a graph
+  NoGradGuard no_grad;                // backward formulas are computed with ops; they must not record a graph
+  detail::BackwardScope in_backward;  // ...nor be checked as forward ops in anomaly mode
+  bool anomaly = is_anomaly_enabled();
 
   const std::shared_ptr<Node>& root_node = root.impl()->grad_fn;
   if (!root_node) {  // backward on a leaf: d(root)/d(root) = identity
@@ -176,7 +184,11 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     Tensor grad_output(std::move(slot->second));
     grads.erase(slot);
 
+    if (anomaly) node->set_grad_norm(detail::norm_of(grad_output));
     std::vector<Tensor> input_grads = node->apply(grad_output);
+    if (anomaly)
+      for (std::size_t i = 0; i < input_grads.size(); ++i)
+        if (input_grads[i].defined()) detail::check_backward(*node, i, input_grads[i], grad_output);
     for (std::size_t i = 0; i < input_grads.size(); ++i) {
       const Edge& e = node->next_edges()[i];
       // Moved, not copied: a gradient nobody else holds becomes the accumulator as it is.

@@ -14,10 +14,12 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "anomaly.h"
 #include "tensor.h"
 
 namespace ag {
@@ -55,10 +57,29 @@ class Node {
   // Frees the saved tensors (the closure); a later backward through this node is an error.
   void release() { backward_ = nullptr; }
 
+  // What the op produced, for ag::to_dot; set by record().
+  const Shape& output_shape() const { return output_shape_; }
+  DType output_dtype() const { return output_dtype_; }
+  void set_output(Shape shape, DType dtype) {
+    output_shape_ = std::move(shape);
+    output_dtype_ = dtype;
+  }
+  // Where the op was recorded: captured only in anomaly mode (anomaly.h), else null.
+  const detail::RecordSite* record_site() const { return site_.get(); }
+  void set_record_site(std::shared_ptr<const detail::RecordSite> site) { site_ = std::move(site); }
+  // The 2-norm of the gradient that reached this op's output in the latest backward run with
+  // anomaly mode on; NaN if there was none.
+  double grad_norm() const { return grad_norm_; }
+  void set_grad_norm(double norm) { grad_norm_ = norm; }
+
  private:
   std::string name_;
   std::vector<Edge> next_edges_;
   BackwardFn backward_;
+  Shape output_shape_;
+  DType output_dtype_ = kFloat32;
+  std::shared_ptr<const detail::RecordSite> site_;
+  double grad_norm_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Makes `output` the result of op `name` on `inputs`. When grad mode is on and some input

@@ -11,11 +11,13 @@
 #pragma once
 
 #include "autograd/allocator.h"
+#include "autograd/anomaly.h"
 #include "autograd/dtype.h"
 #include "autograd/format.h"
 #include "autograd/generator.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/graphviz.h"
 #include "autograd/memory.h"
 #include "autograd/parallel.h"
 #include "autograd/node.h"
