@@ -51,5 +51,6 @@ int mask_fill(const Options& o);  // masking with 0 instead of -inf
 int positions(const Options& o);  // positional information
 int shapes(const Options& o);     // where Q, K and V come from
 int self_test(const Options& o);  // the notes' self-test questions, answered by running code
+int heads(const Options& o);      // multi-head against single-head at the same width
 
 }  // namespace experiments
