@@ -47,8 +47,9 @@ TEST(Parallel, ChunksCoverTheRangeOnceAndRespectTheGrain) {
         for (std::size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i].begin, r[i - 1].end);
         std::int64_t expected_chunks = std::min<std::int64_t>(threads, std::max<std::int64_t>(n / grain, 1));
         EXPECT_EQ(static_cast<std::int64_t>(r.size()), expected_chunks) << "n " << n << " grain " << grain;
-        if (r.size() > 1)
+        if (r.size() > 1) {
           for (Range x : r) EXPECT_GE(x.end - x.begin, grain) << "n " << n << " grain " << grain;
+        }
       }
   }
 }
