@@ -49,6 +49,8 @@ class TextDataset {
   // `batch` windows of `block` tokens at uniformly random offsets in the split.
   Batch sample(Split split, std::int64_t batch, std::int64_t block, Generator& generator) const;
   std::int64_t size(Split split) const;
+  // Every token of a split, in order (for models fitted by counting, such as a bigram table).
+  const std::vector<std::int64_t>& tokens(Split split) const { return part(split); }
 
  private:
   const std::vector<std::int64_t>& part(Split split) const { return split == Split::Train ? train_ : val_; }

@@ -43,8 +43,9 @@ ag::nn::GPTConfig small_gpt(std::int64_t vocab_size) {
   return {.vocab_size = vocab_size, .block_size = 32, .n_layer = 2, .n_head = 4, .n_embd = 64};
 }
 
-double train(ag::nn::GPT& model, const Text& text, const Options& o, const std::string& label) {
-  ag::Generator gen(o.seed + 100);
+double train_with(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t block,
+                  const std::string& label, const std::function<Tensor(const Tensor&, const Tensor&)>& loss_of) {
+  ag::Generator gen(o.seed + 100);  // the same batches for every model
   ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 3e-3});
   ag::optim::WarmupCosine schedule{.warmup = o.steps / 10, .total = o.steps, .max_lr = 3e-3, .min_lr = 3e-4};
   ag::examples::ProgressBar bar(o.steps);
@@ -52,31 +53,42 @@ double train(ag::nn::GPT& model, const Text& text, const Options& o, const std::
   std::int64_t tail_n = 0, tokens = 0;
   model.train();
   for (std::int64_t step = 0; step < o.steps; ++step) {
-    auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, model.config.block_size, gen);
+    auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, block, gen);
     opt.set_lr(schedule.lr_at(step));
-    Tensor loss = model.loss(b.x, b.y);
+    Tensor loss = loss_of(b.x, b.y);
     opt.zero_grad();
     loss.backward();
     ag::optim::clip_grad_norm(model.parameters(), 1.0);
     opt.step();
     double l = loss.item();
     if (step >= o.steps - std::max<std::int64_t>(1, o.steps / 10)) tail_sum += l, ++tail_n;
-    tokens += o.batch * model.config.block_size;
+    tokens += o.batch * block;
     bar.update(step + 1, tokens, fmt::format("{}  loss {:.4f}", label, l));
   }
   bar.finish();
   return tail_sum / static_cast<double>(tail_n);
 }
 
+double train(ag::nn::GPT& model, const Text& text, const Options& o, const std::string& label) {
+  return train_with(model, text, o, model.config.block_size, label,
+                    [&](const Tensor& x, const Tensor& y) { return model.loss(x, y); });
+}
+
+std::vector<ag::data::TextDataset::Batch> validation_batches(const Text& text, const Options& o, std::int64_t block,
+                                                             std::int64_t batches) {
+  ag::Generator gen(o.seed + 200);  // the same batches for every model
+  std::vector<ag::data::TextDataset::Batch> out;
+  for (std::int64_t i = 0; i < batches; ++i)
+    out.push_back(text.dataset.sample(ag::data::TextDataset::Split::Validation, o.batch, block, gen));
+  return out;
+}
+
 double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches) {
   ag::NoGradGuard no_grad;
   model.eval();
-  ag::Generator gen(o.seed + 200);  // the same batches for every model
   double sum = 0;
-  for (std::int64_t i = 0; i < batches; ++i) {
-    auto b = text.dataset.sample(ag::data::TextDataset::Split::Validation, o.batch, model.config.block_size, gen);
+  for (const auto& b : validation_batches(text, o, model.config.block_size, batches))
     sum += model.loss(b.x, b.y).item();
-  }
   model.train();
   return sum / static_cast<double>(batches);
 }

@@ -30,10 +30,17 @@ Text load_text(std::int64_t chars);
 // The small Mini-GPT the experiments train unless they say otherwise (about 0.1 M parameters).
 ag::nn::GPTConfig small_gpt(std::int64_t vocab_size);
 
-// Trains with AdamW and a warm-up + cosine schedule; returns the mean training loss of the last
-// tenth of the steps (under whatever the model's knobs say).
+// Trains with AdamW and a warm-up + cosine schedule on windows of `block` tokens, the same
+// batches for every model; returns the mean training loss of the last tenth of the steps.
+double train_with(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t block,
+                  const std::string& label,
+                  const std::function<ag::Tensor(const ag::Tensor& x, const ag::Tensor& y)>& loss_of);
+// train_with for a GPT and its own loss (under whatever the model's knobs say).
 double train(ag::nn::GPT& model, const Text& text, const Options& o, const std::string& label);
-// Mean validation loss over `batches` fixed batches (the same batches for every model).
+// `batches` fixed validation batches of `block` tokens: the same ones for every model.
+std::vector<ag::data::TextDataset::Batch> validation_batches(const Text& text, const Options& o, std::int64_t block,
+                                                             std::int64_t batches = 20);
+// Mean validation loss over those batches.
 double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches = 20);
 // `n` sampled characters after `prompt`, temperature 0.8.
 std::string sample(ag::nn::GPT& model, const Text& text, const std::string& prompt, std::int64_t n, std::uint64_t seed);
@@ -52,5 +59,6 @@ int positions(const Options& o);  // positional information
 int shapes(const Options& o);     // where Q, K and V come from
 int self_test(const Options& o);  // the notes' self-test questions, answered by running code
 int heads(const Options& o);      // multi-head against single-head at the same width
+int baselines(const Options& o);  // bigram and fixed-window MLP against the Mini-GPT
 
 }  // namespace experiments

@@ -1,5 +1,6 @@
 // experiments: each claim of the attention chapter put to a measured test.
 //
+//   experiments baselines   why attention at all: bigram and window MLP against the Mini-GPT
 //   experiments scaling     why divide the scores by sqrt(d_k)
 //   experiments causal      training without the causal mask
 //   experiments mask-fill   masking with 0 instead of -inf
@@ -20,6 +21,7 @@ namespace po = boost::program_options;
 int main(int argc, char** argv) {
   using namespace experiments;
   const std::map<std::string, std::pair<int (*)(const Options&), const char*>> commands{
+      {"baselines", {baselines, "bigram and fixed-window MLP language models against the Mini-GPT; loss by position"}},
       {"scaling", {scaling, "why divide by sqrt(d_k): score spread, saturation, gradients; a wide head trained"}},
       {"causal", {causal, "a Mini-GPT trained with and without the causal mask"}},
       {"mask-fill", {mask_fill, "masking with 0 instead of -inf: the exact leak, and a model trained with it"}},
@@ -31,8 +33,9 @@ int main(int argc, char** argv) {
   Options o;
   std::string command;
   po::options_description opts("options");
-  opts.add_options()("help,h", "show this help")("steps", po::value(&o.steps)->default_value(o.steps),
-                                                 "training steps per model")(
+  opts.add_options()("help,h", "show this help")(
+      "steps", po::value(&o.steps)->default_value(o.steps),
+      "training steps per model (baselines: 2400 unless given, its models need them to separate)")(
       "batch", po::value(&o.batch)->default_value(o.batch), "sequences per step (language models)")(
       "seed", po::value(&o.seed)->default_value(o.seed), "random seed")(
       "corpus-chars", po::value(&o.corpus_chars)->default_value(o.corpus_chars),
@@ -66,6 +69,7 @@ int main(int argc, char** argv) {
       usage(std::cerr);
       return 2;
     }
+    if (command == "baselines" && vm["steps"].defaulted()) o.steps = 2400;
     if (o.steps < 1 || o.batch < 1) throw std::invalid_argument("--steps and --batch must be positive");
     return it->second.first(o);
   } catch (const po::error& e) {
