@@ -52,13 +52,14 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 void expect(bool holds, const std::string& claim);
 int exit_code();
 
-int scaling(const Options& o);    // why divide by sqrt(d_k)
-int causal(const Options& o);     // training without the causal mask
-int mask_fill(const Options& o);  // masking with 0 instead of -inf
-int positions(const Options& o);  // positional information
-int shapes(const Options& o);     // where Q, K and V come from
-int self_test(const Options& o);  // the notes' self-test questions, answered by running code
-int heads(const Options& o);      // multi-head against single-head at the same width
-int baselines(const Options& o);  // bigram and fixed-window MLP against the Mini-GPT
+int scaling(const Options& o);     // why divide by sqrt(d_k)
+int causal(const Options& o);      // training without the causal mask
+int mask_fill(const Options& o);   // masking with 0 instead of -inf
+int positions(const Options& o);   // positional information
+int shapes(const Options& o);      // where Q, K and V come from
+int self_test(const Options& o);   // the notes' self-test questions, answered by running code
+int heads(const Options& o);       // multi-head against single-head at the same width
+int baselines(const Options& o);   // bigram and fixed-window MLP against the Mini-GPT
+int importance(const Options& o);  // attention weights against gradient and leave-one-out importance
 
 }  // namespace experiments

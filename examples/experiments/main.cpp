@@ -8,6 +8,7 @@
 //   experiments shapes      where Q, K and V come from: self- vs cross-attention
 //   experiments self-test   the study notes' self-test questions, answered by running code
 //   experiments heads       multi-head against single-head attention at the same width
+//   experiments importance  attention weights against gradient and leave-one-out importance
 //
 // docs/experiments.md has the measured tables and what each does and does not show.
 #include <boost/program_options.hpp>
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
       {"positions", {positions, "permutation equivariance; reversal with none/sinusoidal/learned/rotary positions"}},
       {"shapes", {shapes, "the shapes of Q, K, V and the weights in self- and cross-attention"}},
       {"self-test", {self_test, "the notes' five self-test questions, answered by running code"}},
+      {"importance", {importance, "attention weights against gradient and leave-one-out importance"}},
       {"heads", {heads, "1, 2, 4 and 8 heads at the same width: loss, how differently the heads attend"}},
   };
   Options o;
