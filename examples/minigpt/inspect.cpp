@@ -15,24 +15,30 @@ Loaded load(const std::string& path, ag::DType dtype) {
   return {std::move(ckpt), std::move(tokenizer), std::move(model)};
 }
 
-std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
-                                              const std::string& prompt, const std::string& out_dir) {
+PromptAttention attention_for_prompt(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
+                                     const std::string& prompt) {
   std::vector<std::int64_t> ids = tokenizer.encode(prompt);
-  if (ids.empty()) throw std::invalid_argument("the attention-map prompt is empty");
+  if (ids.empty()) throw std::invalid_argument("the attention prompt is empty");
   if (static_cast<std::int64_t>(ids.size()) > model.config.block_size)
     ids.resize(static_cast<std::size_t>(model.config.block_size));
-  std::vector<std::string> labels;
-  for (auto id : ids) labels.push_back(tokenizer.decode({id}));
-  std::vector<ag::Tensor> weights;  // one [1, H, T, T] per layer
+  PromptAttention out;
+  for (auto id : ids) out.tokens.push_back(tokenizer.decode({id}));
   {
     ag::NoGradGuard no_grad;
     model.eval();
-    model.forward(ag::from_vector(ids, {1, static_cast<std::int64_t>(ids.size())}), nullptr, &weights);
+    model.forward(ag::from_vector(ids, {1, static_cast<std::int64_t>(ids.size())}), nullptr, &out.weights);
     model.train();
   }
+  for (auto& w : out.weights) w = w.to(ag::kFloat64);
+  return out;
+}
+
+std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
+                                              const std::string& prompt, const std::string& out_dir) {
+  PromptAttention a = attention_for_prompt(model, tokenizer, prompt);
   std::vector<std::string> paths;
-  for (std::size_t layer = 0; layer < weights.size(); ++layer) {
-    ag::Tensor w = weights[layer].to(ag::kFloat64);
+  for (std::size_t layer = 0; layer < a.weights.size(); ++layer) {
+    const ag::Tensor& w = a.weights[layer];
     for (std::int64_t head = 0; head < w.size(1); ++head) {
       std::vector<std::vector<double>> grid;
       for (std::int64_t i = 0; i < w.size(2); ++i) {
@@ -42,7 +48,7 @@ std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data
       }
       std::string path =
           (std::filesystem::path(out_dir) / fmt::format("attention_layer{}_head{}.png", layer, head)).string();
-      ag::plot::heatmap_png(path, grid, labels, labels,
+      ag::plot::heatmap_png(path, grid, a.tokens, a.tokens,
                             fmt::format("layer {}, head {}: row = query, column = key", layer, head));
       paths.push_back(path);
     }

@@ -6,6 +6,7 @@
 //
 // `minigpt SUBCOMMAND --help` lists every option.
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 
 #include "minigpt.h"
@@ -133,10 +134,30 @@ int eval_command(int argc, char** argv) {
   return 0;
 }
 
+int explore_command(int argc, char** argv) {
+  std::string checkpoint, prompt, out = "attention.html";
+  po::options_description opts(
+      "minigpt explore: the attention of every layer and head for a prompt, as one self-contained HTML page");
+  opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
+      "prompt", po::value(&prompt)->required(), "the text whose attention to show (at most block_size characters)")(
+      "out", po::value(&out)->default_value(out), "the HTML file to write");
+  po::variables_map vm;
+  int code = 0;
+  if (!parse(argc, argv, opts, vm, code)) return code;
+  minigpt::Loaded m = minigpt::load(checkpoint);
+  minigpt::PromptAttention attention = minigpt::attention_for_prompt(*m.model, m.tokenizer, prompt);
+  ag::io::write_file_atomically(
+      out, minigpt::attention_html(attention, std::filesystem::path(checkpoint).filename().string()));
+  fmt::print("wrote {}: {} layers x {} heads over {} characters; open it in a browser\n", out, attention.weights.size(),
+             attention.weights[0].size(1), attention.tokens.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string usage = "usage: minigpt {train|sample|eval} [options]   (minigpt SUBCOMMAND --help for the options)\n";
+  std::string usage =
+      "usage: minigpt {train|sample|eval|explore} [options]   (minigpt SUBCOMMAND --help for the options)\n";
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::cout << usage;
     return argc < 2 ? 2 : 0;
@@ -146,6 +167,7 @@ int main(int argc, char** argv) {
     if (command == "train") return train_command(argc, argv);
     if (command == "sample") return sample_command(argc, argv);
     if (command == "eval") return eval_command(argc, argv);
+    if (command == "explore") return explore_command(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "minigpt " << command << ": " << e.what() << "\n";
     return 1;

@@ -38,6 +38,19 @@ struct Loaded {
 };
 Loaded load(const std::string& checkpoint_path, ag::DType dtype = ag::kFloat32);
 
+// The model's attention for `prompt` (cut to block_size characters): one label per character and,
+// per layer, the weights [1, H, T, T] in float64.
+struct PromptAttention {
+  std::vector<std::string> tokens;
+  std::vector<ag::Tensor> weights;
+};
+PromptAttention attention_for_prompt(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
+                                     const std::string& prompt);
+
+// One self-contained HTML page (no network, no external files) where pointing at a character
+// shows where it attends in every layer and head (examples/minigpt/explorer.cpp).
+std::string attention_html(const PromptAttention& attention, const std::string& title);
+
 // Writes one attention heat map per layer and head for `prompt` and returns their paths.
 std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,
                                               const std::string& prompt, const std::string& out_dir);
