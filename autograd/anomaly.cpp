@@ -132,12 +132,17 @@ void check_backward(const Node& node, std::size_t input, const Tensor& grad, con
   bool upstream_finite = up.first_nan < 0 && up.first_inf < 0;
   std::string where = node.record_site() ? format_stack(node.record_site()->stack)
                                          : "    (not known: the op was recorded while anomaly mode was off)\n";
+  std::string inputs;  // the op's inputs as recorded: dtype and shape of each
+  for (std::size_t i = 0; i < node.next_edges().size(); ++i) {
+    const Edge& e = node.next_edges()[i];
+    inputs += fmt::format("{}{} {}", i ? ", " : "", dtype_name(e.dtype), shape_str(e.shape));
+  }
   throw AnomalyError(fmt::format(
       "anomaly: {} (backward) returned {} at element {} of the gradient for its input {} ({}); the gradient of its "
-      "output ({}) {}. The op was recorded at:\n{}",
+      "output ({}) {}. Inputs: {}. The op was recorded at:\n{}",
       node.name(), s.first_nan >= 0 ? "NaN" : "an infinity", s.first_nan >= 0 ? s.first_nan : s.first_inf, input,
       describe_tensor(grad), describe_tensor(grad_output),
-      upstream_finite ? "was finite" : "already held a NaN or an infinity", where));
+      upstream_finite ? "was finite" : "already held a NaN or an infinity", inputs, where));
 }
 
 }  // namespace detail

@@ -99,6 +99,12 @@ TEST(Anomaly, BackwardNamesTheOpWhoseBackwardMadeIt) {
                        "(float32 [3]); the gradient of its output (float32 [3]) was finite"))
       << m;
   EXPECT_TRUE(contains(m, "ag::sqrt")) << m;  // the recorded call stack passes through ag::sqrt
+  // The message lists the failing op's inputs as they were recorded (here sqrt's one input).
+  Tensor a = leaf({1, 0}, {2}), b = leaf({2, 3, 4}, {3, 1});
+  Tensor z = (a.sqrt() * b).sum();
+  std::string both = anomaly_message([&] { z.backward(); });
+  EXPECT_TRUE(contains(both, "sqrt (backward)")) << both;
+  EXPECT_TRUE(contains(both, "Inputs: float32 [2].")) << both;
 }
 
 TEST(Anomaly, BackwardOfAGraphRecordedWithoutAnomalyModeStillChecks) {
