@@ -38,20 +38,25 @@ install_missing_packages() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# configure_and_build [DIR [meson setup options]]: the release build by default.
 configure_and_build() {
-  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-    echo "attograd: configuring a release build in $(basename "$BUILD_DIR")/"
-    meson setup "$BUILD_DIR" "$ROOT" --buildtype=release --werror >/dev/null
+  local dir=${1:-$BUILD_DIR}
+  shift || true
+  local options=("$@")
+  [ ${#options[@]} -eq 0 ] && options=(--buildtype=release --werror)
+  if [ ! -f "$dir/build.ninja" ]; then
+    echo "attograd: configuring $(basename "$dir")/ (${options[*]})"
+    meson setup "$dir" "$ROOT" "${options[@]}" >/dev/null
   fi
   local log
   log=$(mktemp)
-  if ! ninja -C "$BUILD_DIR" >"$log" 2>&1; then
+  if ! ninja -C "$dir" >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     echo "attograd: build failed" >&2
     exit 1
   fi
-  grep -q "no work to do" "$log" || echo "attograd: built ($(grep -c '^\[' "$log") steps)"
+  grep -q "no work to do" "$log" || echo "attograd: built $(basename "$dir")/ ($(grep -c '^\[' "$log") steps)"
   rm -f "$log"
 }
 
