@@ -381,12 +381,14 @@ void save_gpt(const std::string& path, const nn::GPT& model, const data::CharTok
   save_safetensors(path, gpt_state_dict(model), gpt_metadata(model.config, tokenizer));
 }
 
-GPTCheckpoint read_gpt_checkpoint(const std::string& path) {
+GPTCheckpoint read_gpt_checkpoint(const std::string& path) { return gpt_checkpoint(load_safetensors(path), path); }
+
+GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
   GPTCheckpoint ckpt;
-  ckpt.file = load_safetensors(path);
+  ckpt.file = std::move(file);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = ckpt.file.metadata.find(key);
-    if (it == ckpt.file.metadata.end()) throw_invalid(path, "metadata has no \"{}\" entry", key);
+    if (it == ckpt.file.metadata.end()) throw_invalid(source, "metadata has no \"{}\" entry", key);
     return it->second;
   };
   try {
@@ -405,11 +407,43 @@ GPTCheckpoint read_gpt_checkpoint(const std::string& path) {
     json::Value vocab = json::parse(meta("vocab"));  // kept alive for the loop below
     for (const json::Value& t : vocab.as_array("vocab")) ckpt.vocab.push_back(t.as_string("vocab entry"));
   } catch (const std::invalid_argument& e) {
-    throw_invalid(path, "bad metadata: {}", e.what());
+    throw_invalid(source, "bad metadata: {}", e.what());
   }
-  if (static_cast<std::int64_t>(ckpt.vocab.size()) != ckpt.config.vocab_size)
-    throw_invalid(path, "metadata lists {} vocabulary tokens but config.vocab_size is {}", ckpt.vocab.size(),
-                  ckpt.config.vocab_size);
+  const nn::GPTConfig& c = ckpt.config;
+  if (c.vocab_size <= 0 || c.block_size <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_embd <= 0 ||
+      c.n_embd % c.n_head != 0)
+    throw_invalid(source,
+                  "config (vocab {}, block {}, layers {}, heads {}, embd {}) needs positive sizes and n_embd "
+                  "divisible by n_head",
+                  c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd);
+  if (static_cast<std::int64_t>(ckpt.vocab.size()) != c.vocab_size)
+    throw_invalid(source, "metadata lists {} vocabulary tokens but config.vocab_size is {}", ckpt.vocab.size(),
+                  c.vocab_size);
+  // The config must describe the tensors in the file before anyone builds a model from it: a
+  // corrupt config could otherwise ask for a model far larger than the file.
+  auto expect_shape = [&](const std::string& name, const Shape& shape) {
+    const Tensor* t = ckpt.file.find(name);
+    if (!t) throw_invalid(source, "tensor '{}' is missing from the checkpoint", name);
+    if (t->shape() != shape)
+      throw_invalid(source, "tensor '{}' has shape {} but the config says {}", name, shape_str(t->shape()),
+                    shape_str(shape));
+  };
+  expect_shape("transformer.wte.weight", {c.vocab_size, c.n_embd});
+  expect_shape("transformer.wpe.weight", {c.block_size, c.n_embd});
+  std::int64_t layers = 0;
+  for (const auto& [name, _] : ckpt.file.tensors) {
+    if (!name.starts_with("transformer.h.")) continue;
+    std::int64_t layer = -1;
+    std::string_view rest = std::string_view(name).substr(14);
+    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), layer);
+    if (ec != std::errc() || end == rest.data() + rest.size() || *end != '.' || layer < 0)
+      throw_invalid(source, "tensor '{}' has no layer number after transformer.h.", name);
+    if (layer >= c.n_layer)
+      throw_invalid(source, "tensor '{}' belongs to layer {} but config.n_layer is {}", name, layer, c.n_layer);
+    layers = std::max(layers, layer + 1);
+  }
+  if (layers != c.n_layer)
+    throw_invalid(source, "the tensors hold {} layers but config.n_layer is {}", layers, c.n_layer);
   return ckpt;
 }
 

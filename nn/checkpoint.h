@@ -60,6 +60,9 @@ struct GPTCheckpoint {
   TensorFile file;
 };
 GPTCheckpoint read_gpt_checkpoint(const std::string& path);
+// The same from a file already read: checks the "config" and "vocab" metadata (`source` names
+// the file in errors). The tensors are checked later, by load_gpt.
+GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source);
 // Copies the checkpoint's tensors into `model`. Every name, shape and dtype is checked first,
 // and the config must match the model's; on any error the model is left exactly as it was.
 void load_gpt(nn::GPT& model, const GPTCheckpoint& checkpoint);

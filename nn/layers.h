@@ -45,6 +45,8 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p, Generator& generator = default_generator());
   Tensor forward(const Tensor& x);
+  // Its generator, whose state a training checkpoint saves so a resumed run draws the same masks.
+  Generator& generator() { return generator_; }
 
   double p;
 

@@ -55,9 +55,11 @@ int train_command(int argc, char** argv) {
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "warm-up steps")(
       "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")(
       "eval-interval", po::value(&o.eval_interval)->default_value(o.eval_interval),
-      "steps between validation and checkpoints")(
-      "eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches), "batches per validation estimate")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "seed for initialisation, batches and sampling")(
+      "steps between validation estimates (each also writes a checkpoint)")(
+      "checkpoint-interval", po::value(&o.checkpoint_interval)->default_value(o.checkpoint_interval),
+      "steps between checkpoints")("eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches),
+                                   "batches per validation estimate")("seed", po::value(&o.seed)->default_value(o.seed),
+                                                                      "seed for initialisation, batches and sampling")(
       "prompt", po::value(&o.prompt), "text for the attention maps (default: a stretch of validation text)")(
       "sample-tokens", po::value(&o.sample_tokens)->default_value(o.sample_tokens), "length of the final sample")(
       "resume", po::bool_switch(&o.resume), "continue from the checkpoint in --out");

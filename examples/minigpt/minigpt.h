@@ -16,6 +16,7 @@ struct TrainOptions {
   double lr = 2e-3, min_lr = 2e-4, weight_decay = 0.1, grad_clip = 1.0;
   std::int64_t warmup = 100;
   std::int64_t eval_interval = 200, eval_batches = 20;
+  std::int64_t checkpoint_interval = 100;  // steps between checkpoints (also written at every evaluation)
   double val_fraction = 0.1;
   std::uint64_t seed = 1337;
   std::string prompt;  // for the attention maps and the sample; empty: a line of validation text

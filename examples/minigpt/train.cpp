@@ -3,9 +3,15 @@
 //   for each step:  lr from the warm-up + cosine schedule
 //                   x, y = a random batch of windows;  loss = cross_entropy(model(x), y)
 //                   zero_grad; backward; clip the gradient norm; AdamW step
-//   every eval_interval steps: mean loss on held-out windows, a checkpoint
+//   every eval_interval steps: mean loss on held-out windows, and a checkpoint
+//   every checkpoint_interval steps, and on SIGINT / SIGTERM: a checkpoint (model, optimizer,
+//   step, schedule and generators in one file, written atomically), from which --resume
+//   continues exactly as if the run had not stopped
+#include <charconv>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "../common/plot.h"
 #include "../common/progress.h"
@@ -34,19 +40,136 @@ double estimate_loss(ag::nn::GPT& model, const ag::data::TextDataset& ds, Split 
   return total / static_cast<double>(o.eval_batches);
 }
 
-std::string state_path(const std::string& model_path) {
-  return model_path.substr(0, model_path.size() - 12) + ".train.safetensors";
+// Every Dropout in `module` with its path, e.g. "blocks.0.mlp.drop".
+void collect_dropouts(ag::nn::Module& module, const std::string& path,
+                      std::vector<std::pair<std::string, ag::nn::Dropout*>>& out) {
+  if (auto* d = dynamic_cast<ag::nn::Dropout*>(&module)) out.emplace_back(path, d);
+  for (const auto& [name, child] : module.named_children())
+    collect_dropouts(*child, path.empty() ? name : path + "." + name, out);
 }
 
-// The optimizer's state, the step and the data generator, beside the model file.
-void save_training_state(const std::string& path, const ag::optim::Optimizer& opt, std::int64_t step,
-                         const ag::Generator& gen) {
-  ag::io::save_safetensors(path, opt.state(), {{"step", std::to_string(step)}, {"generator", gen.state()}});
+// Everything a run needs to continue exactly: the model, the optimizer's state, the step, the
+// schedule and every random generator. One file, written atomically, so a crash leaves either
+// the previous checkpoint or this one, never a model from one step and an optimizer from another.
+struct TrainingState {
+  ag::nn::GPT& model;
+  ag::optim::Optimizer& opt;
+  ag::optim::WarmupCosine& schedule;
+  ag::Generator& data_gen;
+};
+
+std::string schedule_json(const ag::optim::WarmupCosine& s) {
+  return fmt::format(R"({{"warmup": {}, "total": {}, "max_lr": {}, "min_lr": {}}})", s.warmup, s.total, s.max_lr,
+                     s.min_lr);
+}
+
+void save_training_state(const std::string& path, const TrainingState& st, const ag::data::CharTokenizer& tokenizer,
+                         std::int64_t step) {
+  std::vector<ag::nn::NamedTensor> tensors;
+  for (auto& [name, t] : ag::io::gpt_state_dict(st.model)) tensors.emplace_back("model." + name, t);
+  for (auto& [name, t] : st.opt.state()) tensors.emplace_back("optim." + name, t);
+  ag::io::Metadata meta = ag::io::gpt_metadata(st.model.config, tokenizer);
+  meta["format"] = "attograd-gpt-training";
+  meta["step"] = std::to_string(step);
+  meta["schedule"] = schedule_json(st.schedule);
+  meta["generator"] = st.data_gen.state();
+  std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
+  collect_dropouts(st.model, "", dropouts);
+  for (auto& [name, d] : dropouts) meta["generator." + name] = d->generator().state();
+  ag::io::save_safetensors(path, tensors, meta);
+}
+
+// Restores what save_training_state wrote and returns the step. Everything is read and checked
+// before the model or the optimizer changes.
+std::int64_t load_training_state(const std::string& path, const TrainingState& st,
+                                 const ag::data::CharTokenizer& tokenizer) {
+  ag::io::TensorFile file = ag::io::load_safetensors(path);
+  auto meta = [&](const std::string& key) -> const std::string& {
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) throw std::invalid_argument(fmt::format("{}: no \"{}\" in its metadata", path, key));
+    return it->second;
+  };
+  if (meta("format") != "attograd-gpt-training")
+    throw std::invalid_argument(fmt::format("{}: not a training checkpoint (format \"{}\")", path, meta("format")));
+  ag::io::TensorFile model_part, optim_part;
+  model_part.metadata = file.metadata;
+  for (auto& [name, t] : file.tensors) {
+    if (name.starts_with("model."))
+      model_part.tensors.emplace_back(name.substr(6), t);
+    else if (name.starts_with("optim."))
+      optim_part.tensors.emplace_back(name.substr(6), t);
+    else
+      throw std::invalid_argument(fmt::format("{}: unexpected tensor '{}'", path, name));
+  }
+  ag::io::GPTCheckpoint ckpt = ag::io::gpt_checkpoint(std::move(model_part), path);
+  if (ckpt.vocab != tokenizer.tokens())
+    throw std::invalid_argument(fmt::format("{} was trained on another vocabulary; resume with the same corpus", path));
+  std::int64_t step = 0;
+  const std::string& step_text = meta("step");
+  auto [end, ec] = std::from_chars(step_text.data(), step_text.data() + step_text.size(), step);
+  if (ec != std::errc() || end != step_text.data() + step_text.size() || step < 0)
+    throw std::invalid_argument(fmt::format("{}: step \"{}\" is not a non-negative integer", path, step_text));
+  std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
+  collect_dropouts(st.model, "", dropouts);
+  // Generators: parsed into copies first, so a bad state changes nothing.
+  ag::Generator data_gen = st.data_gen;
+  data_gen.set_state(meta("generator"));
+  std::vector<ag::Generator> dropout_gens;
+  for (auto& [name, d] : dropouts) {
+    dropout_gens.push_back(d->generator());
+    dropout_gens.back().set_state(meta("generator." + name));
+  }
+  if (meta("schedule") != schedule_json(st.schedule))
+    fmt::print("note: the learning-rate schedule was {}, it is now {}\n", meta("schedule"), schedule_json(st.schedule));
+
+  ag::io::load_gpt(st.model, ckpt);  // checks every tensor, then commits
+  st.opt.load_state(optim_part.tensors);
+  st.data_gen = data_gen;
+  for (std::size_t i = 0; i < dropouts.size(); ++i) dropouts[i].second->generator() = dropout_gens[i];
+  return step;
+}
+
+// The per-step log, one line per step: step, training loss (every digit, so two runs can be
+// compared exactly), learning rate, and the validation loss on the steps that have one.
+struct LossLog {
+  std::vector<double> steps, losses, val_steps, val_losses;
+};
+
+// Keeps the lines of `path` up to step `upto` (a resumed run continues from there) and returns them.
+LossLog truncate_log(const std::string& path, std::int64_t upto) {
+  LossLog log;
+  std::string kept = "step,loss,lr,val_loss\n";
+  if (upto > 0 && std::filesystem::exists(path)) {
+    std::istringstream in(ag::io::read_file(path));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::int64_t step = 0;
+      double loss = 0, lr = 0, val = 0;
+      char rest[64] = {};
+      if (std::sscanf(line.c_str(), "%ld,%lf,%lf,%63s", &step, &loss, &lr, rest) < 3 || step > upto) break;
+      kept += line + "\n";
+      log.steps.push_back(static_cast<double>(step));
+      log.losses.push_back(loss);
+      if (rest[0] && std::sscanf(rest, "%lf", &val) == 1) {
+        log.val_steps.push_back(static_cast<double>(step));
+        log.val_losses.push_back(val);
+      }
+    }
+  }
+  ag::io::write_file_atomically(path, kept);
+  return log;
 }
 
 }  // namespace
 
 int train(const TrainOptions& o) {
+  for (auto [name, value] : {std::pair{"--steps", o.steps},
+                             {"--batch", o.batch},
+                             {"--eval-interval", o.eval_interval},
+                             {"--eval-batches", o.eval_batches},
+                             {"--checkpoint-interval", o.checkpoint_interval}})
+    if (value <= 0) throw std::invalid_argument(fmt::format("{} must be positive, got {}", name, value));
   std::vector<std::string> files = o.corpus.empty() ? default_corpus() : o.corpus;
   std::string text = read_corpus(files);
   auto tokenizer = ag::data::CharTokenizer::from_text(text);
@@ -60,19 +183,18 @@ int train(const TrainOptions& o) {
   ag::nn::GPT model(config, init_gen);
   ag::optim::AdamW opt(ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99});
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
+  std::string state_path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
+  TrainingState state{model, opt, schedule, data_gen};
   std::int64_t start = 0;
   if (o.resume) {
-    ag::io::GPTCheckpoint saved = ag::io::read_gpt_checkpoint(model_path);
-    if (saved.vocab != tokenizer.tokens())
-      throw std::invalid_argument(
-          fmt::format("{} was trained on another vocabulary; resume with the same corpus", model_path));
-    ag::io::load_gpt(model, saved);
-    ag::io::TensorFile state = ag::io::load_safetensors(state_path(model_path));
-    opt.load_state(state.tensors);
-    start = std::stoll(state.metadata.at("step"));
-    data_gen.set_state(state.metadata.at("generator"));
-    fmt::print("resuming from step {} of {}\n", start, model_path);
+    start = load_training_state(state_path, state, tokenizer);
+    fmt::print("resuming from step {} of {}\n", start, state_path);
   }
+  std::string log_path = (std::filesystem::path(o.out_dir) / "train_log.csv").string();
+  LossLog history = truncate_log(log_path, start);
+  std::FILE* log = std::fopen(log_path.c_str(), "a");
+  if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending", log_path));
+  std::setvbuf(log, nullptr, _IOLBF, 0);  // a line per step, on disk as soon as it is written
 
   fmt::print("corpus: {} files, {:.2f} M characters, vocabulary of {} characters\n", files.size(),
              static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6, tokenizer.size());
@@ -84,13 +206,14 @@ int train(const TrainOptions& o) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   ag::examples::ProgressBar bar(o.steps - start);
-  std::vector<double> train_steps, train_losses, eval_steps, val_losses;
   double smoothed = 0;
   std::int64_t step = start;
-  // `done`: how many steps are complete; a resumed run starts there.
+  // `done`: how many steps are complete; a resumed run starts there. The training state goes
+  // first: it alone is what --resume reads; the model file beside it is for sample and eval.
   auto checkpoint = [&](std::int64_t done) {
+    std::fflush(log);
+    save_training_state(state_path, state, tokenizer, done);
     ag::io::save_gpt(model_path, model, tokenizer);
-    save_training_state(state_path(model_path), opt, done, data_gen);
   };
   for (; step < o.steps && !g_stop; ++step) {
     opt.set_lr(schedule.lr_at(step));
@@ -103,15 +226,19 @@ int train(const TrainOptions& o) {
 
     double l = loss.item();
     smoothed = step == start ? l : 0.95 * smoothed + 0.05 * l;
-    train_steps.push_back(static_cast<double>(step + 1));
-    train_losses.push_back(l);
+    history.steps.push_back(static_cast<double>(step + 1));
+    history.losses.push_back(l);
     bar.update(step + 1 - start, (step + 1 - start) * o.batch * config.block_size,
                fmt::format("loss {:.4f}", smoothed));
-    if ((step + 1) % o.eval_interval == 0 || step + 1 == o.steps) {
-      double val = estimate_loss(model, ds, Split::Validation, o, data_gen);
-      eval_steps.push_back(static_cast<double>(step + 1));
-      val_losses.push_back(val);
-      checkpoint(step + 1);
+    bool evaluate = (step + 1) % o.eval_interval == 0 || step + 1 == o.steps;
+    double val = evaluate ? estimate_loss(model, ds, Split::Validation, o, data_gen) : 0;
+    fmt::print(log, "{},{},{},{}\n", step + 1, l, opt.lr(), evaluate ? fmt::format("{}", val) : "");
+    if (evaluate) {
+      history.val_steps.push_back(static_cast<double>(step + 1));
+      history.val_losses.push_back(val);
+    }
+    if (evaluate || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
+    if (evaluate) {
       bar.print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}  (saved {})", step + 1,
                                  smoothed, val, model_path));
     }
@@ -121,16 +248,19 @@ int train(const TrainOptions& o) {
   std::signal(SIGTERM, SIG_DFL);
   if (g_stop) {
     checkpoint(step);
+    std::fclose(log);
     fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
     return 130;
   }
+  std::fclose(log);
   fmt::print("trained {} steps in {}\n", step - start, ag::examples::format_duration(bar.elapsed_seconds()));
 
   std::string loss_png = (std::filesystem::path(o.out_dir) / "loss.png").string();
-  if (!train_losses.empty()) {
-    ag::plot::line_plot_png(loss_png,
-                            {{"train (per step)", train_steps, train_losses}, {"validation", eval_steps, val_losses}},
-                            "Mini-GPT training", "step", "cross-entropy (nats per character)");
+  if (!history.losses.empty()) {
+    ag::plot::line_plot_png(
+        loss_png,
+        {{"train (per step)", history.steps, history.losses}, {"validation", history.val_steps, history.val_losses}},
+        "Mini-GPT training", "step", "cross-entropy (nats per character)");
     fmt::print("wrote {}\n", loss_png);
   }
   // A prompt from held-out text: the first 32 characters of a random validation window.
@@ -150,7 +280,7 @@ int train(const TrainOptions& o) {
   auto ids = ag::nn::generate(model, tokenizer.encode("\n"),
                               {.max_new_tokens = o.sample_tokens, .temperature = 0.8, .top_k = 20}, sample_gen);
   fmt::print("\nsample (temperature 0.8, top-k 20):\n{}\n", tokenizer.decode(ids));
-  if (!val_losses.empty()) fmt::print("\nfinal validation loss: {:.4f}\n", val_losses.back());
+  if (!history.val_losses.empty()) fmt::print("\nfinal validation loss: {:.4f}\n", history.val_losses.back());
   fmt::print("checkpoint: {}\n", model_path);
   return 0;
 }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Durability of `minigpt train`: a run stopped by SIGINT, by SIGTERM or killed outright, then
+# resumed with --resume, logs exactly the same loss at every step as a run that never stopped.
+# One thread, so the arithmetic is the same from run to run.
+# Usage: resume_test.sh MINIGPT
+set -euo pipefail
+minigpt=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export AG_NUM_THREADS=1
+
+for i in $(seq 1 60); do printf 'the cat sat on the mat; a dog lay on the log.\n'; done > "$dir/corpus.txt"
+steps=400
+# Dropout on, so the dropout generators' state has to survive the restart as well.
+train=("$minigpt" train --corpus "$dir/corpus.txt" --steps $steps --eval-interval 100 --eval-batches 2
+  --checkpoint-interval 30 --batch 8 --block 16 --layers 2 --heads 2 --embd 32 --dropout 0.1 --sample-tokens 10)
+"${train[@]}" --out "$dir/straight" > "$dir/straight.log"
+
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+
+# Starts a run in the background and stops it with `signal` once its log has passed `after`
+# steps; checks it stopped before the end.
+interrupt() {
+  local out=$1 signal=$2 after=$3
+  shift 3
+  "${train[@]}" --out "$out" "$@" > "$out.log" 2>&1 &
+  local pid=$!
+  while kill -0 $pid 2>/dev/null && [ "$(lines "$out/train_log.csv")" -le "$after" ]; do
+    sleep 0.01
+  done
+  kill "-$signal" $pid 2>/dev/null || true
+  local code=0
+  wait $pid || code=$?
+  local done_steps=$(($(lines "$out/train_log.csv") - 1))
+  if [ "$done_steps" -ge $steps ]; then
+    echo "the run finished before $signal reached it; make the run longer"
+    exit 1
+  fi
+  echo "$signal after step $done_steps: exit code $code"
+  case $signal in
+    INT | TERM)
+      [ $code -eq 130 ] || { echo "expected exit code 130 after SIG$signal"; cat "$out.log"; exit 1; }
+      grep -q "interrupted at step $done_steps: saved" "$out.log" ||
+        { echo "no 'interrupted at step $done_steps' line"; cat "$out.log"; exit 1; }
+      ;;
+    KILL) [ $code -eq 137 ] || { echo "expected exit code 137 after SIGKILL"; exit 1; } ;;
+  esac
+}
+
+# Ctrl-C, then SIGTERM on the resumed run, then resume to the end.
+interrupt "$dir/stopped" INT 60
+interrupt "$dir/stopped" TERM 170 --resume
+"${train[@]}" --out "$dir/stopped" --resume > "$dir/stopped-final.log"
+# Killed outright after a few checkpoints: the resumed run starts from the last one and the log
+# loses the steps after it.
+interrupt "$dir/killed" KILL 130
+[ ! -e "$dir/killed/minigpt.train.safetensors.tmp" ] || [ -s "$dir/killed/minigpt.train.safetensors" ]
+"${train[@]}" --out "$dir/killed" --resume > "$dir/killed-final.log"
+grep -q "resuming from step [1-9]" "$dir/killed-final.log" || { echo "the killed run did not resume"; exit 1; }
+
+for run in stopped killed; do
+  if ! cmp -s "$dir/straight/train_log.csv" "$dir/$run/train_log.csv"; then
+    echo "the $run run's losses differ from the uninterrupted run's:"
+    diff "$dir/straight/train_log.csv" "$dir/$run/train_log.csv" | head -n 10
+    exit 1
+  fi
+done
+[ "$(wc -l < "$dir/straight/train_log.csv")" -eq $((steps + 1)) ] || { echo "the log does not have $steps steps"; exit 1; }
+echo "resume: all $steps losses bit-identical after SIGINT, SIGTERM and SIGKILL"
