@@ -149,7 +149,8 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
   std::vector<std::pair<std::string, Tensor>> unordered;
   for (const auto& [name, entry] : header.as_object("header")) {
     if (name == "__metadata__") {
-      for (const auto& [k, v] : entry.as_object("__metadata__")) file.metadata[k] = v.as_string("__metadata__ value");
+      for (const auto& [k, v] : entry.as_object(fmt::format("{}: __metadata__", source)))
+        file.metadata[k] = v.as_string(fmt::format("{}: __metadata__ value '{}'", source, k));
       continue;
     }
     std::string what = fmt::format("{}: tensor '{}'", source, name);
@@ -272,7 +273,8 @@ Tensor parse_npy(std::string_view bytes, std::string_view source) {
     auto at = dict.find(fmt::format("'{}':", key));
     if (at == std::string_view::npos) throw_invalid(source, "header has no '{}' entry", key);
     std::string_view rest = dict.substr(at + key.size() + 3);
-    return rest.substr(rest.find_first_not_of(' '));
+    std::size_t value = rest.find_first_not_of(' ');
+    return value == std::string_view::npos ? std::string_view() : rest.substr(value);
   };
   std::string_view descr = field("descr");
   DType dtype;
@@ -301,11 +303,22 @@ Tensor parse_npy(std::string_view bytes, std::string_view source) {
     shape.push_back(v);
     i = static_cast<std::size_t>(end - shape_text.data());
   }
-  Tensor t = empty(shape, dtype);  // throws on an overflowing shape
+  // The byte count is checked against the file before anything is allocated.
+  std::int64_t numel = 0;
+  try {
+    numel = shape_numel(shape, "shape");
+  } catch (const std::invalid_argument&) {
+    throw_invalid(source, "shape {} has an element count that overflows", shape_str(shape));
+  }
   std::string_view data = bytes.substr(start + header_len);
-  if (data.size() != nbytes(t))
-    throw_invalid(source, "shape {} of {} needs {} bytes of data, the file has {}", shape_str(shape), dtype_name(dtype),
-                  nbytes(t), data.size());
+  auto size = static_cast<std::uint64_t>(dtype_size(dtype));
+  if (static_cast<std::uint64_t>(numel) > data.size() / size || static_cast<std::uint64_t>(numel) * size != data.size())
+    throw_invalid(source, "shape {} of {} needs {} elements of {} bytes, the file has {} bytes of data",
+                  shape_str(shape), dtype_name(dtype), numel, size, data.size());
+  if (dtype == kBool)
+    for (char c : data)
+      if (c != 0 && c != 1) throw_invalid(source, "a bool byte is neither 0 nor 1");
+  Tensor t = empty(shape, dtype);
   if (!data.empty()) std::memcpy(t.raw_data(), data.data(), data.size());
   return t;
 }

@@ -223,12 +223,23 @@ class Parser {
   std::string string() {
     ++pos_;  // opening quote
     std::string out;
+    bool non_ascii = false;
     while (true) {
       if (pos_ >= s_.size()) fail("unterminated string");
       char c = s_[pos_++];
-      if (c == '"') return out;
+      if (c == '"') {
+        if (non_ascii) {  // JSON text is UTF-8 (RFC 8259); a string must be too
+          try {
+            data::decode_utf8(out);
+          } catch (const std::invalid_argument&) {
+            fail("string is not valid UTF-8");
+          }
+        }
+        return out;
+      }
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
       if (c != '\\') {
+        non_ascii |= static_cast<unsigned char>(c) >= 0x80;
         out += c;
         continue;
       }

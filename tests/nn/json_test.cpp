@@ -45,6 +45,10 @@ TEST(Json, ErrorsNameTheOffset) {
                                                  "unexpected text after the value at byte offset 1"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { json::parse("\"\\ud800\""); }, "unpaired surrogate"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { json::parse("\"a\nb\""); }, "control character in a string"));
+  // JSON text is UTF-8: a string with a stray continuation byte or an overlong form is not JSON.
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { json::parse("\"a\x80\""); }, "string is not valid UTF-8"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { json::parse("\"\xc0\xaf\""); }, "string is not valid UTF-8"));
+  EXPECT_EQ(json::parse("\"\xe6\xb3\xa8\"").as_string("s"), "\xe6\xb3\xa8");  // U+6CE8, three bytes
   EXPECT_TRUE(
       throws_with<std::invalid_argument>([] { json::parse(std::string(100, '[')); }, "nesting deeper than 64 levels"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { json::parse("{}").as_array("header"); },
