@@ -443,7 +443,7 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
   };
   expect_shape("transformer.wte.weight", {c.vocab_size, c.n_embd});
   expect_shape("transformer.wpe.weight", {c.block_size, c.n_embd});
-  std::int64_t layers = 0;
+  std::set<std::int64_t> layers;  // every layer from 0 to n_layer - 1 must hold a tensor
   for (const auto& [name, _] : ckpt.file.tensors) {
     if (!name.starts_with("transformer.h.")) continue;
     std::int64_t layer = -1;
@@ -453,10 +453,10 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
       throw_invalid(source, "tensor '{}' has no layer number after transformer.h.", name);
     if (layer >= c.n_layer)
       throw_invalid(source, "tensor '{}' belongs to layer {} but config.n_layer is {}", name, layer, c.n_layer);
-    layers = std::max(layers, layer + 1);
+    layers.insert(layer);
   }
-  if (layers != c.n_layer)
-    throw_invalid(source, "the tensors hold {} layers but config.n_layer is {}", layers, c.n_layer);
+  if (static_cast<std::int64_t>(layers.size()) != c.n_layer)
+    throw_invalid(source, "the tensors hold {} layers but config.n_layer is {}", layers.size(), c.n_layer);
   return ckpt;
 }
 

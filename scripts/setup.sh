@@ -12,6 +12,7 @@ PACKAGES=(
   libopenblas-dev libfmt-dev libboost-program-options-dev libgtest-dev libbenchmark-dev
   libpng-dev unifont                # pictures: PNG files, and a font for their labels
   fortunes fortunes-zh              # text corpora for the Mini-GPT (English and Chinese)
+  clang libclang-rt-14-dev          # scripts/fuzz: clang and its libFuzzer and sanitizer runtimes
 )
 
 as_root() {

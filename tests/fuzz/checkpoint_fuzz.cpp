@@ -1,0 +1,48 @@
+// libFuzzer target: a GPT checkpoint as `minigpt sample` reads one. The bytes are parsed as
+// safetensors, the metadata's config and vocabulary are checked against the tensors, a model is
+// built from that config, and the tensors are loaded into it; a "generator" metadata entry is
+// read as a random generator's state, as `minigpt train --resume` does. Every failure must be a
+// std::invalid_argument, and a failed load must leave the model as it was.
+#include <attograd/attograd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace {
+
+std::vector<std::string> snapshot(const ag::nn::GPT& model) {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : model.named_parameters())
+    out.emplace_back(static_cast<const char*>(p.raw_data()),
+                     static_cast<std::size_t>(p.numel()) * ag::dtype_size(p.dtype()));
+  return out;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  ag::io::GPTCheckpoint ckpt;
+  try {
+    ag::io::TensorFile file = ag::io::parse_safetensors(bytes, "fuzz");
+    if (auto it = file.metadata.find("generator"); it != file.metadata.end()) {
+      ag::Generator gen(0);
+      gen.set_state(it->second);
+    }
+    ckpt = ag::io::gpt_checkpoint(std::move(file), "fuzz");
+  } catch (const std::invalid_argument&) {
+    return 0;
+  }
+  // The config now matches the embedding tables in the file, so the model is no larger than
+  // about 12 n_layer n_embd^2 parameters, with n_embd and n_layer bounded by the file's tensors.
+  ag::nn::GPT model(ckpt.config);
+  std::vector<std::string> before = snapshot(model);
+  try {
+    ag::io::load_gpt(model, ckpt);
+  } catch (const std::invalid_argument&) {
+    if (snapshot(model) != before) std::abort();  // a partial load
+  }
+  return 0;
+}
