@@ -311,10 +311,11 @@ Tensor parse_npy(std::string_view bytes, std::string_view source) {
     throw_invalid(source, "shape {} has an element count that overflows", shape_str(shape));
   }
   std::string_view data = bytes.substr(start + header_len);
-  auto size = static_cast<std::uint64_t>(dtype_size(dtype));
-  if (static_cast<std::uint64_t>(numel) > data.size() / size || static_cast<std::uint64_t>(numel) * size != data.size())
-    throw_invalid(source, "shape {} of {} needs {} elements of {} bytes, the file has {} bytes of data",
-                  shape_str(shape), dtype_name(dtype), numel, size, data.size());
+  auto n = static_cast<std::uint64_t>(numel), size = static_cast<std::uint64_t>(dtype_size(dtype));
+  bool fits = n <= std::numeric_limits<std::uint64_t>::max() / size;
+  if (!fits || n * size != data.size())
+    throw_invalid(source, "shape {} of {} needs {} bytes of data, the file has {}", shape_str(shape), dtype_name(dtype),
+                  fits ? fmt::format("{}", n * size) : fmt::format("{} x {}", n, size), data.size());
   if (dtype == kBool)
     for (char c : data)
       if (c != 0 && c != 1) throw_invalid(source, "a bool byte is neither 0 nor 1");

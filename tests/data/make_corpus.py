@@ -243,9 +243,9 @@ def bad():
     add("npy_shape_overflow.npy", "npy", npy("<f4", (1 << 40, 1 << 40), f32(1, 2)),
         "has an element count that overflows")
     add("npy_shape_huge.npy", "npy", npy("<f8", (1 << 30, 1 << 30), f32(1, 2)),
-        "needs 1152921504606846976 elements of 8 bytes, the file has 8 bytes of data")
-    add("npy_data_short.npy", "npy", npy("<f4", (3,), f32(1, 2)), "needs 3 elements of 4 bytes, the file has 8")
-    add("npy_data_long.npy", "npy", npy("<f4", (1,), f32(1, 2)), "needs 1 elements of 4 bytes, the file has 8")
+        "needs 9223372036854775808 bytes of data, the file has 8")
+    add("npy_data_short.npy", "npy", npy("<f4", (3,), f32(1, 2)), "needs 12 bytes of data, the file has 8")
+    add("npy_data_long.npy", "npy", npy("<f4", (1,), f32(1, 2)), "needs 4 bytes of data, the file has 8")
     add("npy_bool_byte_2.npy", "npy", npy("|b1", (2,), bytes([0, 2])), "a bool byte is neither 0 nor 1")
     add("npy_empty_values.npy", "npy", npy(None, None, b"",
                                            raw_header="{'descr':      "), "is not supported")
