@@ -273,6 +273,10 @@ Tensor arange(double start, double end, double step, DType dtype) {
     throw_invalid("arange", "needs finite start, end and a non-zero step, got start={} end={} step={}", start, end,
                   step);
   double count = std::ceil((end - start) / step);
+  // Converting a count past int64's range is undefined behaviour, so it is rejected first.
+  if (count >= 0x1p63)
+    throw_invalid("arange", "start={} end={} step={} gives {} elements, more than int64 can count", start, end, step,
+                  count);
   auto n = static_cast<std::int64_t>(std::max(0.0, count));
   Tensor t = empty({n}, dtype);
   dispatch_all(dtype, [&](auto tag) {

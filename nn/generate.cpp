@@ -40,6 +40,8 @@ std::int64_t sample_token(const Tensor& logits, double temperature, std::int64_t
 std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> ids, const SamplingOptions& options,
                                    Generator& generator) {
   if (ids.empty()) throw_invalid("generate", "the prompt must hold at least one token");
+  if (options.max_new_tokens < 0)
+    throw_invalid("generate", "max_new_tokens must be non-negative, got {}", options.max_new_tokens);
   NoGradGuard no_grad;
   bool was_training = model.is_training();
   model.eval();

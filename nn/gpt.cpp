@@ -43,6 +43,11 @@ Tensor GPT::forward(const Tensor& ids, std::vector<KVCache>* cache, std::vector<
   if (!ids.defined() || ids.dim() != 2)
     throw_invalid("GPT", "ids must be int64 [B, T], got {}", ids.defined() ? shape_str(ids.shape()) : "undefined");
   std::int64_t t = ids.size(1);
+  if (ids.size(0) == 0 || t == 0)
+    throw_invalid("GPT", "ids of shape {} hold no tokens: the batch and the sequence must not be empty",
+                  shape_str(ids.shape()));
+  if (cache && !cache->empty() && cache->size() != blocks->size())
+    throw_invalid("GPT", "cache size {} does not match the model's {} layers", cache->size(), blocks->size());
   if (cache && cache->empty()) cache->resize(blocks->size());
   std::int64_t past = cache ? (*cache)[0].length() : 0;
   if (past + t > config.block_size)

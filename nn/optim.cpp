@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <unordered_map>
 
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
@@ -16,13 +17,31 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params, double weight_deca
 }
 }  // namespace
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(lr) {
-  if (!(lr >= 0)) throw_invalid("optimizer", "learning rate must be non-negative, got {}", lr);
-  for (const auto& g : groups_)
-    for (const Tensor& p : g.params)
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)) {
+  set_lr(lr);
+  // A parameter listed twice would be updated twice per step.
+  std::unordered_map<const TensorImpl*, std::size_t> index_of;
+  std::size_t index = 0;
+  for (std::size_t group = 0; group < groups_.size(); ++group) {
+    const ParamGroup& g = groups_[group];
+    if (!(g.weight_decay >= 0))
+      throw_invalid("optimizer", "weight decay must be non-negative, got {} (group {})", g.weight_decay, group);
+    for (const Tensor& p : g.params) {
       if (!p.defined() || !p.requires_grad() || !p.is_leaf())
         throw_invalid("optimizer", "every parameter must be a leaf tensor that requires grad");
+      auto [it, first] = index_of.try_emplace(p.impl().get(), index);
+      if (!first)
+        throw_invalid("optimizer", "parameter {} (shape {}) is parameter {} again; list each parameter once", index,
+                      shape_str(p.shape()), it->second);
+      ++index;
+    }
+  }
   slots_.resize(parameter_count());
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0)) throw_invalid("optimizer", "learning rate must be non-negative, got {}", lr);
+  lr_ = lr;
 }
 
 std::size_t Optimizer::parameter_count() const {
@@ -100,6 +119,7 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params), o.weight_decay), o) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr), options(o) {
+  if (!(o.momentum >= 0)) throw_invalid("SGD", "momentum must be non-negative, got {}", o.momentum);
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw_invalid("SGD", "nesterov momentum needs momentum > 0 and dampening 0");
   slot_names_ = {"momentum_buffer"};
@@ -204,6 +224,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
 }
 
 double WarmupCosine::lr_at(std::int64_t step) const {
+  if (step < 0) throw_invalid("WarmupCosine", "step must be non-negative, got {}", step);  // else a negative lr
   if (step < warmup) return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
   if (step >= total) return min_lr;
   double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<std::int64_t>(total - warmup, 1));

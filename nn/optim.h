@@ -35,7 +35,7 @@ class Optimizer {
   virtual void step() = 0;
   void zero_grad();  // forgets every parameter's gradient
   double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }
+  void set_lr(double lr);  // lr >= 0, as in the constructor
   std::int64_t steps_taken() const { return steps_; }
 
   // The optimizer's state as named tensors ("step", "0.exp_avg", ...), for checkpoints, and

@@ -65,6 +65,8 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, do
   if (head_dim <= 0 || head_dim % 2 != 0)
     throw_invalid("RotaryEmbedding", "head_dim must be positive and even (channels rotate in pairs), got {}", head_dim);
   if (max_len <= 0) throw_invalid("RotaryEmbedding", "max_len must be positive, got {}", max_len);
+  if (!(base > 0) || !std::isfinite(base))  // base^(-2i/d) would be inf or NaN, and so every angle
+    throw_invalid("RotaryEmbedding", "base must be positive and finite, got {}", base);
   std::int64_t half = head_dim / 2;
   Tensor c = empty({max_len, half}, kFloat64), s = empty({max_len, half}, kFloat64);
   for (std::int64_t t = 0; t < max_len; ++t)

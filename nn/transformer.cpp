@@ -73,6 +73,9 @@ Tensor TransformerDecoderBlock::forward(const Tensor& x, const Tensor& memory, c
 }
 
 Transformer::Transformer(const TransformerConfig& c, Generator& generator) : config(c) {
+  if (c.n_encoder_layers < 0 || c.n_decoder_layers < 0)
+    throw_invalid("Transformer", "layer counts must be non-negative, got {} encoder and {} decoder layers",
+                  c.n_encoder_layers, c.n_decoder_layers);
   BlockOptions o{.d_model = c.d_model,
                  .n_heads = c.n_heads,
                  .d_ff = c.d_ff,

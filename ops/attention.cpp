@@ -56,6 +56,10 @@ Dims check_qkv(std::string_view op, const Tensor& q, const Tensor& k, const Tens
   if (v.size(2) != n.tk)
     throw_invalid(op, "key length {} and value length {} differ: k {} and v {}", n.tk, v.size(2), shape_str(k.shape()),
                   shape_str(v.shape()));
+  // An empty batch is rejected rather than answered with an empty (or, for Tk = 0, zero) output.
+  if (n.b == 0 || n.h == 0 || n.tq == 0 || n.tk == 0)
+    throw_invalid(op, "q, k and v need at least one batch entry, head, query and key, got shapes {}, {} and {}",
+                  shape_str(q.shape()), shape_str(k.shape()), shape_str(v.shape()));
   return n;
 }
 
@@ -88,7 +92,8 @@ Tensor combined_mask(std::string_view op, const Tensor& attn_mask, bool causal, 
   return logical_and(mask, ag::full({n.b, n.h, n.tq, n.tk}, 1.0, kBool));  // expanded to [B, H, Tq, Tk]
 }
 
-double default_scale(std::optional<double> scale, std::int64_t d) {
+double default_scale(std::string_view op, std::optional<double> scale, std::int64_t d) {
+  if (scale && !std::isfinite(*scale)) throw_invalid(op, "scale must be finite, got {}", *scale);  // else NaN weights
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
 }
 
@@ -326,7 +331,7 @@ AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k
                                 bool heads_are_last, const Tensor& attn_mask, bool causal, bool need_weights,
                                 std::optional<double> scale) {
   MaskReader mask = mask_reader(op, attn_mask, causal, n);
-  double s = default_scale(scale, n.d);
+  double s = default_scale(op, scale, n.d);
   for (std::int64_t size : {n.tq, n.tk, n.d, n.dv}) as_int(size);  // BLAS indexes with int
   auto view = heads_are_last ? heads_last : heads_first;
   Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
@@ -393,7 +398,7 @@ AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tens
   const char* op = "attention_reference";
   Dims n = check_qkv(op, q, k, v);
   Tensor mask = combined_mask(op, attn_mask, causal, n);
-  Tensor scores = q.matmul(k.transpose(-2, -1)) * default_scale(scale, n.d);  // [B, H, Tq, Tk]
+  Tensor scores = q.matmul(k.transpose(-2, -1)) * default_scale(op, scale, n.d);  // [B, H, Tq, Tk]
   if (mask.defined()) scores = masked_fill(scores, logical_not(mask), -std::numeric_limits<double>::infinity());
   Tensor weights = softmax(scores, -1);  // a fully masked row gives zeros (ops/softmax.h)
   return {weights.matmul(v), weights};

@@ -61,6 +61,7 @@ Tensor causal_mask(std::int64_t tq, std::int64_t tk) {
 }
 
 Tensor key_padding_mask(const std::vector<std::int64_t>& lengths, std::int64_t t) {
+  if (t < 0) throw_invalid("key_padding_mask", "T must be non-negative, got {}", t);
   auto b = static_cast<std::int64_t>(lengths.size());
   Tensor mask = empty({b, 1, 1, t}, kBool);
   bool* p = mask.data_ptr<bool>();
