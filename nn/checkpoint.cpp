@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -60,6 +61,14 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
     int err = errno;
     ::unlink(tmp.c_str());
     throw std::runtime_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err)));
+  }
+  // The new name is an entry in the directory: flush the directory too, so that after a power
+  // cut the name points at the new file. (Best effort: the file is already complete either way.)
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
 }
 

@@ -40,7 +40,7 @@ void save_npy(const std::string& path, const Tensor& t);
 Tensor load_npy(const std::string& path);
 Tensor parse_npy(std::string_view bytes, std::string_view source = "npy");
 
-// Writes `bytes` to `path` atomically (temporary file, fsync, rename).
+// Writes `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
 void write_file_atomically(const std::string& path, std::string_view bytes);
 std::string read_file(const std::string& path);
 
