@@ -66,4 +66,35 @@ for run in stopped killed; do
   fi
 done
 [ "$(wc -l < "$dir/straight/train_log.csv")" -eq $((steps + 1)) ] || { echo "the log does not have $steps steps"; exit 1; }
-echo "resume: all $steps losses bit-identical after SIGINT, SIGTERM and SIGKILL"
+
+# A resume that cannot work says why, exits non-zero and leaves the checkpoint as it was: a model
+# file in place of the training state, and a training state whose step is not a number.
+expect_refusal() {
+  local what=$1 message=$2
+  local before
+  before=$(md5sum < "$dir/straight/minigpt.train.safetensors")
+  if "${train[@]}" --out "$dir/straight" --resume > /dev/null 2> "$dir/err"; then
+    echo "resume accepted $what"
+    exit 1
+  fi
+  grep -qF "$message" "$dir/err" || { echo "unclear error for $what: $(cat "$dir/err")"; exit 1; }
+  [ "$(md5sum < "$dir/straight/minigpt.train.safetensors")" = "$before" ] || { echo "$what was changed"; exit 1; }
+}
+cp "$dir/straight/minigpt.train.safetensors" "$dir/state.bak"
+cp "$dir/straight/minigpt.safetensors" "$dir/straight/minigpt.train.safetensors"
+expect_refusal "a model file" 'not a training checkpoint (format "attograd-gpt")'
+# The step's digits replaced by letters of the same length, so the header stays well-formed.
+/usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+old = b'"step":"400"'
+assert old in data, "no step entry in the header"
+open(sys.argv[2], "wb").write(data.replace(old, b'"step":"4x0"', 1))
+PY
+expect_refusal "a bad step" 'step "4x0" is not a non-negative integer'
+if "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/other" --checkpoint-interval 0 > /dev/null 2> "$dir/err"; then
+  echo "--checkpoint-interval 0 accepted"
+  exit 1
+fi
+grep -q -- "--checkpoint-interval must be positive, got 0" "$dir/err" || { echo "unclear error: $(cat "$dir/err")"; exit 1; }
+echo "resume: all $steps losses bit-identical after SIGINT, SIGTERM and SIGKILL; bad states refused"
