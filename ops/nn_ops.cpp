@@ -10,6 +10,7 @@
 #include "../autograd/parallel.h"
 #include "binary.h"
 #include "blas.h"
+#include "fast_math.h"
 #include "reduce.h"
 
 namespace ag {
@@ -157,6 +158,97 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 //   dx = rstd (g - mean(g) - xhat mean(g xhat))
 //   dw = sum over rows of dy xhat,   db = sum over rows of dy
 // Saved: x, and per row mu and rstd (xhat is recomputed from them, not stored).
+namespace {
+
+// sum of term(j) for j in [0, n), in double. One running sum would be a chain of dependent
+// additions (about 4 cycles each) that the compiler may not reorder; kLanes interleaved partial
+// sums vectorise. They are added in a fixed order, so the result does not vary from run to run.
+template <class Term>
+[[gnu::always_inline]] inline double lane_sum(std::int64_t n, Term term) {
+  constexpr int kLanes = 8;
+  double lane[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(term(j + l));
+  double total = 0.0;
+  for (; j < n; ++j) total += static_cast<double>(term(j));
+  for (int l = 0; l < kLanes; ++l) total += lane[l];
+  return total;
+}
+
+// Rows [first, last) of the forward pass: sums in double, elementwise work in T.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_rows_impl(const T* px, const T* pw, const T* pb, T* py, double* pm,
+                                                        double* pr, std::int64_t d, double eps, std::int64_t first,
+                                                        std::int64_t last) {
+  for (std::int64_t r = first; r < last; ++r) {
+    const T* row = px + r * d;
+    double mu = lane_sum(d, [&](std::int64_t j) { return row[j]; }) / static_cast<double>(d);
+    double var = lane_sum(d,
+                          [&](std::int64_t j) {
+                            double dev = row[j] - mu;
+                            return dev * dev;
+                          }) /
+                 static_cast<double>(d);
+    double rs = 1.0 / std::sqrt(var + eps);
+    pm[r] = mu;
+    pr[r] = rs;
+    T m = static_cast<T>(mu), s = static_cast<T>(rs);
+    T* out = py + r * d;
+    for (std::int64_t j = 0; j < d; ++j) out[j] = (row[j] - m) * s * pw[j] + pb[j];
+  }
+}
+
+// Rows [first, last) of the backward pass. dx (when not null) is written; dy xhat and dy are
+// added into dw and db (when not null). scratch holds 2 d values: xhat and g of the current row.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_backward_rows_impl(const T* px, const T* pdy, const T* pw,
+                                                                 const double* pm, const double* pr, T* dx, T* dw,
+                                                                 T* db, T* scratch, std::int64_t d, std::int64_t first,
+                                                                 std::int64_t last) {
+  T *xhat = scratch, *g = scratch + d;
+  for (std::int64_t r = first; r < last; ++r) {
+    const T *row = px + r * d, *drow = pdy + r * d;
+    T m = static_cast<T>(pm[r]), s = static_cast<T>(pr[r]);
+    for (std::int64_t j = 0; j < d; ++j) {
+      xhat[j] = (row[j] - m) * s;
+      g[j] = drow[j] * pw[j];
+    }
+    if (dw)
+      for (std::int64_t j = 0; j < d; ++j) dw[j] += drow[j] * xhat[j];
+    if (db)
+      for (std::int64_t j = 0; j < d; ++j) db[j] += drow[j];
+    if (!dx) continue;
+    // dx = rstd (g - mean(g) - xhat mean(g xhat))
+    T g_mean = static_cast<T>(lane_sum(d, [&](std::int64_t j) { return g[j]; }) / static_cast<double>(d));
+    T gx_mean = static_cast<T>(lane_sum(d, [&](std::int64_t j) { return g[j] * xhat[j]; }) / static_cast<double>(d));
+    T* dxrow = dx + r * d;
+    for (std::int64_t j = 0; j < d; ++j) dxrow[j] = s * (g[j] - g_mean - xhat[j] * gx_mean);
+  }
+}
+
+// float32 is what a training step runs: compiled for AVX2 + FMA as well (ops/fast_math.h).
+AG_SIMD_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py, double* pm,
+                                    double* pr, std::int64_t d, double eps, std::int64_t first, std::int64_t last) {
+  layer_norm_rows_impl(px, pw, pb, py, pm, pr, d, eps, first, last);
+}
+void layer_norm_rows(const double* px, const double* pw, const double* pb, double* py, double* pm, double* pr,
+                     std::int64_t d, double eps, std::int64_t first, std::int64_t last) {
+  layer_norm_rows_impl(px, pw, pb, py, pm, pr, d, eps, first, last);
+}
+AG_SIMD_CLONES void layer_norm_backward_rows(const float* px, const float* pdy, const float* pw, const double* pm,
+                                             const double* pr, float* dx, float* dw, float* db, float* scratch,
+                                             std::int64_t d, std::int64_t first, std::int64_t last) {
+  layer_norm_backward_rows_impl(px, pdy, pw, pm, pr, dx, dw, db, scratch, d, first, last);
+}
+void layer_norm_backward_rows(const double* px, const double* pdy, const double* pw, const double* pm, const double* pr,
+                              double* dx, double* dw, double* db, double* scratch, std::int64_t d, std::int64_t first,
+                              std::int64_t last) {
+  layer_norm_backward_rows_impl(px, pdy, pw, pm, pr, dx, dw, db, scratch, d, first, last);
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_floating("layer_norm", x);
   if (x.dim() == 0) throw_invalid("layer_norm", "needs at least one dim, got a 0-d tensor");
@@ -178,20 +270,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     T* py = y.data_ptr<T>();
     double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
     parallel_for(rows, std::max<std::int64_t>(1, 8192 / d), [&](std::int64_t first, std::int64_t last) {
-      for (std::int64_t r = first; r < last; ++r) {
-        const T* row = px + r * d;
-        double mu = 0.0, var = 0.0;  // sums in double, elementwise work in T
-        for (std::int64_t j = 0; j < d; ++j) mu += row[j];
-        mu /= static_cast<double>(d);
-        for (std::int64_t j = 0; j < d; ++j) var += (row[j] - mu) * (row[j] - mu);
-        var /= static_cast<double>(d);
-        double rs = 1.0 / std::sqrt(var + eps);
-        pm[r] = mu;
-        pr[r] = rs;
-        T m = static_cast<T>(mu), s = static_cast<T>(rs);
-        T* out = py + r * d;
-        for (std::int64_t j = 0; j < d; ++j) out[j] = (row[j] - m) * s * pw[j] + pb[j];
-      }
+      layer_norm_rows(px, pw, pb, py, pm, pr, d, eps, first, last);
     });
   });
   return record("layer_norm", y, {x, weight, bias},
@@ -213,29 +292,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                     parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
                       T* pdw = need[1] ? partial_dw.data() + c * d : nullptr;
                       T* pdb = need[2] ? partial_db.data() + c * d : nullptr;
-                      std::vector<T> xhat(static_cast<std::size_t>(d));
-                      for (std::int64_t r = first; r < last; ++r) {
-                        const T *row = px + r * d, *drow = pdy + r * d;
-                        T m = static_cast<T>(pm[r]), s = static_cast<T>(pr[r]);
-                        double g_sum = 0.0, gx_sum = 0.0;  // sum(g) and sum(g xhat), with g = dy w
-                        for (std::int64_t j = 0; j < d; ++j) {
-                          T xh = xhat[static_cast<std::size_t>(j)] = (row[j] - m) * s;
-                          T g = drow[j] * pw[j];
-                          g_sum += g;
-                          gx_sum += g * xh;
-                        }
-                        if (pdw)
-                          for (std::int64_t j = 0; j < d; ++j) pdw[j] += drow[j] * xhat[static_cast<std::size_t>(j)];
-                        if (pdb)
-                          for (std::int64_t j = 0; j < d; ++j) pdb[j] += drow[j];
-                        if (!need[0]) continue;
-                        // dx = rstd (g - mean(g) - xhat mean(g xhat))
-                        T g_mean = static_cast<T>(g_sum / static_cast<double>(d));
-                        T gx_mean = static_cast<T>(gx_sum / static_cast<double>(d));
-                        T* dxrow = dx.data_ptr<T>() + r * d;
-                        for (std::int64_t j = 0; j < d; ++j)
-                          dxrow[j] = s * (drow[j] * pw[j] - g_mean - xhat[static_cast<std::size_t>(j)] * gx_mean);
-                      }
+                      std::vector<T> scratch(static_cast<std::size_t>(2 * d));
+                      layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.data_ptr<T>() : nullptr, pdw, pdb,
+                                               scratch.data(), d, first, last);
                     });
                     for (std::int64_t c = 0; c < chunks; ++c)
                       for (std::int64_t j = 0; j < d; ++j) {

@@ -117,6 +117,41 @@ TEST(LayerNorm, GradcheckEveryInput) {
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1]); }, {x, w}));
 }
 
+// Rows of 21 and 37: the row sums run in blocks of 8 partial sums plus a tail, so both parts
+// and every input's gradient are checked, with and without weight and bias.
+TEST(LayerNorm, GradcheckRowsLongerThanOneSumBlock) {
+  Generator gen(6);
+  for (std::int64_t d : {21, 37}) {
+    Tensor x = normal_leaf({3, 2, d}, gen), w = normal_leaf({d}, gen), b = normal_leaf({d}, gen);
+    EXPECT_TRUE(
+        testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2]); }, {x, w, b}))
+        << "d = " << d;
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0]); }, {x}))
+        << "d = " << d;
+    EXPECT_TRUE(
+        testing::gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], Tensor(), in[1]); }, {x, b}))
+        << "d = " << d;
+  }
+}
+
+// The float32 path (compiled for AVX2 as well) against float64, forward and every gradient.
+TEST(LayerNorm, Float32ForwardAndBackwardMatchFloat64) {
+  Generator gen(7);
+  Tensor x64 = randn({5, 37}, gen, kFloat64) * 2.0 + 0.5, w64 = randn({37}, gen, kFloat64),
+         b64 = randn({37}, gen, kFloat64), dy64 = randn({5, 37}, gen, kFloat64);
+  std::vector<Tensor> grads[2];
+  Tensor out[2];
+  for (int k = 0; k < 2; ++k) {
+    DType dtype = k == 0 ? kFloat64 : kFloat32;
+    Tensor x = x64.to(dtype).requires_grad_(), w = w64.to(dtype).requires_grad_(), b = b64.to(dtype).requires_grad_();
+    out[k] = layer_norm(x, w, b);
+    (out[k] * dy64.to(dtype)).sum().backward();
+    grads[k] = {x.grad(), w.grad(), b.grad()};
+  }
+  EXPECT_TRUE(all_close(out[1].to(kFloat64), out[0], 1e-5));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[1][i].to(kFloat64), grads[0][i], 1e-4)) << "input " << i;
+}
+
 TEST(LayerNorm, Float32MatchesFloat64) {
   Generator gen(5);
   Tensor x = randn({4, 16}, gen, kFloat64) * 3.0 + 1.0;
