@@ -259,6 +259,30 @@ TEST(CrossEntropy, GradientIsSoftmaxMinusOneHot) {
   EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}));
 }
 
+// 65 classes, as in the character-level GPT: the row sums run in blocks of eight plus a tail,
+// and float32's exponentials go through the SIMD path. float32 loss and gradient against float64,
+// and a float64 gradcheck at 21 classes.
+TEST(CrossEntropy, Float32MatchesFloat64AtSixtyFiveClasses) {
+  Generator gen(11);
+  Tensor x64 = randn({3, 7, 65}, gen, kFloat64) * 4.0;
+  std::vector<std::int64_t> t(21);
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::int64_t>((i * 29 + 3) % 65);
+  Tensor targets = from_vector(t, {3, 7});
+  Tensor loss[2], grad[2];
+  for (int k = 0; k < 2; ++k) {
+    Tensor x = x64.to(k == 0 ? kFloat64 : kFloat32).requires_grad_();
+    loss[k] = cross_entropy(x, targets);
+    loss[k].backward();
+    grad[k] = x.grad();
+  }
+  EXPECT_NEAR(loss[1].item(), loss[0].item(), 1e-6 * loss[0].item());
+  EXPECT_TRUE(all_close(grad[1].to(kFloat64), grad[0], 1e-8));  // entries are p / 21, at most 0.05
+
+  Tensor x = normal_leaf({2, 5, 21}, gen);
+  Tensor targets21 = from_vector<std::int64_t>({0, 20, 7, 13, 1, 2, 19, 8, 8, 4}, {2, 5});
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets21); }, {x}));
+}
+
 TEST(CrossEntropy, IgnoreIndex) {
   Generator gen(11);
   Tensor x = normal_leaf({3, 4}, gen);
