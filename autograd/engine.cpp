@@ -14,6 +14,7 @@
 #include "error.h"
 #include "grad_mode.h"
 #include "node.h"
+#include "parallel.h"
 
 namespace ag {
 
@@ -97,30 +98,64 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
 
 namespace {
 
-// acc += g, elementwise, in place.
+// acc += g, elementwise, in place; split across threads when large.
 void add_into(TensorImpl& acc, const Tensor& g) {
   dispatch_floating(acc.dtype, "backward", [&](auto tag) {
     using T = decltype(tag);
     T* a = static_cast<T*>(acc.storage->data());
     const T* b = g.data_ptr<T>();
-    for (std::int64_t i = 0, n = g.numel(); i < n; ++i) a[i] += b[i];
+    parallel_for(g.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) a[i] += b[i];
+    });
   });
 }
+
+// a + b, elementwise, into a new tensor.
+std::shared_ptr<TensorImpl> sum_of(const TensorImpl& a, const Tensor& b) {
+  Tensor out = empty(b.shape(), b.dtype());
+  dispatch_floating(b.dtype(), "backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T *pa = static_cast<const T*>(a.storage->data()), *pb = b.data_ptr<T>();
+    T* po = out.data_ptr<T>();
+    parallel_for(b.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+    });
+  });
+  return out.impl();
+}
+
+// True if `t` is the only handle on its data, so adding into it in place changes nothing else.
+bool sole_owner(const std::shared_ptr<TensorImpl>& t) { return t.use_count() == 1 && t->storage.use_count() == 1; }
 
 // A gradient we may add into later: `g` itself if nothing else can see its data, else a copy.
 // (Backward closures often return the upstream gradient itself, e.g. for add.)
 std::shared_ptr<TensorImpl> owned(Tensor g) {
-  if (g.impl().use_count() == 1 && g.impl()->storage.use_count() == 1) return g.impl();
+  if (sole_owner(g.impl())) return g.impl();
   Tensor copy = empty(g.shape(), g.dtype());
   std::memcpy(copy.raw_data(), g.raw_data(), static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()));
   return copy.impl();
 }
 
+// Adds g into a leaf's .grad, which the caller sees and later backward calls add into: owned
+// from the first gradient on.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g) {
   if (!slot)
     slot = owned(std::move(g));
   else
     add_into(*slot, g);
+}
+
+// Adds g into the gradient waiting for a node, which nothing outside this backward pass sees.
+// The first one is kept as it is, even if other tensors share it (an add's backward hands the
+// same gradient to both inputs): most nodes get only one, and then nothing is copied. A second
+// is added in place into a gradient nobody else holds, else summed into a new one.
+void accumulate_for_node(std::shared_ptr<TensorImpl>& slot, Tensor g) {
+  if (!slot)
+    slot = g.impl();
+  else if (sole_owner(slot))
+    add_into(*slot, g);
+  else
+    slot = sum_of(*slot, g);
 }
 
 }  // namespace
@@ -194,7 +229,7 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       // Moved, not copied: a gradient nobody else holds becomes the accumulator as it is.
       if (e.leaf && input_grads[i].defined()) accumulate(e.leaf->grad, std::move(input_grads[i]));
       if (!e.node) continue;
-      if (input_grads[i].defined()) accumulate(grads[e.node.get()], std::move(input_grads[i]));
+      if (input_grads[i].defined()) accumulate_for_node(grads[e.node.get()], std::move(input_grads[i]));
       if (--pending[e.node.get()] == 0) {
         // Every consumer has run. A node that got no gradient at all (all undefined) still
         // has to run so its own inputs' counts go down; it gets zeros.

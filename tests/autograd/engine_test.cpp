@@ -80,6 +80,24 @@ TEST(Engine, GradientFromOneConsumerIsNotCopied) {
   EXPECT_EQ(upstream.at<double>({0}), 1.0);
 }
 
+TEST(Engine, AGradientSharedBetweenNodesIsNeverAddedIntoInPlace) {
+  // y = (p c + q e) + (p + q) with p = 2x, q = 3x. An add hands one gradient tensor to both of
+  // its inputs, so several nodes' waiting gradients can be the very same tensor. Whichever of
+  // p's and q's nodes gets its second gradient first must not add it into that shared tensor in
+  // place: the other, still waiting, would see the sum. By hand: dx = g (2 c + 3 e + 5).
+  Tensor c = tensor({5, 7}, {2}, kFloat64), e = tensor({11, 13}, {2}, kFloat64);
+  for (bool products_first : {true, false}) {
+    Tensor x = tensor({1, 2}, {2}, kFloat64).requires_grad_();
+    Tensor p = x * 2.0, q = x * 3.0;
+    Tensor products = p * c + q * e, sum = p + q;
+    Tensor y = products_first ? products + sum : sum + products;
+    Tensor upstream = tensor({1, -1}, {2}, kFloat64);
+    y.backward(upstream);
+    EXPECT_TRUE(all_close(x.grad(), {48, -58}, 0)) << "products first: " << products_first;
+    EXPECT_TRUE(all_close(upstream, {1, -1}, 0)) << "the caller's gradient was written to";
+  }
+}
+
 TEST(Engine, MisuseErrors) {
   Tensor x = ones({2, 3}, kFloat64).requires_grad_();
   EXPECT_TRUE(throws_with<std::invalid_argument>(
