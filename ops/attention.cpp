@@ -336,10 +336,13 @@ AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k
   auto view = heads_are_last ? heads_last : heads_first;
   Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
   Shape out_shape = heads_are_last ? Shape{n.b, n.tq, n.h, n.dv} : Shape{n.b, n.h, n.tq, n.dv};
-  Tensor out = zeros(out_shape, q.dtype());
+  // Every output row is written below (a product with beta 0, or zeros for a query that sees
+  // no key); only an empty product leaves it to this fill.
+  bool runs = n.tq > 0 && n.tk > 0;
+  Tensor out = runs ? empty(out_shape, q.dtype()) : zeros(out_shape, q.dtype());
   Tensor lse = empty({n.b, n.h, n.tq}, q.dtype());  // per query: log of its softmax denominator
   Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, q.dtype()) : Tensor();
-  if (n.tq > 0 && n.tk > 0)
+  if (runs)
     dispatch_floating(q.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       attention_forward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), lse.data_ptr<T>(),

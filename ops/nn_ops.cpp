@@ -388,7 +388,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
   return record("cross_entropy", loss, {logits, targets},
                 [x = logits.detach(), targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>&) {
-                  Tensor dx = zeros(x.shape(), x.dtype());
+                  // Every row is written below; only rows whose target is ignored stay zero.
+                  Tensor dx = counted == targets.numel() ? empty(x.shape(), x.dtype()) : zeros(x.shape(), x.dtype());
                   if (counted == 0) return std::vector<Tensor>{dx, Tensor()};
                   dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
                     using T = decltype(tag);
