@@ -189,7 +189,7 @@ void block_softmax(const MaskReader& mask, std::int64_t b, std::int64_t h, std::
       for (std::int64_t j = 0; j < jend; ++j)
         if (mask.allowed(b, h, i, j)) m = std::max(m, row[j]);
     } else {
-      for (std::int64_t j = 0; j < jend; ++j) m = std::max(m, row[j]);
+      m = fast::lane_max(row, jend, kMinusInf);
     }
     if (m == kMinusInf) {
       std::fill(row, row + kend, T(0));
@@ -202,8 +202,7 @@ void block_softmax(const MaskReader& mask, std::int64_t b, std::int64_t h, std::
       fast::exp_shifted(row, jend, m);
     }
     std::fill(row + jend, row + kend, T(0));
-    double sum = 0.0;
-    for (std::int64_t j = 0; j < jend; ++j) sum += row[j];
+    double sum = fast::lane_sum(jend, [&](std::int64_t j) { return row[j]; });
     T inv = static_cast<T>(1.0 / sum);
     for (std::int64_t j = 0; j < jend; ++j) row[j] *= inv;
     lse[i] = static_cast<T>(m + std::log(sum));
@@ -309,8 +308,7 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
         for (std::int64_t r = 0; r < rows; ++r) {
           T* row = dS.data() + r * kend;
           const T* prow = p.data() + r * kend;
-          double dot = 0.0;
-          for (std::int64_t j = 0; j < kend; ++j) dot += static_cast<double>(row[j]) * prow[j];
+          double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
           for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
         }
         // dQ = scale dS K,   dK[:kend] += scale dS^T Q

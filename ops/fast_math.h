@@ -112,4 +112,36 @@ inline Normal<double> normal(double x) {
 void exp_shifted(float* x, std::int64_t n, float shift);
 void exp_shifted(double* x, std::int64_t n, double shift);
 
+// Sum of term(j) for j in [0, n), in double. One running sum is a chain of dependent additions
+// (about 4 cycles each) that the compiler may not reorder; kLanes interleaved partial sums
+// vectorise. They are added in a fixed order, so the result does not vary from run to run.
+template <class Term>
+[[gnu::always_inline]] inline double lane_sum(std::int64_t n, Term term) {
+  constexpr int kLanes = 8;
+  double lane[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(term(j + l));
+  double total = 0.0;
+  for (; j < n; ++j) total += static_cast<double>(term(j));
+  for (int l = 0; l < kLanes; ++l) total += lane[l];
+  return total;
+}
+
+// The largest of x[0..n), from `start` (-inf for a plain max), in kLanes interleaved running
+// maxima for the same reason. Like std::max, a NaN element never replaces the running value.
+template <class T>
+[[gnu::always_inline]] inline T lane_max(const T* x, std::int64_t n, T start) {
+  constexpr int kLanes = 8;
+  T lane[kLanes];
+  for (int l = 0; l < kLanes; ++l) lane[l] = start;
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = lane[l] < x[j + l] ? x[j + l] : lane[l];
+  T m = start;
+  for (; j < n; ++j) m = m < x[j] ? x[j] : m;
+  for (int l = 0; l < kLanes; ++l) m = m < lane[l] ? lane[l] : m;
+  return m;
+}
+
 }  // namespace ag::fast

@@ -161,22 +161,6 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 // Saved: x, and per row mu and rstd (xhat is recomputed from them, not stored).
 namespace {
 
-// sum of term(j) for j in [0, n), in double. One running sum would be a chain of dependent
-// additions (about 4 cycles each) that the compiler may not reorder; kLanes interleaved partial
-// sums vectorise. They are added in a fixed order, so the result does not vary from run to run.
-template <class Term>
-[[gnu::always_inline]] inline double lane_sum(std::int64_t n, Term term) {
-  constexpr int kLanes = 8;
-  double lane[kLanes] = {};
-  std::int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] += static_cast<double>(term(j + l));
-  double total = 0.0;
-  for (; j < n; ++j) total += static_cast<double>(term(j));
-  for (int l = 0; l < kLanes; ++l) total += lane[l];
-  return total;
-}
-
 // Elements per chunk when layer norm splits its rows across threads. Its work per element is
 // small, so the cost of the other core fetching its half of the rows outweighs the saving for
 // [512, 64] (the tiny GPT's activations, about 5 % of its step faster kept on one thread), and
@@ -190,12 +174,12 @@ template <class T>
                                                         std::int64_t last) {
   for (std::int64_t r = first; r < last; ++r) {
     const T* row = px + r * d;
-    double mu = lane_sum(d, [&](std::int64_t j) { return row[j]; }) / static_cast<double>(d);
-    double var = lane_sum(d,
-                          [&](std::int64_t j) {
-                            double dev = row[j] - mu;
-                            return dev * dev;
-                          }) /
+    double mu = fast::lane_sum(d, [&](std::int64_t j) { return row[j]; }) / static_cast<double>(d);
+    double var = fast::lane_sum(d,
+                                [&](std::int64_t j) {
+                                  double dev = row[j] - mu;
+                                  return dev * dev;
+                                }) /
                  static_cast<double>(d);
     double rs = 1.0 / std::sqrt(var + eps);
     pm[r] = mu;
@@ -227,8 +211,9 @@ template <class T>
       for (std::int64_t j = 0; j < d; ++j) db[j] += drow[j];
     if (!dx) continue;
     // dx = rstd (g - mean(g) - xhat mean(g xhat))
-    T g_mean = static_cast<T>(lane_sum(d, [&](std::int64_t j) { return g[j]; }) / static_cast<double>(d));
-    T gx_mean = static_cast<T>(lane_sum(d, [&](std::int64_t j) { return g[j] * xhat[j]; }) / static_cast<double>(d));
+    T g_mean = static_cast<T>(fast::lane_sum(d, [&](std::int64_t j) { return g[j]; }) / static_cast<double>(d));
+    T gx_mean =
+        static_cast<T>(fast::lane_sum(d, [&](std::int64_t j) { return g[j] * xhat[j]; }) / static_cast<double>(d));
     T* dxrow = dx + r * d;
     for (std::int64_t j = 0; j < d; ++j) dxrow[j] = s * (g[j] - g_mean - xhat[j] * gx_mean);
   }
@@ -380,7 +365,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
       for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
       std::copy(row, row + classes, e.begin());
       fast::exp_shifted(e.data(), classes, m);  // exp in T (SIMD for float32), summed in double
-      double sum = lane_sum(classes, [&](std::int64_t c) { return e[static_cast<std::size_t>(c)]; });
+      double sum = fast::lane_sum(classes, [&](std::int64_t c) { return e[static_cast<std::size_t>(c)]; });
       pl[r] = m + std::log(sum);
       total += pl[r] - row[pt[r]];
     }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace ag {
 namespace {
@@ -80,6 +81,37 @@ TEST(FastMath, NormalSpecialValues) {
   EXPECT_NEAR(fast::normal(1.0f).cdf, 0.841344746068543, 2e-7);  // tables of the normal CDF
   EXPECT_NEAR(fast::normal(0.0f).pdf, 0.398942280401433, 1e-7);  // 1 / sqrt(2 pi)
   EXPECT_TRUE(std::isnan(fast::normal(std::numeric_limits<float>::quiet_NaN()).cdf));
+}
+
+// Every length from 0 to 40 (whole blocks of eight, tails, both), against a plain loop in long
+// double; terms span ten orders of magnitude so a dropped or doubled term shows.
+TEST(FastMath, LaneSumAddsEveryTermOnce) {
+  for (std::int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    long double expected = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      x[static_cast<std::size_t>(j)] =
+          std::ldexp(1.0f + 0.125f * static_cast<float>(j % 7), static_cast<int>(j % 34) - 17);
+      expected += x[static_cast<std::size_t>(j)];
+    }
+    double got = fast::lane_sum(n, [&](std::int64_t j) { return x[static_cast<std::size_t>(j)]; });
+    EXPECT_NEAR(got, static_cast<double>(expected), 1e-15 * static_cast<double>(expected) + 1e-300) << "n = " << n;
+  }
+}
+
+TEST(FastMath, LaneMaxFindsTheLargestAndIgnoresNaNLikeStdMax) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::int64_t n = 1; n <= 27; ++n)
+    for (std::int64_t at = 0; at < n; ++at) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (std::int64_t j = 0; j < n; ++j) x[static_cast<std::size_t>(j)] = -static_cast<float>((j * 5) % 11) - 1.0f;
+      x[static_cast<std::size_t>(at)] = 3.5f;
+      x[static_cast<std::size_t>((at + 1) % n)] = n > 1 ? nan : 3.5f;
+      EXPECT_EQ(fast::lane_max(x.data(), n, -kInf), 3.5f) << "n = " << n << ", largest at " << at;
+    }
+  EXPECT_EQ(fast::lane_max<float>(nullptr, 0, -kInf), -kInf);
+  std::vector<float> all_masked(19, -kInf);
+  EXPECT_EQ(fast::lane_max(all_masked.data(), 19, -kInf), -kInf);
 }
 
 }  // namespace
