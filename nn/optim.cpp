@@ -8,6 +8,7 @@
 #include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/parallel.h"
+#include "../ops/fast_math.h"
 
 namespace ag::optim {
 
@@ -205,7 +206,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     if (!g.defined()) continue;
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
       const auto* pg = g.data_ptr<decltype(tag)>();
-      for (std::int64_t j = 0, n = g.numel(); j < n; ++j) total += static_cast<double>(pg[j]) * pg[j];
+      total += fast::lane_sum(g.numel(), [&](std::int64_t j) { return static_cast<double>(pg[j]) * pg[j]; });
     });
   }
   double norm = std::sqrt(total);
