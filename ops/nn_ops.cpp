@@ -36,6 +36,17 @@ void check_vector(std::string_view op, const char* name, const Tensor& t, std::i
                   shape_str(x.shape()));
 }
 
+// sum[o] += dy[r, o] over rows r of dy [rows, out]: a bias gradient. float32 is what a
+// training step runs, so it is compiled for AVX2 + FMA as well (ops/fast_math.h).
+AG_SIMD_CLONES void column_sums(const float* dy, std::int64_t rows, std::int64_t out, float* sum) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
+}
+void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* sum) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -99,8 +110,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                       std::vector<T> partial(static_cast<std::size_t>(chunk_count(rows, grain) * out), T(0));
                       parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
                         T* sum = partial.data() + c * out;
-                        for (std::int64_t r = first; r < last; ++r)
-                          for (std::int64_t o = 0; o < out; ++o) sum[o] += pdy[r * out + o];
+                        column_sums(pdy + first * out, last - first, out, sum);
                       });
                       for (std::size_t i = 0; i < partial.size(); ++i)
                         pdb[static_cast<std::int64_t>(i) % out] += partial[i];
@@ -361,8 +371,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     for (std::int64_t r = 0; r < rows; ++r) {
       if (pt[r] == ignore_index) continue;
       const T* row = px + r * classes;
-      T m = -std::numeric_limits<T>::infinity();
-      for (std::int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
+      T m = fast::lane_max(row, classes, -std::numeric_limits<T>::infinity());
       std::copy(row, row + classes, e.begin());
       fast::exp_shifted(e.data(), classes, m);  // exp in T (SIMD for float32), summed in double
       double sum = fast::lane_sum(classes, [&](std::int64_t c) { return e[static_cast<std::size_t>(c)]; });

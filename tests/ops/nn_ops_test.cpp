@@ -54,6 +54,28 @@ TEST(Linear, Errors) {
       "linear: bias has shape [3], expected [4] for input of shape [2, 5]"));
 }
 
+// The float32 path (its bias gradient is compiled for AVX2 as well) against float64: odd sizes,
+// and more rows than one thread's share, so the column sums run in chunks.
+TEST(Linear, Float32ForwardAndBackwardMatchFloat64) {
+  Generator gen(12);
+  Tensor x64 = randn({3, 700, 23}, gen, kFloat64), w64 = randn({19, 23}, gen, kFloat64),
+         b64 = randn({19}, gen, kFloat64), dy64 = randn({3, 700, 19}, gen, kFloat64);
+  Tensor out[2];
+  std::vector<Tensor> grads[2];
+  for (int k = 0; k < 2; ++k) {
+    DType dtype = k == 0 ? kFloat64 : kFloat32;
+    Tensor x = x64.to(dtype).requires_grad_(), w = w64.to(dtype).requires_grad_(), b = b64.to(dtype).requires_grad_();
+    out[k] = linear(x, w, b);
+    (out[k] * dy64.to(dtype)).sum().backward();
+    grads[k] = {x.grad(), w.grad(), b.grad()};
+  }
+  EXPECT_TRUE(all_close(out[1].to(kFloat64), out[0], 1e-4));
+  // dW and db are sums over 2100 rows of terms of size about 1 (totals of about 50): float32's
+  // rounding of such sums stays well under these bounds; a lost row would be off by about 1.
+  double tol[3] = {1e-4, 2e-3, 1e-3};
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[1][i].to(kFloat64), grads[0][i], tol[i])) << "input " << i;
+}
+
 TEST(Embedding, LooksUpRowsAndAccumulatesRepeats) {
   Tensor w = tensor({0, 1, 10, 11, 20, 21}, {3, 2}, kFloat64).requires_grad_();
   Tensor ids = from_vector<std::int64_t>({2, 0, 2}, {3});
