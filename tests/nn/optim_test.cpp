@@ -95,6 +95,46 @@ TEST(AdamW, DecoupledDecay) {
   EXPECT_DOUBLE_EQ(optim::AdamW({p}).options.weight_decay, 1e-2);  // PyTorch's default
 }
 
+// Parameters of 5000, 7, 13000, 1 and 9000 elements, float32 and float64 mixed, in two groups
+// with different decay, updated on two threads (the larger ones split across both) for three
+// steps: each element against the update written out in double here.
+TEST(AdamW, ManyParametersOfBothDtypesInTwoGroupsFollowTheFormula) {
+  int threads_before = get_num_threads();
+  set_num_threads(2);
+  std::vector<std::int64_t> sizes{5000, 7, 13000, 1, 9000};
+  std::vector<Tensor> params;
+  std::vector<std::vector<double>> w, m, v;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<double> init(static_cast<std::size_t>(sizes[k]));
+    for (std::size_t j = 0; j < init.size(); ++j) init[j] = std::sin(0.37 * static_cast<double>(j + 11 * k));
+    Tensor p = from_vector(init, {sizes[k]}).to(k % 2 == 0 ? kFloat32 : kFloat64).requires_grad_();
+    params.push_back(p);
+    w.push_back(p.to(kFloat64).to_vector<double>());
+    m.emplace_back(init.size(), 0.0);
+    v.emplace_back(init.size(), 0.0);
+  }
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd[2] = {0.1, 0.0};
+  optim::AdamW adamw({{{params[0], params[1], params[2]}, wd[0]}, {{params[3], params[4]}, wd[1]}}, {.lr = lr});
+  for (int t = 1; t <= 3; ++t) {
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<double> g(static_cast<std::size_t>(sizes[k]));
+      for (std::size_t j = 0; j < g.size(); ++j) g[j] = std::cos(0.11 * static_cast<double>(j) + t + k);
+      set_grad(params[k], g);
+      double decay = 1 - lr * wd[k < 3 ? 0 : 1];
+      for (std::size_t j = 0; j < g.size(); ++j) {
+        m[k][j] = b1 * m[k][j] + (1 - b1) * g[j];
+        v[k][j] = b2 * v[k][j] + (1 - b2) * g[j] * g[j];
+        double m_hat = m[k][j] / (1 - std::pow(b1, t)), v_hat = v[k][j] / (1 - std::pow(b2, t));
+        w[k][j] = w[k][j] * decay - lr * m_hat / (std::sqrt(v_hat) + eps);
+      }
+    }
+    adamw.step();
+  }
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    EXPECT_TRUE(all_close(params[k].detach(), w[k], k % 2 == 0 ? 2e-6 : 1e-12)) << "parameter " << k;
+  set_num_threads(threads_before);
+}
+
 TEST(Optimizer, SkipsParametersWithoutGradientAndZeroGrad) {
   Tensor a = ones({2}, kFloat64).requires_grad_(), b = ones({2}, kFloat64).requires_grad_();
   optim::Adam adam({a, b}, {.lr = 0.1});
