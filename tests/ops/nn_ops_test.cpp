@@ -11,6 +11,25 @@ using test::all_close;
 using test::normal_leaf;
 using test::throws_with;
 
+// op(x, w, b) run in float64 and in float32 from the same float64 values, then backward with the
+// same upstream gradient: index 0 holds float64's output and {dx, dw, db}, index 1 float32's.
+struct BothDtypes {
+  Tensor out[2];
+  std::vector<Tensor> grads[2];
+};
+template <class Op>
+BothDtypes run_in_both_dtypes(Op op, const Tensor& x64, const Tensor& w64, const Tensor& b64, const Tensor& dy64) {
+  BothDtypes r;
+  for (int k = 0; k < 2; ++k) {
+    DType dtype = k == 0 ? kFloat64 : kFloat32;
+    Tensor x = x64.to(dtype).requires_grad_(), w = w64.to(dtype).requires_grad_(), b = b64.to(dtype).requires_grad_();
+    r.out[k] = op(x, w, b);
+    (r.out[k] * dy64.to(dtype)).sum().backward();
+    r.grads[k] = {x.grad(), w.grad(), b.grad()};
+  }
+  return r;
+}
+
 TEST(Linear, EqualsMatmulWithTransposePlusBias) {
   Generator gen(1);
   Tensor x = randn({2, 3, 5}, gen, kFloat64), w = randn({4, 5}, gen, kFloat64), b = randn({4}, gen, kFloat64);
@@ -60,20 +79,13 @@ TEST(Linear, Float32ForwardAndBackwardMatchFloat64) {
   Generator gen(12);
   Tensor x64 = randn({3, 700, 23}, gen, kFloat64), w64 = randn({19, 23}, gen, kFloat64),
          b64 = randn({19}, gen, kFloat64), dy64 = randn({3, 700, 19}, gen, kFloat64);
-  Tensor out[2];
-  std::vector<Tensor> grads[2];
-  for (int k = 0; k < 2; ++k) {
-    DType dtype = k == 0 ? kFloat64 : kFloat32;
-    Tensor x = x64.to(dtype).requires_grad_(), w = w64.to(dtype).requires_grad_(), b = b64.to(dtype).requires_grad_();
-    out[k] = linear(x, w, b);
-    (out[k] * dy64.to(dtype)).sum().backward();
-    grads[k] = {x.grad(), w.grad(), b.grad()};
-  }
-  EXPECT_TRUE(all_close(out[1].to(kFloat64), out[0], 1e-4));
+  BothDtypes r = run_in_both_dtypes([](auto x, auto w, auto b) { return linear(x, w, b); }, x64, w64, b64, dy64);
+  EXPECT_TRUE(all_close(r.out[1].to(kFloat64), r.out[0], 1e-4));
   // dW and db are sums over 2100 rows of terms of size about 1 (totals of about 50): float32's
   // rounding of such sums stays well under these bounds; a lost row would be off by about 1.
   double tol[3] = {1e-4, 2e-3, 1e-3};
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[1][i].to(kFloat64), grads[0][i], tol[i])) << "input " << i;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(all_close(r.grads[1][i].to(kFloat64), r.grads[0][i], tol[i])) << "input " << i;
 }
 
 TEST(Embedding, LooksUpRowsAndAccumulatesRepeats) {
@@ -161,17 +173,9 @@ TEST(LayerNorm, Float32ForwardAndBackwardMatchFloat64) {
   Generator gen(7);
   Tensor x64 = randn({5, 37}, gen, kFloat64) * 2.0 + 0.5, w64 = randn({37}, gen, kFloat64),
          b64 = randn({37}, gen, kFloat64), dy64 = randn({5, 37}, gen, kFloat64);
-  std::vector<Tensor> grads[2];
-  Tensor out[2];
-  for (int k = 0; k < 2; ++k) {
-    DType dtype = k == 0 ? kFloat64 : kFloat32;
-    Tensor x = x64.to(dtype).requires_grad_(), w = w64.to(dtype).requires_grad_(), b = b64.to(dtype).requires_grad_();
-    out[k] = layer_norm(x, w, b);
-    (out[k] * dy64.to(dtype)).sum().backward();
-    grads[k] = {x.grad(), w.grad(), b.grad()};
-  }
-  EXPECT_TRUE(all_close(out[1].to(kFloat64), out[0], 1e-5));
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[1][i].to(kFloat64), grads[0][i], 1e-4)) << "input " << i;
+  BothDtypes r = run_in_both_dtypes([](auto x, auto w, auto b) { return layer_norm(x, w, b); }, x64, w64, b64, dy64);
+  EXPECT_TRUE(all_close(r.out[1].to(kFloat64), r.out[0], 1e-5));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(r.grads[1][i].to(kFloat64), r.grads[0][i], 1e-4)) << "input " << i;
 }
 
 TEST(LayerNorm, Float32MatchesFloat64) {
