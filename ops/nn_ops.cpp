@@ -107,13 +107,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                       db = zeros({out}, dy.dtype());
                       T* pdb = db.data_ptr<T>();
                       std::int64_t grain = std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(out, 1));
-                      std::vector<T> partial(static_cast<std::size_t>(chunk_count(rows, grain) * out), T(0));
+                      ChunkPartials<T> partial(chunk_count(rows, grain), out);
                       parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
-                        T* sum = partial.data() + c * out;
-                        column_sums(pdy + first * out, last - first, out, sum);
+                        column_sums(pdy + first * out, last - first, out, partial[c]);
                       });
-                      for (std::size_t i = 0; i < partial.size(); ++i)
-                        pdb[static_cast<std::int64_t>(i) % out] += partial[i];
+                      partial.add_to(pdb);
                     }
                   });
                   return std::vector<Tensor>{dx, dw, db};
@@ -171,11 +169,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 // Saved: x, and per row mu and rstd (xhat is recomputed from them, not stored).
 namespace {
 
-// Elements per chunk when layer norm splits its rows across threads. Its work per element is
-// small, so for [512, 64] (the tiny GPT's activations) the other core fetching its half of the
-// rows costs more than it saves: the tiny step ran 3-6 % faster with it on one thread. At
-// [1024, 128] split and unsplit measured the same.
-constexpr std::int64_t kLayerNormGrain = 32768;
+// Elements per chunk when layer norm splits its rows across threads: [512, 64] (the tiny GPT's
+// activations) is split too. With each chunk's dw and db partials on their own cache lines
+// (ChunkPartials), splitting it made the tiny step 1-2 % faster on two threads than keeping it on
+// one.
+constexpr std::int64_t kLayerNormGrain = 8192;
 
 // Rows [first, last) of the forward pass: sums in double, elementwise work in T.
 template <class T>
@@ -290,20 +288,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                     // Each chunk of rows sums its own partial dw and db; the partials are added in order.
                     std::int64_t grain = std::max<std::int64_t>(1, kLayerNormGrain / d),
                                  chunks = chunk_count(rows, grain);
-                    std::vector<T> partial_dw(need[1] ? static_cast<std::size_t>(chunks * d) : 0, T(0));
-                    std::vector<T> partial_db(need[2] ? static_cast<std::size_t>(chunks * d) : 0, T(0));
+                    ChunkPartials<T> partial_dw(need[1] ? chunks : 0, d), partial_db(need[2] ? chunks : 0, d);
                     parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
-                      T* pdw = need[1] ? partial_dw.data() + c * d : nullptr;
-                      T* pdb = need[2] ? partial_db.data() + c * d : nullptr;
+                      T* pdw = need[1] ? partial_dw[c] : nullptr;
+                      T* pdb = need[2] ? partial_db[c] : nullptr;
                       std::vector<T> scratch(static_cast<std::size_t>(2 * d));
                       layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.data_ptr<T>() : nullptr, pdw, pdb,
                                                scratch.data(), d, first, last);
                     });
-                    for (std::int64_t c = 0; c < chunks; ++c)
-                      for (std::int64_t j = 0; j < d; ++j) {
-                        if (need[1]) dw.data_ptr<T>()[j] += partial_dw[static_cast<std::size_t>(c * d + j)];
-                        if (need[2]) db.data_ptr<T>()[j] += partial_db[static_cast<std::size_t>(c * d + j)];
-                      }
+                    if (need[1]) partial_dw.add_to(dw.data_ptr<T>());
+                    if (need[2]) partial_db.add_to(db.data_ptr<T>());
                   });
                   return std::vector<Tensor>{dx, dw, db};
                 });

@@ -121,6 +121,31 @@ TEST(Parallel, ChunkIndicesMatchChunkCount) {
   }
 }
 
+// Each chunk's partials start on a cache line of their own, start at zero, and are added in
+// chunk order. Widths around a line's 16 floats or 8 doubles catch a stride rounded the wrong way.
+template <class T>
+void check_chunk_partials() {
+  for (std::int64_t n : {1, 7, 8, 15, 16, 17, 64, 65}) {
+    ChunkPartials<T> partials(3, n);
+    for (std::int64_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(partials[c]) % 64, 0u) << "chunk " << c << " of width " << n;
+      if (c > 0) {
+        EXPECT_GE(partials[c] - partials[c - 1], n) << "chunks overlap at width " << n;
+      }
+      for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(partials[c][j], T(0));
+      for (std::int64_t j = 0; j < n; ++j) partials[c][j] = static_cast<T>((c + 1) * 100 + j);
+    }
+    std::vector<T> out(static_cast<std::size_t>(n), T(1));
+    partials.add_to(out.data());
+    for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(out[static_cast<std::size_t>(j)], static_cast<T>(601 + 3 * j));
+  }
+}
+
+TEST(Parallel, ChunkPartialsSitOnTheirOwnCacheLines) {
+  check_chunk_partials<float>();
+  check_chunk_partials<double>();
+}
+
 TEST(Parallel, BadThreadCountsAreRejected) {
   EXPECT_TRUE(test::throws_with<std::invalid_argument>([] { set_num_threads(0); }, "set_num_threads"));
   EXPECT_TRUE(test::throws_with<std::invalid_argument>([] { set_num_threads(-2); }, "got -2"));
