@@ -53,6 +53,9 @@ FeedForward::FeedForward(std::int64_t d_model, std::int64_t d_hidden, double dro
   drop = register_module("drop", std::make_shared<Dropout>(dropout, generator));
 }
 
-Tensor FeedForward::forward(const Tensor& x) { return drop->forward(proj->forward(fc->forward(x).gelu(gelu))); }
+// fc and GELU as one op (linear_gelu): the same result as fc->forward(x).gelu(gelu), faster.
+Tensor FeedForward::forward(const Tensor& x) {
+  return drop->forward(proj->forward(linear_gelu(x, fc->weight, fc->bias, gelu)));
+}
 
 }  // namespace ag::nn

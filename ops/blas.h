@@ -18,6 +18,29 @@
 
 namespace ag::blas {
 
+// Below this many multiply-adds a product stays on one thread: handing half of it over costs
+// more than it saves. Bands are whole multiples of kBand rows or columns, the kernels' tile size.
+inline constexpr std::int64_t kSplitWork = std::int64_t{1} << 18;
+inline constexpr int kBand = 16;
+
+// Whether an m x n x k product (or a loop of that size around one) is split across threads.
+inline bool worth_splitting(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return m * n * k >= kSplitWork && get_num_threads() > 1 && !in_parallel_region();
+}
+
+// body(r0, r1) over bands of rows covering [0, m): one band per thread, each a whole multiple of
+// kBand rows, when `split`; else body(0, m) on this thread.
+template <class Body>
+void for_row_bands(int m, bool split, Body&& body) {
+  if (!split) {
+    body(0, m);
+    return;
+  }
+  parallel_for((m + kBand - 1) / kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
+    body(static_cast<int>(lo * kBand), std::min(m, static_cast<int>(hi * kBand)));
+  });
+}
+
 namespace detail {
 
 inline CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
@@ -32,23 +55,12 @@ inline void gemm_one(bool ta, bool tb, int m, int n, int k, double alpha, const 
   cblas_dgemm(CblasRowMajor, op(ta), op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Below this many multiply-adds a product stays on one thread: handing half of it over costs
-// more than it saves. Bands are whole multiples of kBand rows or columns, the kernels' tile size.
-inline constexpr std::int64_t kSplitWork = std::int64_t{1} << 18;
-inline constexpr int kBand = 16;
-
 template <class T>
 void gemm_split(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
                 int ldc) {
-  std::int64_t work = std::int64_t{m} * n * k;
-  if (work < kSplitWork || get_num_threads() == 1 || in_parallel_region()) {
-    gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  if (m >= n) {
+  if (!worth_splitting(m, n, k) || m >= n) {
     // Rows [r0, r1) of C come from rows r0.. of op(A): row r0 of A, or column r0 when A^T is used.
-    parallel_for((m + kBand - 1) / kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
-      int r0 = static_cast<int>(lo * kBand), r1 = std::min(m, static_cast<int>(hi * kBand));
+    for_row_bands(m, worth_splitting(m, n, k), [&](int r0, int r1) {
       const T* a0 = ta ? a + r0 : a + std::int64_t{r0} * lda;
       gemm_one(ta, tb, r1 - r0, n, k, alpha, a0, lda, b, ldb, beta, c + std::int64_t{r0} * ldc, ldc);
     });

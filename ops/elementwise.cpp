@@ -147,11 +147,29 @@ void gelu_exact_loop(const double* x, double* y, double* slope, std::int64_t n) 
   value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_exact(v); });
 }
 
+}  // namespace
+
+namespace detail {
+
+void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::None)
+    gelu_exact_loop(x, y, slope, n);
+  else
+    value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_tanh(v); });
+}
+void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::None)
+    gelu_exact_loop(x, y, slope, n);
+  else
+    value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_tanh(v); });
+}
+
+}  // namespace detail
+
 // GELU's value and slope share their expensive part (erf, or tanh), so the forward pass
 // computes both and saves the slope: backward is then one multiply, dx = dy * f'(x).
-// `loop(x, y, slope, n)` fills y and (when not null) slope.
-template <class Loop>
-Tensor gelu_op(const char* op, const Tensor& x, Loop loop) {
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  const char* op = approximate == GeluApproximation::None ? "gelu" : "gelu_tanh";
   check_floating(op, x);
   bool need_slope = is_grad_enabled() && x.requires_grad();
   Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
@@ -160,23 +178,12 @@ Tensor gelu_op(const char* op, const Tensor& x, Loop loop) {
     const T* px = x.data_ptr<T>();
     T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
     parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
-      loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin);
+      detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
     });
   });
   return record(op, y, {x}, [slope](const Tensor& dy, const std::vector<bool>&) {
     NoGradGuard no_grad;
     return std::vector<Tensor>{dy * slope};
-  });
-}
-
-}  // namespace
-
-Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::None)
-    return gelu_op("gelu", x,
-                   [](const auto* in, auto* y, auto* slope, std::int64_t n) { gelu_exact_loop(in, y, slope, n); });
-  return gelu_op("gelu_tanh", x, [](const auto* in, auto* y, auto* slope, std::int64_t n) {
-    value_and_slope_loop(in, y, slope, n, [](auto v) { return gelu_tanh(v); });
   });
 }
 

@@ -17,4 +17,12 @@ Tensor relu(const Tensor& x);
 // approximation of it.
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 
+namespace detail {
+// y[i] = GELU(x[i]) and, when slope is not null, slope[i] = GELU'(x[i]), for i < n. y may be x
+// (in place); slope must not overlap either. The loop behind gelu(), also used by linear_gelu
+// (nn_ops.h) on each band of rows straight after its product.
+void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
+void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate);
+}  // namespace detail
+
 }  // namespace ag

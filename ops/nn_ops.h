@@ -11,6 +11,12 @@ namespace ag {
 // y = x W^T + b.   x: [..., in]   weight: [out, in]   bias: [out] or undefined   y: [..., out]
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
+// gelu(linear(x, weight, bias)) as one op, the first half of a transformer's MLP. Each thread
+// applies GELU to its band of rows straight after that band's product, while the band is still
+// in cache, and backward starts with dy * GELU' instead of a separate node.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                   GeluApproximation approximate = GeluApproximation::None);
+
 // Rows of `weight` picked by `ids`.   weight: [V, D]   ids: int64, any shape   y: [*ids.shape, D]
 // Not differentiable in ids; repeated ids add their gradients into the same row.
 Tensor embedding(const Tensor& weight, const Tensor& ids);

@@ -62,4 +62,13 @@ inline ::testing::AssertionResult gradcheck_module(const nn::Module& module, con
   return testing::gradcheck_in_place(f, tensors);
 }
 
+// Sets the thread count for a test's scope and restores the previous one after.
+struct ThreadCount {
+  explicit ThreadCount(int n) : previous(get_num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(previous); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+  int previous;
+};
+
 }  // namespace ag::test

@@ -13,12 +13,7 @@
 namespace ag {
 namespace {
 
-// Restores the thread count a test changed.
-struct ThreadCount {
-  explicit ThreadCount(int n) : previous(get_num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(previous); }
-  int previous;
-};
+using test::ThreadCount;
 
 struct Range {
   std::int64_t begin, end;

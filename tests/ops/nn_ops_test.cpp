@@ -1,4 +1,4 @@
-// Checks ops/nn_ops.cpp: linear, embedding, layer_norm, dropout, cross_entropy.
+// Checks ops/nn_ops.cpp: linear, linear_gelu, embedding, layer_norm, dropout, cross_entropy.
 #include <cmath>
 #include <limits>
 
@@ -86,6 +86,94 @@ TEST(Linear, Float32ForwardAndBackwardMatchFloat64) {
   double tol[3] = {1e-4, 2e-3, 1e-3};
   for (int i = 0; i < 3; ++i)
     EXPECT_TRUE(all_close(r.grads[1][i].to(kFloat64), r.grads[0][i], tol[i])) << "input " << i;
+}
+
+// linear's gradients against the same product written with matmul, transpose and add, on 1, 2
+// and 3 threads. With more than one thread dW and db are summed by bands of rows, one band per
+// thread, and the bands' parts added afterwards: a part left out or added twice shows here.
+TEST(Linear, GradientsMatchTheComposedProductOnAnyThreadCount) {
+  Generator gen(17);
+  Tensor x64 = randn({3, 37, 41}, gen, kFloat64), w64 = randn({67, 41}, gen, kFloat64),
+         b64 = randn({67}, gen, kFloat64), dy64 = randn({3, 37, 67}, gen, kFloat64);
+  for (int threads : {1, 2, 3}) {
+    test::ThreadCount tc(threads);
+    Tensor grads[2][3];
+    for (int composed = 0; composed < 2; ++composed) {
+      Tensor x = x64.detach().requires_grad_(), w = w64.detach().requires_grad_(), b = b64.detach().requires_grad_();
+      Tensor y = composed ? x.matmul(w.transpose(0, 1)) + b : linear(x, w, b);
+      (y * dy64).sum().backward();
+      grads[composed][0] = x.grad();
+      grads[composed][1] = w.grad();
+      grads[composed][2] = b.grad();
+    }
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(all_close(grads[0][i], grads[1][i], 1e-11)) << threads << " threads, input " << i;
+  }
+}
+
+// linear_gelu against the two ops it fuses, gelu(linear(x, w, b)): values and all three
+// gradients, with and without bias, both GELU forms, on 1, 2 and 3 threads. [3, 37, 41] -> 67
+// is 111 rows and 305k multiply-adds, enough to be split into bands of rows on 2 and 3 threads.
+TEST(LinearGelu, EqualsGeluOfLinearOnAnyThreadCount) {
+  Generator gen(13);
+  Tensor x64 = randn({3, 37, 41}, gen, kFloat64), w64 = randn({67, 41}, gen, kFloat64),
+         b64 = randn({67}, gen, kFloat64), dy64 = randn({3, 37, 67}, gen, kFloat64);
+  for (int threads : {1, 2, 3}) {
+    test::ThreadCount tc(threads);
+    for (GeluApproximation form : {GeluApproximation::None, GeluApproximation::Tanh})
+      for (bool with_bias : {true, false}) {
+        Tensor outs[2], grads[2][3];
+        for (int fused = 0; fused < 2; ++fused) {
+          Tensor x = x64.detach().requires_grad_(), w = w64.detach().requires_grad_(),
+                 b = with_bias ? b64.detach().requires_grad_() : Tensor();
+          outs[fused] = fused ? linear_gelu(x, w, b, form) : gelu(linear(x, w, b), form);
+          (outs[fused] * dy64).sum().backward();
+          grads[fused][0] = x.grad();
+          grads[fused][1] = w.grad();
+          if (with_bias) grads[fused][2] = b.grad();
+        }
+        SCOPED_TRACE(fmt::format("{} threads, {} GELU, bias {}", threads,
+                                 form == GeluApproximation::None ? "exact" : "tanh", with_bias));
+        EXPECT_TRUE(all_close(outs[1], outs[0], 1e-12));
+        for (int i = 0; i < (with_bias ? 3 : 2); ++i) EXPECT_TRUE(all_close(grads[1][i], grads[0][i], 1e-11));
+      }
+  }
+}
+
+TEST(LinearGelu, GradcheckEveryInputBothForms) {
+  Generator gen(14);
+  Tensor x = normal_leaf({2, 3, 5}, gen), w = normal_leaf({4, 5}, gen), b = normal_leaf({4}, gen);
+  for (GeluApproximation form : {GeluApproximation::None, GeluApproximation::Tanh}) {
+    EXPECT_TRUE(testing::gradcheck(
+        [form](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2], form); }, {x, w, b}));
+    EXPECT_TRUE(testing::gradcheck(
+        [form](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], {}, form); }, {x, w}));
+  }
+  // Only the weight needs a gradient: the slope is still saved, and dx is not computed.
+  Tensor x_const = randn({7, 5}, gen, kFloat64);
+  EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return linear_gelu(x_const, in[0]); }, {w}));
+}
+
+TEST(LinearGelu, Float32MatchesFloat64) {
+  Generator gen(15);
+  Tensor x64 = randn({3, 70, 23}, gen, kFloat64), w64 = randn({19, 23}, gen, kFloat64),
+         b64 = randn({19}, gen, kFloat64), dy64 = randn({3, 70, 19}, gen, kFloat64);
+  BothDtypes r = run_in_both_dtypes([](auto x, auto w, auto b) { return linear_gelu(x, w, b); }, x64, w64, b64, dy64);
+  EXPECT_TRUE(all_close(r.out[1].to(kFloat64), r.out[0], 1e-4));
+  // As for linear above: dW and db sum 210 rows of terms of size about 1.
+  double tol[3] = {1e-4, 1e-3, 1e-3};
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(all_close(r.grads[1][i].to(kFloat64), r.grads[0][i], tol[i])) << "input " << i;
+}
+
+TEST(LinearGelu, WithoutGradModeSavesNothingAndGivesTheSameValues) {
+  Generator gen(16);
+  Tensor x = normal_leaf({4, 6}, gen), w = normal_leaf({5, 6}, gen), b = normal_leaf({5}, gen);
+  Tensor expected = gelu(linear(x, w, b)).detach();
+  NoGradGuard no_grad;
+  Tensor y = linear_gelu(x, w, b);
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(all_close(y, expected, 1e-15));
 }
 
 TEST(Embedding, LooksUpRowsAndAccumulatesRepeats) {
