@@ -6,6 +6,7 @@
 #include "../ops/binary.h"
 #include "../ops/masking.h"
 #include "../ops/matmul.h"
+#include "../ops/nn_ops.h"
 #include "../ops/shape.h"
 #include "../ops/softmax.h"
 
@@ -63,6 +64,23 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   if (query.size(0) != key.size(0) || key.size(0) != value.size(0))
     throw_invalid("MultiHeadAttention", "batch sizes differ: query {}, key {}, value {}", shape_str(query.shape()),
                   shape_str(key.shape()), shape_str(value.shape()));
+
+  // Self-attention (one tensor as query, key and value) with no rotary positions and no cache:
+  // the three projections as one product, with their weights stacked, and attention reading
+  // q, k and v in place from its [B, T, 3 * d_model] output. Same numbers, one GEMM for three.
+  bool one_input = query.impl() == key.impl() && key.impl() == value.impl();
+  if (one_input && !rotary && !cache && !zero_fill_mask) {
+    Tensor w = cat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
+    Tensor b = q_proj->bias.defined() ? cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+    AttentionResult r;
+    try {
+      r = scaled_dot_product_attention_packed(linear(query, w, b), n_heads, mask, causal, need_weights, scale);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("MultiHeadAttention (query {}, key {}): {}", shape_str(query.shape()),
+                                              shape_str(key.shape()), e.what()));
+    }
+    return {drop->forward(out_proj->forward(merge_heads(r.output))), r.weights};
+  }
 
   Tensor q = split_heads(q_proj->forward(query));  // [B, Tq, H, D/H]: a view, no copy
   Tensor k = split_heads(k_proj->forward(key));    // [B, Tk, H, D/H]

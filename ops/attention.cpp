@@ -16,6 +16,7 @@
 #include "attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -323,52 +324,73 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
   });
 }
 
-// The fused op for either layout: the tensors are [B, H, T, d] or, with `heads_are_last`,
-// [B, T, H, d]; `n` has been checked.
-AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& n,
-                                bool heads_are_last, const Tensor& attn_mask, bool causal, bool need_weights,
-                                std::optional<double> scale) {
+// Where q, k or v is found among the node's inputs: input `input`, from element `offset` on.
+struct Operand {
+  std::size_t input;
+  std::int64_t offset;
+};
+
+// The fused op over any layout: `inputs` are the node's inputs, q, k and v are found in them at
+// `at`, laid out as `L` says; `n` has been checked. Each input's gradient has the input's shape,
+// and q's, k's and v's gradients land where q, k and v were read.
+AttentionResult fused_attention(const char* op, const std::vector<Tensor>& inputs, std::array<Operand, 3> at,
+                                const Layouts& L, const Shape& out_shape, const Dims& n, const Tensor& attn_mask,
+                                bool causal, bool need_weights, std::optional<double> scale) {
   MaskReader mask = mask_reader(op, attn_mask, causal, n);
   double s = default_scale(op, scale, n.d);
   for (std::int64_t size : {n.tq, n.tk, n.d, n.dv}) as_int(size);  // BLAS indexes with int
-  auto view = heads_are_last ? heads_last : heads_first;
-  Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
-  Shape out_shape = heads_are_last ? Shape{n.b, n.tq, n.h, n.dv} : Shape{n.b, n.h, n.tq, n.dv};
+  const Tensor& first = inputs[0];
   // Every output row is written below (a product with beta 0, or zeros for a query that sees
   // no key); only an empty product leaves it to this fill.
   bool runs = n.tq > 0 && n.tk > 0;
-  Tensor out = runs ? empty(out_shape, q.dtype()) : zeros(out_shape, q.dtype());
-  Tensor lse = empty({n.b, n.h, n.tq}, q.dtype());  // per query: log of its softmax denominator
-  Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, q.dtype()) : Tensor();
+  Tensor out = runs ? empty(out_shape, first.dtype()) : zeros(out_shape, first.dtype());
+  Tensor lse = empty({n.b, n.h, n.tq}, first.dtype());  // per query: log of its softmax denominator
+  Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, first.dtype()) : Tensor();
   if (runs)
-    dispatch_floating(q.dtype(), op, [&](auto tag) {
+    dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      attention_forward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(), lse.data_ptr<T>(),
+      auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
+      attention_forward<T>(n, L, mask, s, in(0), in(1), in(2), lse.data_ptr<T>(),
                            need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>());
     });
-  // Saved for backward: q, k, v (shared with the caller), the mask and one number per query.
-  Tensor result =
-      record(op, out, {q, k, v},
-             [q = q.detach(), k = k.detach(), v = v.detach(), mask_tensor = attn_mask, lse, n, L, s, causal, op](
-                 const Tensor& dout, const std::vector<bool>& need) {
-               // Only the gradients asked for are allocated; the others stay undefined.
-               bool runs = n.tq > 0 && n.tk > 0;
-               auto buffer = [&](bool needed, const Tensor& like) {
-                 if (!needed) return Tensor();
-                 return runs ? empty(like.shape(), like.dtype()) : zeros(like.shape(), like.dtype());
-               };
-               Tensor dq = buffer(need[0], q), dk = buffer(need[1], k), dv = buffer(need[2], v);
-               if (runs)
-                 dispatch_floating(q.dtype(), op, [&](auto tag) {
-                   using T = decltype(tag);
-                   MaskReader mask = mask_reader(op, mask_tensor, causal, n);
-                   attention_backward<T>(n, L, mask, s, q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
-                                         lse.data_ptr<T>(), dout.data_ptr<T>(), need[0] ? dq.data_ptr<T>() : nullptr,
-                                         need[1] ? dk.data_ptr<T>() : nullptr, need[2] ? dv.data_ptr<T>() : nullptr);
-                 });
-               return std::vector<Tensor>{dq, dk, dv};
-             });
+  // Saved for backward: the inputs (shared with the caller), the mask and one number per query.
+  std::vector<Tensor> saved;
+  for (const Tensor& t : inputs) saved.push_back(t.detach());
+  Tensor result = record(op, out, inputs,
+                         [saved, at, mask_tensor = attn_mask, lse, n, L, s, causal, op](const Tensor& dout,
+                                                                                        const std::vector<bool>& need) {
+                           // Only the gradients asked for are allocated; the others stay undefined.
+                           bool runs = n.tq > 0 && n.tk > 0;
+                           std::vector<Tensor> grads(saved.size());
+                           for (std::size_t i = 0; i < saved.size(); ++i)
+                             if (need[i])
+                               grads[i] = runs ? empty(saved[i].shape(), saved[i].dtype())
+                                               : zeros(saved[i].shape(), saved[i].dtype());
+                           if (runs)
+                             dispatch_floating(saved[0].dtype(), op, [&](auto tag) {
+                               using T = decltype(tag);
+                               auto in = [&](int i) { return saved[at[i].input].data_ptr<T>() + at[i].offset; };
+                               auto grad = [&](int i) {
+                                 return need[at[i].input] ? grads[at[i].input].data_ptr<T>() + at[i].offset : nullptr;
+                               };
+                               MaskReader mask = mask_reader(op, mask_tensor, causal, n);
+                               attention_backward<T>(n, L, mask, s, in(0), in(1), in(2), lse.data_ptr<T>(),
+                                                     dout.data_ptr<T>(), grad(0), grad(1), grad(2));
+                             });
+                           return grads;
+                         });
   return {result, weights};
+}
+
+// The [B, H, T, d] and [B, T, H, d] ops: q, k and v are three inputs.
+AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& n,
+                                bool heads_are_last, const Tensor& attn_mask, bool causal, bool need_weights,
+                                std::optional<double> scale) {
+  auto view = heads_are_last ? heads_last : heads_first;
+  Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
+  Shape out_shape = heads_are_last ? Shape{n.b, n.tq, n.h, n.dv} : Shape{n.b, n.h, n.tq, n.dv};
+  return fused_attention(op, {q, k, v}, {Operand{0, 0}, Operand{1, 0}, Operand{2, 0}}, L, out_shape, n, attn_mask,
+                         causal, need_weights, scale);
 }
 
 }  // namespace
@@ -392,6 +414,22 @@ AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor&
   Tensor vk = k.defined() && k.dim() == 4 ? k.detach().reshape(swapped(k)) : k;
   Tensor vv = v.defined() && v.dim() == 4 ? v.detach().reshape(swapped(v)) : v;
   return fused_attention(op, q, k, v, check_qkv(op, vq, vk, vv), true, attn_mask, causal, need_weights, scale);
+}
+
+AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int64_t heads, const Tensor& attn_mask,
+                                                    bool causal, bool need_weights, std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention_packed";
+  check_floating(op, qkv);
+  if (qkv.dim() != 3 || heads < 1 || qkv.size(2) % (3 * heads) != 0)
+    throw_invalid(op, "qkv must be [B, T, 3 * heads * d] with heads >= 1, got shape {} and {} heads",
+                  shape_str(qkv.shape()), heads);
+  std::int64_t t = qkv.size(1), width = qkv.size(2) / 3, d = width / heads;
+  Dims n{qkv.size(0), heads, t, t, d, d};
+  // Position p's query, key and value are its row's three thirds; head h is d columns of each.
+  View packed{t * 3 * width, d, 3 * width};
+  Layouts L{packed, packed, packed, heads_last(heads, t, d)};
+  return fused_attention(op, {qkv}, {Operand{0, 0}, Operand{0, width}, Operand{0, 2 * width}}, L,
+                         Shape{n.b, t, heads, d}, n, attn_mask, causal, need_weights, scale);
 }
 
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,

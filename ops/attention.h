@@ -36,6 +36,14 @@ AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor&
                                                   const Tensor& attn_mask = {}, bool causal = false,
                                                   bool need_weights = false, std::optional<double> scale = {});
 
+// Self-attention on packed projections: qkv [B, T, 3 * heads * d] holds each position's query,
+// key and value side by side, as one linear layer with the three weights stacked computes them.
+// The same as scaled_dot_product_attention_bthd on the three [B, T, heads, d] thirds, read in
+// place; the output is [B, T, heads, d] and the gradient one tensor shaped like qkv.
+AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int64_t heads, const Tensor& attn_mask = {},
+                                                    bool causal = false, bool need_weights = false,
+                                                    std::optional<double> scale = {});
+
 // The same computation composed from primitive ops (matmul, masked_fill, softmax), kept as
 // the readable reference; its weights are part of the graph.
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},

@@ -28,24 +28,29 @@ TEST(MultiHeadAttention, MatchesAHeadByHeadComputation) {
   Generator gen(1);
   nn::MultiHeadAttention mha(kD, kH, {}, gen);
   mha.to(kFloat64);
-  Tensor query = randn({kB, kTq, kD}, gen, kFloat64), memory = randn({kB, kTk, kD}, gen, kFloat64);
-  AttentionResult r = mha.forward(query, memory, memory, {}, false, true);
+  Tensor x = randn({kB, kTq, kD}, gen, kFloat64), y = randn({kB, kTk, kD}, gen, kFloat64);
+  // Cross-attention, and self-attention (one tensor for all three, which the module computes
+  // with its three projections stacked into one product).
+  for (auto [query, memory] : {std::pair{x, y}, std::pair{x, x}}) {
+    SCOPED_TRACE(query.impl() == memory.impl() ? "self-attention" : "cross-attention");
+    AttentionResult r = mha.forward(query, memory, memory, {}, false, true);
 
-  Tensor q = linear(query, mha.q_proj->weight, mha.q_proj->bias);
-  Tensor k = linear(memory, mha.k_proj->weight, mha.k_proj->bias);
-  Tensor v = linear(memory, mha.v_proj->weight, mha.v_proj->bias);
-  std::int64_t dh = kD / kH;
-  std::vector<Tensor> heads;
-  for (std::int64_t h = 0; h < kH; ++h) {
-    Tensor qh = q.slice(2, h * dh, (h + 1) * dh), kh = k.slice(2, h * dh, (h + 1) * dh),
-           vh = v.slice(2, h * dh, (h + 1) * dh);
-    Tensor w = softmax(qh.matmul(kh.transpose(1, 2)) / std::sqrt(static_cast<double>(dh)), -1);  // [B, Tq, Tk]
-    EXPECT_TRUE(all_close(r.weights.slice(1, h, h + 1).squeeze(1), w, 1e-12));
-    heads.push_back(w.matmul(vh));
+    Tensor q = linear(query, mha.q_proj->weight, mha.q_proj->bias);
+    Tensor k = linear(memory, mha.k_proj->weight, mha.k_proj->bias);
+    Tensor v = linear(memory, mha.v_proj->weight, mha.v_proj->bias);
+    std::int64_t dh = kD / kH;
+    std::vector<Tensor> heads;
+    for (std::int64_t h = 0; h < kH; ++h) {
+      Tensor qh = q.slice(2, h * dh, (h + 1) * dh), kh = k.slice(2, h * dh, (h + 1) * dh),
+             vh = v.slice(2, h * dh, (h + 1) * dh);
+      Tensor w = softmax(qh.matmul(kh.transpose(1, 2)) / std::sqrt(static_cast<double>(dh)), -1);  // [B, Tq, Tk]
+      EXPECT_TRUE(all_close(r.weights.slice(1, h, h + 1).squeeze(1), w, 1e-12));
+      heads.push_back(w.matmul(vh));
+    }
+    Tensor expected = linear(cat(heads, 2), mha.out_proj->weight, mha.out_proj->bias);
+    EXPECT_TRUE(all_close(r.output, expected, 1e-12));
+    EXPECT_EQ(r.weights.shape(), (Shape{kB, kH, kTq, memory.size(1)}));  // [batch, heads, tgt_len, src_len]
   }
-  Tensor expected = linear(cat(heads, 2), mha.out_proj->weight, mha.out_proj->bias);
-  EXPECT_TRUE(all_close(r.output, expected, 1e-12));
-  EXPECT_EQ(r.weights.shape(), (Shape{kB, kH, kTq, kTk}));  // [batch, heads, tgt_len, src_len]
 }
 
 TEST(MultiHeadAttention, GradcheckSelfCrossCausalAndRotary) {
@@ -175,9 +180,16 @@ TEST(MultiHeadAttention, Errors) {
       [&] {
         mha.forward(x, x, x, full({4, 4}, 1, kBool));
       },
+      "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention_packed: attn_mask of shape "
+      "[4, 4] does not broadcast"));
+  // The same mask with distinct key and value tensors goes through the unpacked op.
+  Tensor kv = ones({kB, kTq, kD});
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(x, kv, kv, full({4, 4}, 1, kBool));
+      },
       "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention_bthd: attn_mask of shape "
-      "[4, 4] "
-      "does not broadcast"));
+      "[4, 4] does not broadcast"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
         mha.forward(ones({kB, kTq, 8}), x, x);

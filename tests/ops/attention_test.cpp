@@ -1,6 +1,6 @@
 // Checks ops/attention.cpp: the fused op against a hand computation, against the composed
 // reference (values and gradients, float64), finite differences for every mask combination,
-// and the causal property.
+// the causal property, and the [B, T, H, d] and packed-qkv layouts against the first.
 #include <cmath>
 
 #include "../test_util.h"
@@ -127,6 +127,66 @@ TEST(Attention, HeadsLastLayoutMatchesHeadsFirst) {
         },
         {q, k, v}));
   }
+}
+
+// qkv [B, T, 3 * H * d] against the [B, T, H, d] op on its three thirds: output, weights and
+// gradient, for every self-attention mask case (T = 7, with T = 70 for several query blocks),
+// and finite differences at T = 7.
+TEST(Attention, PackedMatchesTheThreeThirds) {
+  Generator gen(12);
+  const std::int64_t h = 3, d = 4, width = h * d;
+  for (std::int64_t t : {7, 70})
+    for (const MaskCase& c : mask_cases(t, t)) {
+      SCOPED_TRACE(fmt::format("{} T={}", c.name, t));
+      Tensor q = normal_leaf({2, t, h, d}, gen), k = normal_leaf({2, t, h, d}, gen), v = normal_leaf({2, t, h, d}, gen);
+      Tensor qkv =
+          cat({q.detach().reshape({2, t, width}), k.detach().reshape({2, t, width}), v.detach().reshape({2, t, width})},
+              2)
+              .requires_grad_();
+      AttentionResult packed = scaled_dot_product_attention_packed(qkv, h, c.mask, c.causal, true);
+      AttentionResult thirds = scaled_dot_product_attention_bthd(q, k, v, c.mask, c.causal, true);
+      EXPECT_EQ(packed.output.shape(), (Shape{2, t, h, d}));
+      EXPECT_TRUE(all_close(packed.output, thirds.output, 1e-14));
+      EXPECT_TRUE(all_close(packed.weights, thirds.weights, 1e-14));
+      Tensor g = randn(packed.output.shape(), gen, kFloat64);
+      packed.output.backward(g);
+      thirds.output.backward(g);
+      Tensor expected =
+          cat({q.grad().reshape({2, t, width}), k.grad().reshape({2, t, width}), v.grad().reshape({2, t, width})}, 2);
+      EXPECT_TRUE(all_close(qkv.grad(), expected, 1e-13));
+      if (t == 7) {
+        EXPECT_TRUE(testing::gradcheck(
+            [&](const std::vector<Tensor>& in) {
+              return scaled_dot_product_attention_packed(in[0], h, c.mask, c.causal).output;
+            },
+            {qkv.detach().requires_grad_()}));
+      }
+    }
+}
+
+TEST(Attention, PackedErrors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        scaled_dot_product_attention_packed(ones({2, 5, 20}), 3);
+      },
+      "scaled_dot_product_attention_packed: qkv must be [B, T, 3 * heads * d] with heads >= 1, got shape [2, 5, 20] "
+      "and 3 heads"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        scaled_dot_product_attention_packed(ones({5, 18}), 3);
+      },
+      "got shape [5, 18] and 3 heads"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        scaled_dot_product_attention_packed(ones({2, 5, 18}), 0);
+      },
+      "got shape [2, 5, 18] and 0 heads"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        scaled_dot_product_attention_packed(ones({2, 5, 18}), 3, full({4, 5}, 1, kBool));
+      },
+      "scaled_dot_product_attention_packed: attn_mask of shape [4, 5] does not broadcast to the scores' shape "
+      "[2, 3, 5, 5]"));
 }
 
 TEST(Attention, FullyMaskedQueryGivesZeroNotNaN) {

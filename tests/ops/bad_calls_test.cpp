@@ -615,7 +615,7 @@ std::vector<BadCall> module_rows() {
          Tensor x = f32(1, 3, 8);
          attention_module().forward(x, x, x, causal_mask(3, 4));
        },
-       "MultiHeadAttention (query [1, 3, 8], key [1, 3, 8]): scaled_dot_product_attention_bthd: attn_mask of shape "
+       "MultiHeadAttention (query [1, 3, 8], key [1, 3, 8]): scaled_dot_product_attention_packed: attn_mask of shape "
        "[3, 4] does not broadcast",
        [] {
          Tensor x = f32(1, 3, 8);
