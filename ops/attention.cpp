@@ -425,6 +425,11 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
                   shape_str(qkv.shape()), heads);
   std::int64_t t = qkv.size(1), width = qkv.size(2) / 3, d = width / heads;
   Dims n{qkv.size(0), heads, t, t, d, d};
+  // As for the other layouts (check_qkv): no empty batch or sequence, no empty heads.
+  if (n.b == 0 || t == 0)
+    throw_invalid(op, "q, k and v need at least one batch entry, head, query and key, got qkv of shape {}",
+                  shape_str(qkv.shape()));
+  if (d == 0) throw_invalid(op, "q and k have head dim 0 (qkv of shape {}, {} heads)", shape_str(qkv.shape()), heads);
   // Position p's query, key and value are its row's three thirds; head h is d columns of each.
   View packed{t * 3 * width, d, 3 * width};
   Layouts L{packed, packed, packed, heads_last(heads, t, d)};

@@ -386,8 +386,21 @@ TEST_P(NumericEdge, EmptyBatchesAreRejectedByTheModelAndLossEntryPoints) {
     EXPECT_TRUE(throws_with<std::invalid_argument>(
         [&] { attention.forward(x, x, x); },
         "MultiHeadAttention (query " + shape_str(shape) + ", key " + shape_str(shape) +
-            "): scaled_dot_product_attention_bthd: q, k and v need at least one batch entry"));
+            "): scaled_dot_product_attention_packed: q, k and v need at least one batch entry"));
+    // The packed op itself, on the [B, T, 3 * 8] its projection would give.
+    EXPECT_TRUE(throws_with<std::invalid_argument>(
+        [&] {
+          scaled_dot_product_attention_packed(zeros({shape[0], shape[1], 24}, dtype()), 2);
+        },
+        "scaled_dot_product_attention_packed: q, k and v need at least one batch entry, head, query and key, got qkv "
+        "of shape " +
+            shape_str({shape[0], shape[1], 24})));
   }
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        scaled_dot_product_attention_packed(zeros({2, 3, 0}, dtype()), 2);
+      },
+      "scaled_dot_product_attention_packed: q and k have head dim 0 (qkv of shape [2, 3, 0], 2 heads)"));
 }
 
 TEST_P(NumericEdge, RowWiseOpsGiveEmptyResultsForNoRows) {
