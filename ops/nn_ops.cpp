@@ -68,8 +68,8 @@ void check_linear(std::string_view op, const Tensor& x, const Tensor& weight, co
 }
 
 // y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
-// `epilogue(first_element, count)` on the same thread. Every band starts as b's rows (or zeros)
-// and the product is added on top (beta = 1).
+// `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
+// and the product is added on top (beta = 1); without one the product is written (beta = 0).
 template <class T, class Epilogue>
 void linear_forward(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias, T* py,
                     Epilogue epilogue) {
@@ -84,9 +84,10 @@ void linear_forward(std::string_view op, const Tensor& x, const Tensor& weight, 
     std::int64_t count = std::int64_t{r1 - r0} * out;
     if (pb)
       for (int r = r0; r < r1; ++r) std::copy(pb, pb + out, py + std::int64_t{r} * out);
-    else
-      std::fill(band, band + count, T(0));
-    if (k > 0) blas::gemm(false, true, r1 - r0, n, k, T(1), px + std::int64_t{r0} * in, k, pw, k, T(1), band, n);
+    if (k > 0)
+      blas::gemm(false, true, r1 - r0, n, k, T(1), px + std::int64_t{r0} * in, k, pw, k, pb ? T(1) : T(0), band, n);
+    else if (!pb)
+      std::fill(band, band + count, T(0));  // an empty sum, and no bias
     epilogue(std::int64_t{r0} * out, count);
   });
 }
