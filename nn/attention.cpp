@@ -68,39 +68,35 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   // Self-attention (one tensor as query, key and value) with no rotary positions and no cache:
   // the three projections as one product, with their weights stacked, and attention reading
   // q, k and v in place from its [B, T, 3 * d_model] output. Same numbers, one GEMM for three.
-  bool one_input = query.impl() == key.impl() && key.impl() == value.impl();
-  if (one_input && !rotary && !cache && !zero_fill_mask) {
+  bool packed = query.impl() == key.impl() && key.impl() == value.impl() && !rotary && !cache && !zero_fill_mask;
+  Tensor qkv, q, k, v;
+  if (packed) {
     Tensor w = cat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
     Tensor b = q_proj->bias.defined() ? cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
-    AttentionResult r;
-    try {
-      r = scaled_dot_product_attention_packed(linear(query, w, b), n_heads, mask, causal, need_weights, scale);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("MultiHeadAttention (query {}, key {}): {}", shape_str(query.shape()),
-                                              shape_str(key.shape()), e.what()));
+    qkv = linear(query, w, b);
+  } else {
+    q = split_heads(q_proj->forward(query));  // [B, Tq, H, D/H]: a view, no copy
+    k = split_heads(k_proj->forward(key));    // [B, Tk, H, D/H]
+    v = split_heads(v_proj->forward(value));  // [B, Tk, H, D/H]
+    if (cache) offset = cache->length();      // the new tokens come right after the cached ones
+    if (rotary) {
+      q = rotary->forward(q, offset + k.size(1) - q.size(1), /*heads_last=*/true);
+      k = rotary->forward(k, offset, /*heads_last=*/true);
     }
-    return {drop->forward(out_proj->forward(merge_heads(r.output))), r.weights};
-  }
-
-  Tensor q = split_heads(q_proj->forward(query));  // [B, Tq, H, D/H]: a view, no copy
-  Tensor k = split_heads(k_proj->forward(key));    // [B, Tk, H, D/H]
-  Tensor v = split_heads(v_proj->forward(value));  // [B, Tk, H, D/H]
-  if (cache) offset = cache->length();             // the new tokens come right after the cached ones
-  if (rotary) {
-    q = rotary->forward(q, offset + k.size(1) - q.size(1), /*heads_last=*/true);
-    k = rotary->forward(k, offset, /*heads_last=*/true);
-  }
-  if (cache) {
-    if (cache->k.defined()) {
-      k = cat({cache->k, k}, 1);
-      v = cat({cache->v, v}, 1);
+    if (cache) {
+      if (cache->k.defined()) {
+        k = cat({cache->k, k}, 1);
+        v = cat({cache->v, v}, 1);
+      }
+      cache->k = k.detach();
+      cache->v = v.detach();
     }
-    cache->k = k.detach();
-    cache->v = v.detach();
   }
   AttentionResult r;
   try {
-    if (zero_fill_mask)
+    if (packed)
+      r = scaled_dot_product_attention_packed(qkv, n_heads, mask, causal, need_weights, scale);
+    else if (zero_fill_mask)
       r = zero_filled_attention(q, k, v, mask, causal);
     else  // the fused op reads each head's columns in place: no [B, H, T, D/H] copies
       r = scaled_dot_product_attention_bthd(q, k, v, mask, causal, need_weights, scale);

@@ -58,9 +58,10 @@ inline void gemm_one(bool ta, bool tb, int m, int n, int k, double alpha, const 
 template <class T>
 void gemm_split(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
                 int ldc) {
-  if (!worth_splitting(m, n, k) || m >= n) {
+  bool split = worth_splitting(m, n, k);
+  if (!split || m >= n) {
     // Rows [r0, r1) of C come from rows r0.. of op(A): row r0 of A, or column r0 when A^T is used.
-    for_row_bands(m, worth_splitting(m, n, k), [&](int r0, int r1) {
+    for_row_bands(m, split, [&](int r0, int r1) {
       const T* a0 = ta ? a + r0 : a + std::int64_t{r0} * lda;
       gemm_one(ta, tb, r1 - r0, n, k, alpha, a0, lda, b, ldb, beta, c + std::int64_t{r0} * ldc, ldc);
     });
