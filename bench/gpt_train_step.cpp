@@ -16,6 +16,8 @@
 #include <iostream>
 #include <span>
 
+#include "../examples/common/kernels_option.h"
+
 namespace po = boost::program_options;
 
 namespace {
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
                                                  "tiny, small or medium")(
       "threads", po::value(&threads)->default_value(threads), "OpenBLAS threads")(
       "steps", po::value(&steps)->default_value(steps), "measured steps")(
-      "warmup", po::value(&warmup)->default_value(warmup), "unmeasured steps first");
+      "warmup", po::value(&warmup)->default_value(warmup), "unmeasured steps first")(
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -104,10 +107,10 @@ int main(int argc, char** argv) {
     double tokens = static_cast<double>(c.batch * c.model.block_size);
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
-        "{{\"config\": \"{}\", \"threads\": {}, \"steps\": {}, \"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
+        "{{\"config\": \"{}\", \"kernels\": \"{}\", \"threads\": {}, \"steps\": {}, \"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
         "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}}}\n",
-        name, threads, steps, median, sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
+        name, ag::kernels_name(ag::kernels()), threads, steps, median, sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
         static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false");
   } catch (const std::exception& e) {
     std::cerr << "gpt_train_step: " << e.what() << "\n";

@@ -18,6 +18,7 @@
 #include <iostream>
 
 #include "common/digit_tasks.h"
+#include "common/kernels_option.h"
 #include "common/plot.h"
 
 namespace po = boost::program_options;
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
       "seed", po::value(&o.seed)->default_value(o.seed), "random seed")("out", po::value(&o.out)->default_value(o.out),
                                                                         "directory for the cross-attention picture")(
       "min-accuracy", po::value(&o.min_accuracy)->default_value(o.min_accuracy),
-      "exit with status 1 when the held-out accuracy is below this fraction");
+      "exit with status 1 when the held-out accuracy is below this fraction")(
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, opts), vm);

@@ -9,6 +9,8 @@
 #include "../autograd/grad_mode.h"
 #include "../autograd/parallel.h"
 #include "../ops/fast_math.h"
+#include "../ops/kernels.h"
+#include "../ops/reference/reference.h"
 
 namespace ag::optim {
 
@@ -178,6 +180,11 @@ void Adam::step() {
       const T* g = grad.data_ptr<T>();
       T* m = slot(i, 0).template data_ptr<T>();
       T* v = slot(i, 1).template data_ptr<T>();
+      if (kernels() == Kernels::Reference) {  // the textbook loop of ops/reference/optim.cpp
+        reference::adam_update(w, g, m, v, p.numel(),
+                               {lr_, options.beta1, options.beta2, options.eps, wd, decoupled_, steps_});
+        return;
+      }
       // In the parameter's own type, as PyTorch does: one vectorisable pass per tensor.
       T b1 = static_cast<T>(options.beta1), b2 = static_cast<T>(options.beta2), eps = static_cast<T>(options.eps);
       T l2 = decoupled_ ? T(0) : static_cast<T>(wd);
@@ -200,6 +207,12 @@ void Adam::step() {
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) throw_invalid("clip_grad_norm", "max_norm must be positive, got {}", max_norm);
+  if (kernels() == Kernels::Reference) {
+    std::vector<Tensor> grads;
+    for (const Tensor& p : params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    return reference::clip_grad_norm(grads, max_norm);
+  }
   double total = 0.0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();

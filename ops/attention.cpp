@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -26,8 +27,10 @@
 #include "binary.h"
 #include "blas.h"
 #include "fast_math.h"
+#include "kernels.h"
 #include "masking.h"
 #include "matmul.h"
+#include "reference/reference.h"
 #include "softmax.h"
 
 namespace ag {
@@ -78,19 +81,6 @@ void check_mask(std::string_view op, const Tensor& attn_mask, const Dims& n) {
   if (!fits)
     throw_invalid(op, "attn_mask of shape {} does not broadcast to the scores' shape {}", shape_str(attn_mask.shape()),
                   shape_str(full));
-}
-
-// The full [B, H, Tq, Tk] "may attend" mask from the optional user mask and the causal flag,
-// or undefined when nothing is masked (for the composed reference).
-Tensor combined_mask(std::string_view op, const Tensor& attn_mask, bool causal, const Dims& n) {
-  Tensor mask;
-  if (attn_mask.defined()) {
-    check_mask(op, attn_mask, n);
-    mask = attn_mask;
-  }
-  if (causal) mask = mask.defined() ? logical_and(mask, causal_mask(n.tq, n.tk)) : causal_mask(n.tq, n.tk);
-  if (!mask.defined()) return mask;
-  return logical_and(mask, ag::full({n.b, n.h, n.tq, n.tk}, 1.0, kBool));  // expanded to [B, H, Tq, Tk]
 }
 
 double default_scale(std::string_view op, std::optional<double> scale, std::int64_t d) {
@@ -393,12 +383,28 @@ AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k
                          causal, need_weights, scale);
 }
 
+// The reference route (ops/kernels.h), once the public op has checked q, k and v: the mask
+// and the scale are checked here as the fused route checks them, and the weights are handed out
+// as it hands them out, outside the graph and only when asked for.
+AttentionResult reference_attention(std::string_view op, const Dims& n, const Tensor& attn_mask, bool need_weights,
+                                    std::optional<double> scale,
+                                    const std::function<AttentionResult(const Tensor&, double)>& attend) {
+  if (attn_mask.defined()) check_mask(op, attn_mask, n);
+  AttentionResult r = attend(attn_mask, default_scale(op, scale, n.d));
+  return {r.output, need_weights ? r.weights.detach() : Tensor()};
+}
+
 }  // namespace
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                              bool causal, bool need_weights, std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
-  return fused_attention(op, q, k, v, check_qkv(op, q, k, v), false, attn_mask, causal, need_weights, scale);
+  Dims n = check_qkv(op, q, k, v);
+  if (kernels() == Kernels::Reference)
+    return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
+      return reference::scaled_dot_product_attention(q, k, v, mask, causal, s);
+    });
+  return fused_attention(op, q, k, v, n, false, attn_mask, causal, need_weights, scale);
 }
 
 AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -413,7 +419,12 @@ AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor&
   Tensor vq = q.defined() && q.dim() == 4 ? q.detach().reshape(swapped(q)) : q;
   Tensor vk = k.defined() && k.dim() == 4 ? k.detach().reshape(swapped(k)) : k;
   Tensor vv = v.defined() && v.dim() == 4 ? v.detach().reshape(swapped(v)) : v;
-  return fused_attention(op, q, k, v, check_qkv(op, vq, vk, vv), true, attn_mask, causal, need_weights, scale);
+  Dims n = check_qkv(op, vq, vk, vv);
+  if (kernels() == Kernels::Reference)
+    return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
+      return reference::scaled_dot_product_attention_bthd(q, k, v, mask, causal, s);
+    });
+  return fused_attention(op, q, k, v, n, true, attn_mask, causal, need_weights, scale);
 }
 
 AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int64_t heads, const Tensor& attn_mask,
@@ -430,6 +441,10 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
     throw_invalid(op, "q, k and v need at least one batch entry, head, query and key, got qkv of shape {}",
                   shape_str(qkv.shape()));
   if (d == 0) throw_invalid(op, "q and k have head dim 0 (qkv of shape {}, {} heads)", shape_str(qkv.shape()), heads);
+  if (kernels() == Kernels::Reference)
+    return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
+      return reference::scaled_dot_product_attention_packed(qkv, heads, mask, causal, s);
+    });
   // Position p's query, key and value are its row's three thirds; head h is d columns of each.
   View packed{t * 3 * width, d, 3 * width};
   Layouts L{packed, packed, packed, heads_last(heads, t, d)};
@@ -441,11 +456,8 @@ AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tens
                                     bool causal, std::optional<double> scale) {
   const char* op = "attention_reference";
   Dims n = check_qkv(op, q, k, v);
-  Tensor mask = combined_mask(op, attn_mask, causal, n);
-  Tensor scores = q.matmul(k.transpose(-2, -1)) * default_scale(op, scale, n.d);  // [B, H, Tq, Tk]
-  if (mask.defined()) scores = masked_fill(scores, logical_not(mask), -std::numeric_limits<double>::infinity());
-  Tensor weights = softmax(scores, -1);  // a fully masked row gives zeros (ops/softmax.h)
-  return {weights.matmul(v), weights};
+  if (attn_mask.defined()) check_mask(op, attn_mask, n);
+  return reference::scaled_dot_product_attention(q, k, v, attn_mask, causal, default_scale(op, scale, n.d));
 }
 
 }  // namespace ag

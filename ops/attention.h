@@ -44,8 +44,9 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
                                                     bool causal = false, bool need_weights = false,
                                                     std::optional<double> scale = {});
 
-// The same computation composed from primitive ops (matmul, masked_fill, softmax), kept as
-// the readable reference; its weights are part of the graph.
+// The same computation composed from primitive ops (matmul, masked_fill, softmax): the reference
+// kernel of ops/reference/attention.cpp, called directly, whatever the kernel setting. Its
+// weights are part of the graph, so a loss on them (a penalty, say) trains through them.
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
                                     bool causal = false, std::optional<double> scale = {});
 

@@ -16,6 +16,8 @@
 #include "../autograd/parallel.h"
 #include "binary.h"
 #include "fast_math.h"
+#include "kernels.h"
+#include "reference/reference.h"
 
 namespace ag {
 
@@ -91,6 +93,13 @@ Tensor tanh(const Tensor& x) {
 Tensor sigmoid(const Tensor& x) {
   return unary_op(
       "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); }, [](auto y) { return y * (1 - y); });
+}
+
+// y = erfc(x) = 1 - erf(x)   dy/dx = -2/sqrt(pi) e^(-x^2)     (the CDF of N(0, 1) is erfc(-x/sqrt 2) / 2)
+Tensor erfc(const Tensor& x) {
+  return unary_op(
+      "erfc", x, Saves::Input, [](auto v) { return std::erfc(v); },
+      [](auto v) { return static_cast<decltype(v)>(-2 * std::numbers::inv_sqrtpi * std::exp(-v * v)); });
 }
 
 // y = max(x, 0)          dy/dx = 1 if x > 0 else 0   (at the kink x = 0 we take 0, as PyTorch does;
@@ -171,6 +180,7 @@ void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluAp
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   const char* op = approximate == GeluApproximation::None ? "gelu" : "gelu_tanh";
   check_floating(op, x);
+  if (kernels() == Kernels::Reference) return reference::gelu(x, approximate);
   bool need_slope = is_grad_enabled() && x.requires_grad();
   Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
   dispatch_floating(x.dtype(), op, [&](auto tag) {

@@ -13,7 +13,9 @@
 #include "blas.h"
 #include "elementwise.h"
 #include "fast_math.h"
+#include "kernels.h"
 #include "reduce.h"
+#include "reference/reference.h"
 
 namespace ag {
 
@@ -161,6 +163,7 @@ Shape linear_shape(const Tensor& x, const Tensor& weight) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear("linear", x, weight, bias);
+  if (kernels() == Kernels::Reference) return reference::linear(x, weight, bias);
   Tensor y = empty(linear_shape(x, weight), x.dtype());
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     linear_forward<decltype(tag)>("linear", x, weight, bias, y.data_ptr<decltype(tag)>(),
@@ -174,6 +177,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
   check_linear("linear_gelu", x, weight, bias);
+  if (kernels() == Kernels::Reference) return reference::linear_gelu(x, weight, bias, approximate);
   bool need_slope =
       is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   Tensor y = empty(linear_shape(x, weight), x.dtype()), slope = need_slope ? empty_like(y) : Tensor();
@@ -215,6 +219,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     if (pid[p] < 0 || pid[p] >= vocab)
       throw_invalid("embedding", "id {} at position {} is outside the table's {} rows (ids shape {})", pid[p], p, vocab,
                     shape_str(ids.shape()));
+  if (kernels() == Kernels::Reference) return reference::embedding(weight, ids);
   Shape y_shape = ids.shape();
   y_shape.push_back(dim);
   Tensor y = empty(y_shape, weight.dtype());
@@ -338,6 +343,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   if (!(eps > 0)) throw_invalid("layer_norm", "eps must be positive, got {}", eps);
   check_vector("layer_norm", "weight", weight, d, x);
   check_vector("layer_norm", "bias", bias, d, x);
+  if (kernels() == Kernels::Reference) return reference::layer_norm(x, weight, bias, eps);
   Tensor y = empty_like(x);
   Tensor mean = empty({rows}, kFloat64), rstd = empty({rows}, kFloat64);
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
@@ -436,6 +442,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     r, classes, ignore_index);
     ++counted;
   }
+  if (kernels() == Kernels::Reference) return reference::cross_entropy(logits, targets, ignore_index);
   Tensor lse = empty({rows}, kFloat64);
   double total = 0.0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {

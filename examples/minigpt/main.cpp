@@ -4,11 +4,14 @@
 //   minigpt sample --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
 //
+// train, sample and eval take --kernels fast|reference (ops/kernels.h).
+//
 // `minigpt SUBCOMMAND --help` lists every option.
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
 
+#include "../common/kernels_option.h"
 #include "minigpt.h"
 
 namespace po = boost::program_options;
@@ -62,7 +65,8 @@ int train_command(int argc, char** argv) {
                                                                       "seed for initialisation, batches and sampling")(
       "prompt", po::value(&o.prompt), "text for the attention maps (default: a stretch of validation text)")(
       "sample-tokens", po::value(&o.sample_tokens)->default_value(o.sample_tokens), "length of the final sample")(
-      "resume", po::bool_switch(&o.resume), "continue from the checkpoint in --out");
+      "resume", po::bool_switch(&o.resume), "continue from the checkpoint in --out")(
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
@@ -82,7 +86,8 @@ int sample_command(int argc, char** argv) {
       "tokens", po::value(&tokens)->default_value(tokens), "characters to generate")(
       "temperature", po::value(&temperature)->default_value(temperature), "0 = always the most likely character")(
       "top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely characters (0 = all)")(
-      "seed", po::value(&seed)->default_value(seed), "sampling seed");
+      "seed", po::value(&seed)->default_value(seed), "sampling seed")(
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
@@ -100,7 +105,8 @@ int eval_command(int argc, char** argv) {
       "minigpt eval: mean next-token cross-entropy over a text's consecutive windows of block_size characters");
   opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
       "text", po::value(&text), "the text itself")("file", po::value(&file), "or a UTF-8 file holding it")(
-      "dtype", po::value(&dtype)->default_value(dtype), "f32, or f64 to compute in double precision");
+      "dtype", po::value(&dtype)->default_value(dtype), "f32, or f64 to compute in double precision")(
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
@@ -131,8 +137,9 @@ int eval_command(int argc, char** argv) {
     std::vector<std::int64_t> x(ids.begin() + i, ids.begin() + i + t), y(ids.begin() + i + 1, ids.begin() + i + t + 1);
     total += m.model->loss(ag::from_vector(x, {1, t}), ag::from_vector(y, {1, t})).item();
   }
-  fmt::print("windows: {} of {} characters ({})\n", windows, t, dtype);
-  fmt::print("loss: {:.10g}\n", total / static_cast<double>(windows));
+  fmt::print("windows: {} of {} characters ({}, {} kernels)\n", windows, t, dtype, ag::kernels_name(ag::kernels()));
+  // As many digits as the dtype holds: float64's let the two kernel routes be compared to 1e-12.
+  fmt::print("loss: {:.{}g}\n", total / static_cast<double>(windows), dtype == "f64" ? 16 : 10);
   return 0;
 }
 

@@ -202,6 +202,8 @@ int train(const TrainOptions& o) {
              config.n_embd, config.block_size, static_cast<double>(model.parameter_count()) / 1e6);
   fmt::print("training: {} steps of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", o.steps, o.batch,
              config.block_size, o.lr, o.warmup, o.min_lr);
+  if (ag::kernels() == ag::Kernels::Reference)
+    fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

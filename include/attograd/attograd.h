@@ -35,6 +35,7 @@
 #include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/elementwise.h"
+#include "ops/kernels.h"
 #include "ops/masking.h"
 #include "ops/matmul.h"
 #include "ops/nn_ops.h"

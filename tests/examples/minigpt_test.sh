@@ -34,6 +34,23 @@ l64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/c
 /usr/bin/env awk -v a="${l32#loss: }" -v b="${l64#loss: }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }' ||
   { echo "f32 and f64 losses differ: $l32 vs $l64"; exit 1; }
 
+# The reference kernels (--kernels reference) give the same float64 loss to 1e-12, relative.
+r64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 \
+  --kernels reference | tail -n 1)
+/usr/bin/env awk -v a="${l64#loss: }" -v b="${r64#loss: }" \
+  'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d <= 1e-12) }' ||
+  { echo "fast and reference f64 losses differ: $l64 vs $r64"; exit 1; }
+# and train and sample run on them.
+"$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/ref" --steps 4 --eval-interval 4 --eval-batches 1 \
+  --batch 2 --block 16 --layers 1 --heads 2 --embd 16 --sample-tokens 5 --kernels reference > "$dir/ref.log"
+grep -q "^kernels: reference" "$dir/ref.log" || { echo "train did not report the reference kernels"; exit 1; }
+out=$("$minigpt" sample --checkpoint "$dir/ref/minigpt.safetensors" --prompt "the " --tokens 5 --kernels reference)
+[ "${out:0:4}" = "the " ] || { echo "reference sample does not start with its prompt: $out"; exit 1; }
+if "$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --text abc --kernels slow 2> "$dir/err"; then
+  echo "--kernels slow accepted"; exit 1
+fi
+grep -q "kernels" "$dir/err" || { echo "unclear --kernels error: $(cat "$dir/err")"; exit 1; }
+
 # Errors are clear and non-zero.
 if "$minigpt" sample --checkpoint "$dir/missing.safetensors" 2> "$dir/err"; then echo "missing checkpoint accepted"; exit 1; fi
 grep -q "cannot open" "$dir/err" || { echo "unclear error: $(cat "$dir/err")"; exit 1; }

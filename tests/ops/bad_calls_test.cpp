@@ -192,6 +192,8 @@ std::vector<BadCall> arithmetic_rows() {
        [] { finite(exp(f32(3))); }},
       {"sigmoid of bool", [] { sigmoid(full({2}, 1, kBool)); },
        "sigmoid: expected a float32 or float64 tensor, got bool with shape [2]", [] { finite(sigmoid(f32(2))); }},
+      {"erfc of int64", [] { erfc(arange(3)); }, "erfc: expected a float32 or float64 tensor, got int64 with shape [3]",
+       [] { finite(erfc(f32(3))); }},
       {"gelu (tanh) of int64", [] { gelu(arange(2), GeluApproximation::Tanh); },
        "gelu_tanh: expected a float32 or float64 tensor, got int64",
        [] { finite(gelu(f32(2), GeluApproximation::Tanh)); }},

@@ -22,6 +22,9 @@ TEST(Elementwise, ValuesMatchTheMath) {
       all_close(tanh(x), {std::tanh(-2.0), std::tanh(-0.5), std::tanh(0.25), std::tanh(1.0), std::tanh(3.0)}, 1e-15));
   EXPECT_TRUE(all_close(relu(x), {0, 0, 0.25, 1.0, 3.0}, 0));
   EXPECT_TRUE(all_close(sigmoid(tensor({0.0}, {1}, kFloat64)), {0.5}, 0));
+  // erfc(0) = 1, erfc(-z) = 2 - erfc(z), erfc(1) = 0.157299207050285... (Abramowitz and Stegun, table 7.1)
+  Tensor e = erfc(tensor({0.0, 1.0, -1.0}, {3}, kFloat64));
+  EXPECT_TRUE(all_close(e, {1.0, 0.15729920705028513, 1.8427007929497148}, 1e-15));
   Tensor p = tensor({0.25, 1.0, 4.0}, {3}, kFloat64);
   EXPECT_TRUE(all_close(sqrt(p), {0.5, 1.0, 2.0}, 0));
   EXPECT_TRUE(all_close(log(p), {-std::log(4.0), 0.0, std::log(4.0)}, 1e-15));
@@ -63,6 +66,7 @@ TEST(Elementwise, Gradcheck) {
       {"sqrt", [](const Tensor& x) { return sqrt(x); }, 0.5, 3},
       {"tanh", [](const Tensor& x) { return tanh(x); }, -2, 2},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, -3, 3},
+      {"erfc", [](const Tensor& x) { return erfc(x); }, -2, 2},
       {"relu (positive side)", [](const Tensor& x) { return relu(x); }, 0.1, 2},
       {"relu (negative side)", [](const Tensor& x) { return relu(x); }, -2, -0.1},
       {"pow 3", [](const Tensor& x) { return pow(x, 3.0); }, -2, 2},

@@ -1,0 +1,28 @@
+// The programs' `--kernels fast|reference` option: which implementation the ops run for the
+// whole run (ops/kernels.h). `fast` is the default; `reference` trains on the readable kernels
+// of ops/reference/, slower, with the same numbers to rounding.
+#pragma once
+
+#include <attograd/attograd.h>
+
+#include <boost/program_options.hpp>
+#include <string>
+
+namespace ag::examples {
+
+inline const char* kKernelsHelp = "fast (fused, SIMD, threaded) or reference (the readable kernels of ops/reference/)";
+
+// The option's value: sets the kernels when the command line is notified; an unknown name is a
+// usage error like any other bad option value.
+inline boost::program_options::typed_value<std::string>* kernels_value() {
+  namespace po = boost::program_options;
+  return po::value<std::string>()->default_value("fast")->notifier([](const std::string& name) {
+    try {
+      set_kernels(parse_kernels(name));
+    } catch (const std::invalid_argument&) {
+      throw po::error("--kernels must be fast or reference, got '" + name + "'");
+    }
+  });
+}
+
+}  // namespace ag::examples

@@ -1,0 +1,258 @@
+// The fast kernels and the reference kernels (ops/kernels.h, ops/reference/) train the same
+// model to the same numbers: whole training steps of the GPT and of the encoder-decoder
+// Transformer (forward, loss, backward, gradient clipping, AdamW) under both settings, compared
+// loss by loss, gradient by gradient and parameter by parameter.
+//
+// The bound is relative: a gradient's max |fast - reference| over the largest element of any
+// gradient of that step, a parameter's over the largest parameter. Not each tensor's own
+// largest element: some gradients are exactly 0 in exact arithmetic (the key projection's bias,
+// since softmax ignores a shift shared by every key of a row), and both routes leave only
+// rounding noise there, which per-tensor relative error would compare with itself.
+// float64, two steps: every loss, gradient and parameter to 1e-12 (the two routes only add in
+// different orders).
+//
+// float32, one step from the same parameters: loss and gradients to 1e-5 (float32's fast kernels
+// also use their own exp and erfc, good to about 1e-7). The parameters after AdamW cannot be
+// held to that: Adam divides each element's gradient by its own running size,
+// m / (sqrt(v) + eps), so for an element whose gradient is near eps = 1e-8 a float32 rounding
+// difference in that gradient moves the update by up to lr (the update's slope there is
+// lr / eps). Measured, the worst parameter differs by about 2 % of one learning-rate step; the
+// bound is 5 % of a step, lr / 20. For the same reason a second float32 step would compare
+// gradients taken at parameters that already differ, so float32 runs one step. The update
+// itself is held to 1e-5 on equal gradients in tests/ops/reference_test.cpp
+// (Reference.AdamAndClipping).
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+double max_abs(const Tensor& t) {
+  Tensor d = t.to(kFloat64);
+  double m = 0;
+  for (std::int64_t i = 0; i < d.numel(); ++i) m = std::max(m, std::abs(d.data_ptr<double>()[i]));
+  return m;
+}
+
+// max |fast - reference| over the tensor, divided by `scale`.
+double error(const Tensor& fast, const Tensor& reference, double scale) {
+  return max_abs(fast.to(kFloat64) - reference.to(kFloat64)) / scale;
+}
+
+// The largest element of any of the tensors.
+double scale_of(const std::vector<Tensor>& tensors) {
+  double m = 0;
+  for (const Tensor& t : tensors) m = std::max(m, max_abs(t));
+  return m;
+}
+
+// What one run of a few training steps leaves behind, for comparing two runs.
+struct Run {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<Tensor>> grads;  // per step, before clipping, in parameter order
+  std::vector<Tensor> params;              // after the last step
+  std::vector<std::string> names;
+};
+
+// `steps` steps of: zero_grad, loss, backward, clip_grad_norm(max_norm), AdamW. `make_loss`
+// builds the model's loss for step s; the model and its dropout generators are built from the
+// same seed for every run, so both routes see the same weights, batches and masks.
+constexpr double kLr = 1e-2;
+
+template <class Model>
+Run train(Kernels kernels, Model& model, DType dtype, int steps,
+          const std::function<Tensor(Model&, int)>& make_loss) {
+  KernelGuard guard(kernels);
+  model.to(dtype);
+  model.train();
+  optim::AdamW opt(optim::decay_groups(model, 0.1), {.lr = kLr, .weight_decay = 0.1});
+  Run run;
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    Tensor loss = make_loss(model, s);
+    loss.backward();
+    run.losses.push_back(loss.item());
+    std::vector<Tensor> grads;
+    for (const Tensor& p : model.parameters()) grads.push_back(p.grad().clone());
+    run.grads.push_back(grads);
+    run.norms.push_back(optim::clip_grad_norm(model.parameters(), 0.5));  // small enough to clip
+    opt.step();
+  }
+  for (auto& [name, p] : model.named_parameters()) {
+    run.names.push_back(name);
+    run.params.push_back(p.detach().clone());
+  }
+  return run;
+}
+
+// Every loss, gradient and parameter of `fast` within `tol` of `reference`; returns the worst
+// relative error seen, and prints it.
+double expect_equal_runs(const Run& fast, const Run& reference, DType dtype, const std::string& what) {
+  double tol = dtype == kFloat64 ? 1e-12 : 1e-5;
+  double worst = 0, worst_param = 0;
+  auto check = [&](double error, const std::string& where) {
+    worst = std::max(worst, error);
+    EXPECT_LE(error, tol) << what << ": " << where;
+  };
+  EXPECT_EQ(fast.losses.size(), reference.losses.size());
+  for (std::size_t s = 0; s < fast.losses.size(); ++s) {
+    check(std::abs(fast.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]),
+          fmt::format("loss of step {}", s));
+    check(std::abs(fast.norms[s] - reference.norms[s]) / reference.norms[s], fmt::format("grad norm of step {}", s));
+    double grad_scale = scale_of(reference.grads[s]);
+    for (std::size_t i = 0; i < fast.grads[s].size(); ++i)
+      check(error(fast.grads[s][i], reference.grads[s][i], grad_scale),
+            fmt::format("gradient of {} at step {}", reference.names[i], s));
+  }
+  double param_scale = scale_of(reference.params);
+  for (std::size_t i = 0; i < fast.params.size(); ++i) {
+    double e = error(fast.params[i], reference.params[i], param_scale);
+    worst_param = std::max(worst_param, e);
+    if (dtype == kFloat64)
+      check(e, "updated " + reference.names[i]);
+    else  // in steps: the largest difference over lr (see the top of this file)
+      EXPECT_LE(e * param_scale / kLr, 0.05) << what << ": updated " << reference.names[i];
+  }
+  std::cout << what << ": worst relative error of losses and gradients " << worst << ", of parameters "
+            << worst_param << " (" << worst_param * param_scale / kLr << " of a learning-rate step)\n";
+  return worst;
+}
+
+// Ids drawn uniformly from [first, vocab).
+Tensor random_ids(Generator& gen, std::int64_t vocab, Shape shape, std::int64_t first = 0) {
+  Tensor t = empty(shape, kInt64);
+  auto range = static_cast<std::uint64_t>(vocab - first);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data_ptr<std::int64_t>()[i] = first + static_cast<std::int64_t>(gen.next_u64() % range);
+  return t;
+}
+
+// The GPT of the odd sizes: 3 heads of 16, block 17, batch 3.
+// float64 runs two steps, float32 one (see the top of this file).
+int steps_for(DType dtype) { return dtype == kFloat64 ? 2 : 1; }
+
+Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout) {
+  Generator gen(11);
+  nn::GPT model({.vocab_size = 29, .block_size = 17, .n_layer = 2, .n_head = 3, .n_embd = 48, .dropout = dropout,
+                 .bias = bias},
+                gen);
+  Generator data(5);
+  std::vector<Tensor> x, y;
+  for (int s = 0; s < 2; ++s) {
+    x.push_back(random_ids(data, 29, {3, 17}));
+    y.push_back(random_ids(data, 29, {3, 17}));
+  }
+  return train<nn::GPT>(kernels, model, dtype, steps_for(dtype), [&](nn::GPT& m, int s) { return m.loss(x[s], y[s]); });
+}
+
+TEST(KernelsEqual, GPTTrainingStepsFloat64) {
+  for (bool bias : {true, false})
+    for (double dropout : {0.0, 0.2}) {
+      std::string what = fmt::format("GPT float64, bias {}, dropout {}", bias, dropout);
+      SCOPED_TRACE(what);
+      expect_equal_runs(gpt_run(Kernels::Fast, kFloat64, bias, dropout),
+                        gpt_run(Kernels::Reference, kFloat64, bias, dropout), kFloat64, what);
+    }
+}
+
+TEST(KernelsEqual, GPTTrainingStepsFloat32) {
+  for (bool bias : {true, false})
+    for (double dropout : {0.0, 0.2}) {
+      std::string what = fmt::format("GPT float32, bias {}, dropout {}", bias, dropout);
+      SCOPED_TRACE(what);
+      expect_equal_runs(gpt_run(Kernels::Fast, kFloat32, bias, dropout),
+                        gpt_run(Kernels::Reference, kFloat32, bias, dropout), kFloat32, what);
+    }
+}
+
+// The encoder-decoder Transformer: padded sources (key padding in the encoder's self-attention
+// and in every cross-attention), a causal decoder, padding targets ignored by the loss.
+Run transformer_run(Kernels kernels, DType dtype, double dropout) {
+  constexpr std::int64_t kPad = 0;
+  Generator gen(3);
+  nn::Transformer model({.src_vocab = 13,
+                         .tgt_vocab = 11,
+                         .d_model = 48,
+                         .n_heads = 3,
+                         .d_ff = 40,
+                         .n_encoder_layers = 2,
+                         .n_decoder_layers = 2,
+                         .max_len = 32,
+                         .dropout = dropout},
+                        gen);
+  Generator data(8);
+  Tensor src = random_ids(data, 13, {3, 7}, 1), tgt = random_ids(data, 11, {3, 6}, 1);  // 0 is padding
+  std::vector<std::int64_t> lengths{7, 4, 2};
+  for (std::int64_t b = 0; b < 3; ++b)
+    for (std::int64_t j = lengths[static_cast<std::size_t>(b)]; j < 7; ++j) src.data_ptr<std::int64_t>()[b * 7 + j] = kPad;
+  tgt.data_ptr<std::int64_t>()[2 * 6 + 5] = kPad;  // one ignored target
+  Tensor src_mask = key_padding_mask(lengths, 7);
+  Tensor tgt_in = slice(tgt, 1, 0, 5), tgt_out = slice(tgt, 1, 1, 6);
+  return train<nn::Transformer>(kernels, model, dtype, steps_for(dtype), [&](nn::Transformer& m, int) {
+    return cross_entropy(m.forward(src, tgt_in, src_mask), tgt_out, kPad);
+  });
+}
+
+TEST(KernelsEqual, TransformerTrainingSteps) {
+  for (DType dtype : {kFloat64, kFloat32})
+    for (double dropout : {0.0, 0.2}) {
+      std::string what = fmt::format("Transformer {}, dropout {}", dtype_name(dtype), dropout);
+      SCOPED_TRACE(what);
+      expect_equal_runs(transformer_run(Kernels::Fast, dtype, dropout),
+                        transformer_run(Kernels::Reference, dtype, dropout), dtype, what);
+    }
+}
+
+// The reference route really runs the reference kernels, every one of them, and the fast route
+// none of them.
+TEST(KernelsEqual, EachRouteRunsItsOwnKernels) {
+  reference::reset_call_counts();
+  gpt_run(Kernels::Fast, kFloat64, true, 0.0);
+  transformer_run(Kernels::Fast, kFloat64, 0.0);
+  EXPECT_TRUE(reference::call_counts().empty());
+
+  gpt_run(Kernels::Reference, kFloat64, true, 0.0);
+  std::map<std::string, std::int64_t> gpt = reference::call_counts();
+  // Two steps of a two-layer GPT, counted op by op.
+  EXPECT_EQ(gpt["embedding"], 2 * 2);                 // wte and wpe, two steps
+  EXPECT_EQ(gpt["layer_norm"], 2 * (2 * 2 + 1));      // ln_1 and ln_2 per block, ln_f
+  EXPECT_EQ(gpt["linear_gelu"], 2 * 2);               // each block's MLP
+  EXPECT_EQ(gpt["gelu"], 2 * 2);                      // inside linear_gelu
+  EXPECT_EQ(gpt["scaled_dot_product_attention"], 2 * 2);
+  EXPECT_EQ(gpt["cross_entropy"], 2);
+  EXPECT_EQ(gpt["clip_grad_norm"], 2);
+  EXPECT_GT(gpt["linear"], 0);
+  EXPECT_GT(gpt["adam_update"], 0);
+
+  reference::reset_call_counts();
+  transformer_run(Kernels::Reference, kFloat64, 0.0);
+  std::map<std::string, std::int64_t> seq2seq = reference::call_counts();
+  // Per step: 2 encoder self-attentions, 2 decoder self- and 2 cross-attentions.
+  EXPECT_EQ(seq2seq["scaled_dot_product_attention"], 2 * 6);
+  EXPECT_EQ(seq2seq["cross_entropy"], 2);
+  EXPECT_EQ(seq2seq["embedding"], 2 * 2);
+}
+
+TEST(KernelsEqual, GuardRestoresAndNamesParse) {
+  EXPECT_EQ(kernels(), Kernels::Fast);
+  {
+    KernelGuard outer(Kernels::Reference);
+    EXPECT_EQ(kernels(), Kernels::Reference);
+    {
+      KernelGuard inner(Kernels::Fast);
+      EXPECT_EQ(kernels(), Kernels::Fast);
+    }
+    EXPECT_EQ(kernels(), Kernels::Reference);
+  }
+  EXPECT_EQ(kernels(), Kernels::Fast);
+  EXPECT_EQ(parse_kernels("reference"), Kernels::Reference);
+  EXPECT_EQ(parse_kernels(kernels_name(Kernels::Fast)), Kernels::Fast);
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>([] { parse_kernels("Fast"); },
+                                                       "kernels: unknown kernels 'Fast': expected 'fast' or 'reference'"));
+}
+
+}  // namespace
+}  // namespace ag
