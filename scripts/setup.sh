@@ -9,7 +9,8 @@ BUILD_DIR=${ATTOGRAD_BUILD_DIR:-$ROOT/build}
 # Debian 12 packages the build needs.
 PACKAGES=(
   g++ meson ninja-build pkg-config python3
-  libopenblas-dev libfmt-dev libboost-program-options-dev libgtest-dev libbenchmark-dev
+  libopenblas-dev libfmt-dev libgtest-dev libbenchmark-dev
+  libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev  # one Boost version, 1.81
   libpng-dev unifont                # pictures: PNG files, and a font for their labels
   fortunes fortunes-zh              # text corpora for the Mini-GPT (English and Chinese)
   clang libclang-rt-14-dev          # scripts/fuzz: clang and its libFuzzer and sanitizer runtimes
