@@ -2,101 +2,24 @@
 // its output, then walk them once, handing each its accumulated output gradient.
 //
 // Both passes are loops over explicit stacks, not recursion: a graph 100,000 ops deep (an
-// unrolled loop, say) must not overflow the call stack.
-#include <atomic>
+// unrolled loop, say) must not overflow the call stack. Whoever watches the pass (anomaly mode)
+// does so through the observer of hooks.h, called at two points of the loop.
 #include <cstring>
-#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
-#include "anomaly.h"
+#include "../runtime/parallel.h"
 #include "dispatch.h"
 #include "error.h"
 #include "grad_mode.h"
+#include "hooks.h"
 #include "node.h"
-#include "parallel.h"
 
 namespace ag {
 
-extern std::atomic<std::int64_t> g_live_nodes;  // memory_stats(), defined in tensor.cpp
-
-Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward)
-    : name_(std::move(name)), next_edges_(std::move(next_edges)), backward_(std::move(backward)) {
-  ++g_live_nodes;
-}
-
-// Dropping a loss frees its graph. Left to the default, each node's destructor would free the
-// next node from inside itself, one stack frame per op of depth; instead the chain is taken
-// apart here in a loop.
-Node::~Node() {
-  --g_live_nodes;
-  std::vector<std::shared_ptr<Node>> orphans;
-  auto adopt_inputs = [&orphans](Node& node) {
-    for (Edge& e : node.next_edges_)
-      if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
-  };
-  adopt_inputs(*this);
-  while (!orphans.empty()) {
-    std::shared_ptr<Node> node = std::move(orphans.back());
-    orphans.pop_back();
-    adopt_inputs(*node);
-  }  // `node` dies here with no node edges left, so its destructor does not recurse
-}
-
-std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
-  std::vector<bool> needs(next_edges_.size());
-  for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
-
-  std::vector<Tensor> grads = backward_(grad_output, needs);
-
-  // A wrong shape here is a bug in the op's backward, not in the caller's input.
-  if (grads.size() != next_edges_.size())
-    throw std::logic_error(
-        fmt::format("backward of '{}' returned {} gradients for {} inputs", name_, grads.size(), next_edges_.size()));
-  for (std::size_t i = 0; i < grads.size(); ++i) {
-    const Tensor& g = grads[i];
-    const Edge& e = next_edges_[i];
-    if (!needs[i] || !g.defined()) continue;
-    if (g.shape() != e.shape || g.dtype() != e.dtype)
-      throw std::logic_error(
-          fmt::format("backward of '{}' returned a {} gradient of shape {} for input {}, which is "
-                      "{} with shape {}",
-                      name_, dtype_name(g.dtype()), shape_str(g.shape()), i, dtype_name(e.dtype), shape_str(e.shape)));
-  }
-  return grads;
-}
-
-Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward) {
-  bool anomaly = is_anomaly_enabled() && !detail::in_backward();
-  if (anomaly) detail::check_forward(name, output, inputs);
-  if (!is_grad_enabled()) return output;
-  bool any_requires_grad = false;
-  for (const Tensor& in : inputs) any_requires_grad = any_requires_grad || (in.defined() && in.requires_grad());
-  if (!any_requires_grad) return output;
-
-  std::vector<Edge> edges(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& in = inputs[i];
-    if (!in.defined()) continue;
-    if (in.impl() == output.impl())
-      throw std::logic_error(fmt::format("op '{}' returned one of its inputs; ops must return a new tensor", name));
-    edges[i].shape = in.shape();
-    edges[i].dtype = in.dtype();
-    if (!in.requires_grad()) continue;
-    if (in.impl()->grad_fn)
-      edges[i].node = in.impl()->grad_fn;
-    else
-      edges[i].leaf = in.impl();
-  }
-  auto node = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward));
-  node->set_output(output.shape(), output.dtype());
-  if (anomaly) node->set_record_site(detail::capture_record_site());
-  output.impl()->grad_fn = std::move(node);
-  output.impl()->requires_grad = true;
-  return output;
-}
-
 namespace {
+
+thread_local bool t_in_backward = false;
 
 // acc += g, elementwise, in place; split across threads when large.
 void add_into(TensorImpl& acc, const Tensor& g) {
@@ -158,40 +81,33 @@ void accumulate_for_node(std::shared_ptr<TensorImpl>& slot, Tensor g) {
     slot = sum_of(*slot, g);
 }
 
-}  // namespace
-
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+// The seed gradient d(root)/d(root): ones for a one-element root, else the caller's gradient.
+Tensor seed_gradient(const Tensor& root, const Tensor& gradient) {
   if (!root.requires_grad())
     throw_invalid("backward",
                   "tensor with shape {} does not require grad: no input of its computation had requires_grad set "
                   "(or it was computed under NoGradGuard)",
                   shape_str(root.shape()));
-  Tensor seed = gradient;
-  if (!seed.defined()) {
+  if (!gradient.defined()) {
     if (root.numel() != 1)
       throw_invalid("backward",
                     "output has shape {} ({} elements); backward() without a gradient needs a one-element tensor "
                     "such as a loss. Pass a gradient of shape {}, or reduce the output first (e.g. .sum())",
                     shape_str(root.shape()), root.numel(), shape_str(root.shape()));
-    seed = ones_like(root);
-  } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
+    return ones_like(root);
+  }
+  if (gradient.shape() != root.shape() || gradient.dtype() != root.dtype())
     throw_invalid("backward", "gradient is {} with shape {}, but the output is {} with shape {}",
-                  dtype_name(seed.dtype()), shape_str(seed.shape()), dtype_name(root.dtype()), shape_str(root.shape()));
-  }
-  NoGradGuard no_grad;                // backward formulas are computed with ops; they must not record a graph
-  detail::BackwardScope in_backward;  // ...nor be checked as forward ops in anomaly mode
-  bool anomaly = is_anomaly_enabled();
+                  dtype_name(gradient.dtype()), shape_str(gradient.shape()), dtype_name(root.dtype()),
+                  shape_str(root.shape()));
+  return gradient;
+}
 
-  const std::shared_ptr<Node>& root_node = root.impl()->grad_fn;
-  if (!root_node) {  // backward on a leaf: d(root)/d(root) = identity
-    accumulate(root.impl()->grad, std::move(seed));
-    return;
-  }
-
-  // 1. Find every node reachable from the root and count its consumers (its pending inputs).
-  //    Check they are all still alive before anything accumulates.
-  std::unordered_map<Node*, int> pending{{root_node.get(), 0}};
-  std::vector<Node*> stack{root_node.get()};
+// Every node reachable from the root, with the number of its consumers: how many gradients it
+// must wait for. All must still hold their saved tensors, checked before anything accumulates.
+std::unordered_map<Node*, int> count_consumers(Node* root) {
+  std::unordered_map<Node*, int> pending{{root, 0}};
+  std::vector<Node*> stack{root};
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
@@ -207,39 +123,72 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       if (first_visit) stack.push_back(e.node.get());
     }
   }
+  return pending;
+}
 
-  // 2. Run each node once all of its consumers have passed their gradient down (Kahn's order).
+// The state of one backward pass: the gradient waiting for each node, and how many of its
+// consumers have yet to pass theirs down.
+struct Pass {
+  std::unordered_map<Node*, int> pending;
   std::unordered_map<Node*, std::shared_ptr<TensorImpl>> grads;
-  grads[root_node.get()] = owned(std::move(seed));
-  std::vector<Node*> ready{root_node.get()};
-  while (!ready.empty()) {
-    Node* node = ready.back();
-    ready.pop_back();
-    auto slot = grads.find(node);
-    Tensor grad_output(std::move(slot->second));
-    grads.erase(slot);
+  std::vector<Node*> ready;
 
-    if (anomaly) node->set_grad_norm(detail::norm_of(grad_output));
-    std::vector<Tensor> input_grads = node->apply(grad_output);
-    if (anomaly)
-      for (std::size_t i = 0; i < input_grads.size(); ++i)
-        if (input_grads[i].defined()) detail::check_backward(*node, i, input_grads[i], grad_output);
+  Tensor take_gradient(Node* node) {
+    auto slot = grads.find(node);
+    Tensor g(std::move(slot->second));
+    grads.erase(slot);
+    return g;
+  }
+
+  // Hands each input's gradient on: into a leaf's .grad, or to the node that made the input,
+  // which becomes ready once every one of its consumers has run.
+  void pass_down(const Node& node, std::vector<Tensor>& input_grads) {
     for (std::size_t i = 0; i < input_grads.size(); ++i) {
-      const Edge& e = node->next_edges()[i];
+      const Edge& e = node.next_edges()[i];
       // Moved, not copied: a gradient nobody else holds becomes the accumulator as it is.
       if (e.leaf && input_grads[i].defined()) accumulate(e.leaf->grad, std::move(input_grads[i]));
       if (!e.node) continue;
       if (input_grads[i].defined()) accumulate_for_node(grads[e.node.get()], std::move(input_grads[i]));
-      if (--pending[e.node.get()] == 0) {
-        // Every consumer has run. A node that got no gradient at all (all undefined) still
-        // has to run so its own inputs' counts go down; it gets zeros.
-        if (!grads.count(e.node.get())) {
-          Tensor zero = zeros(e.shape, e.dtype);
-          grads[e.node.get()] = zero.impl();
-        }
-        ready.push_back(e.node.get());
-      }
+      if (--pending[e.node.get()] > 0) continue;
+      // A node that got no gradient at all (all undefined) still has to run so its own inputs'
+      // counts go down; it gets zeros.
+      if (!grads.count(e.node.get())) grads[e.node.get()] = zeros(e.shape, e.dtype).impl();
+      ready.push_back(e.node.get());
     }
+  }
+};
+
+struct InBackward {
+  bool previous = t_in_backward;
+  InBackward() { t_in_backward = true; }
+  ~InBackward() { t_in_backward = previous; }
+};
+
+}  // namespace
+
+bool detail::in_backward() { return t_in_backward; }
+
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  Tensor seed = seed_gradient(root, gradient);
+  NoGradGuard no_grad;  // backward formulas are computed with ops; they must not record a graph
+  InBackward in_backward;
+  Node* root_node = root.impl()->grad_fn.get();
+  if (!root_node) {  // backward on a leaf: d(root)/d(root) = identity
+    accumulate(root.impl()->grad, std::move(seed));
+    return;
+  }
+  GraphObserver* observer = graph_observer();
+
+  // Each node runs once all of its consumers have passed their gradient down (Kahn's order).
+  Pass pass{count_consumers(root_node), {{root_node, owned(std::move(seed))}}, {root_node}};
+  while (!pass.ready.empty()) {
+    Node* node = pass.ready.back();
+    pass.ready.pop_back();
+    Tensor grad_output = pass.take_gradient(node);
+    if (observer) observer->before_backward(*node, grad_output);
+    std::vector<Tensor> input_grads = node->apply(grad_output);
+    if (observer) observer->after_backward(*node, input_grads, grad_output);
+    pass.pass_down(*node, input_grads);
     if (!retain_graph) node->release();
   }
 }

@@ -12,7 +12,7 @@ struct MemoryStats {
   std::int64_t peak_bytes = 0;     // the most live_bytes has been since start (or reset)
   std::int64_t live_tensors = 0;   // TensorImpl objects
   std::int64_t live_nodes = 0;     // graph nodes
-  std::int64_t cached_bytes = 0;   // freed blocks kept for reuse (autograd/allocator.h)
+  std::int64_t cached_bytes = 0;   // freed blocks kept for reuse (runtime/allocator.h)
 };
 
 MemoryStats memory_stats();

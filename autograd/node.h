@@ -19,10 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "anomaly.h"
 #include "tensor.h"
 
 namespace ag {
+
+namespace detail {
+struct RecordSite;  // a call stack, captured by anomaly mode (debug/anomaly.h)
+}
 
 // Where one input's gradient goes: to the node that produced the input, or, for a leaf that
 // requires grad, straight into that leaf's .grad(). Both empty: no gradient needed.
@@ -64,7 +67,7 @@ class Node {
     output_shape_ = std::move(shape);
     output_dtype_ = dtype;
   }
-  // Where the op was recorded: captured only in anomaly mode (anomaly.h), else null.
+  // Where the op was recorded: captured only in anomaly mode (debug/anomaly.h), else null.
   const detail::RecordSite* record_site() const { return site_.get(); }
   void set_record_site(std::shared_ptr<const detail::RecordSite> site) { site_ = std::move(site); }
   // The 2-norm of the gradient that reached this op's output in the latest backward run with
@@ -88,7 +91,13 @@ class Node {
 // user code can call it too to define a new differentiable op.
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward);
 
-// Runs reverse-mode differentiation from `root` (see Tensor::backward).
+// Runs reverse-mode differentiation from `root` (see Tensor::backward). engine.cpp.
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+namespace detail {
+// True on a thread while run_backward is running backward formulas there; their ops are not
+// reported to the graph observer (hooks.h).
+bool in_backward();
+}  // namespace detail
 
 }  // namespace ag

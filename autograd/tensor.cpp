@@ -8,7 +8,7 @@
 #include <limits>
 #include <new>
 
-#include "allocator.h"
+#include "../runtime/allocator.h"
 #include "dispatch.h"
 #include "error.h"
 #include "grad_mode.h"

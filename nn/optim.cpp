@@ -7,7 +7,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
-#include "../autograd/parallel.h"
+#include "../runtime/parallel.h"
 #include "../ops/fast_math.h"
 #include "../ops/kernels.h"
 #include "../ops/reference/reference.h"

@@ -11,7 +11,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
-#include "../autograd/parallel.h"
+#include "../runtime/parallel.h"
 
 namespace ag {
 

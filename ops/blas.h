@@ -4,7 +4,7 @@
 //
 //   A is stored with rows of length lda, B with rows of length ldb; C is [m, n].
 //
-// BLAS itself runs on one thread (autograd/parallel.h); a large product is cut here into
+// BLAS itself runs on one thread (runtime/parallel.h); a large product is cut here into
 // bands of C's rows (or columns, when C is wider than tall), one per thread. Each band is an
 // ordinary GEMM on the matching rows of op(A) (or columns of op(B)), so nothing is copied.
 #pragma once
@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../autograd/parallel.h"
+#include "../runtime/parallel.h"
 
 namespace ag::blas {
 

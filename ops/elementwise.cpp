@@ -13,7 +13,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
-#include "../autograd/parallel.h"
+#include "../runtime/parallel.h"
 #include "binary.h"
 #include "fast_math.h"
 #include "kernels.h"

@@ -8,7 +8,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
-#include "../autograd/parallel.h"
+#include "../runtime/parallel.h"
 #include "binary.h"
 #include "blas.h"
 #include "elementwise.h"

@@ -1,12 +1,12 @@
-// Anomaly mode (autograd/anomaly.h) and the DOT picture of a graph (autograd/graphviz.h).
-#include "autograd/anomaly.h"
+// Anomaly mode (runtime/anomaly.h) and the DOT picture of a graph (runtime/graphviz.h).
+#include "autograd/debug/anomaly.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "../test_util.h"
-#include "autograd/graphviz.h"
+#include "autograd/debug/graphviz.h"
 
 namespace ag {
 namespace {

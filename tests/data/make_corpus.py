@@ -16,7 +16,7 @@ on a text of the characters "\\n", " ", "a", "b", "c" (vocab_size 5, block_size 
 
 The bad corpus goes to tests/data/bad/, with MANIFEST.tsv listing for each file the loader that
 must reject it (safetensors, npy or gpt) and a piece of the error message it must give.
-tests/nn/bad_inputs_test.cpp reads the manifest.
+tests/io/bad_inputs_test.cpp reads the manifest.
 """
 import json
 import os

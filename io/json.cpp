@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "../autograd/error.h"
-#include "data.h"
+#include "../text/data.h"
 
 namespace ag::json {
 

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "data.h"
-#include "gpt.h"
-#include "module.h"
+#include "../text/data.h"
+#include "../nn/gpt.h"
+#include "../nn/module.h"
 
 namespace ag::io {
 

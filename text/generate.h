@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "../autograd/generator.h"
-#include "gpt.h"
+#include "../nn/gpt.h"
 
 namespace ag::nn {
 

@@ -10,15 +10,14 @@
 #include <cstdint>
 #include <sstream>
 
-#include "dispatch.h"
-#include "node.h"
-#include "tensor.h"
+#include "../dispatch.h"
+#include "../hooks.h"
+#include "../node.h"
+#include "../tensor.h"
 
 namespace ag {
 
 namespace {
-thread_local bool t_anomaly = false;
-thread_local bool t_in_backward = false;
 
 struct Scan {
   std::int64_t first_nan = -1, first_inf = -1;  // element index, -1 if none
@@ -68,7 +67,8 @@ std::string format_stack(const boost::stacktrace::stacktrace& st) {
   for (const auto& frame : st) {
     std::string name = frame.name();
     if (name.find("ag::detail::capture_record_site") != std::string::npos ||
-        name.find("ag::detail::check_forward") != std::string::npos || name.find("ag::record(") != std::string::npos)
+        name.find("ag::detail::check_forward") != std::string::npos || name.find("AnomalyObserver") != std::string::npos ||
+        name.find("ag::record(") != std::string::npos)
       continue;
     if (name.empty()) {
       Dl_info info;
@@ -85,9 +85,6 @@ std::string format_stack(const boost::stacktrace::stacktrace& st) {
 
 }  // namespace
 
-bool is_anomaly_enabled() { return t_anomaly; }
-void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
-
 namespace detail {
 
 struct RecordSite {
@@ -97,10 +94,6 @@ struct RecordSite {
 std::shared_ptr<const RecordSite> capture_record_site() {
   return std::make_shared<const RecordSite>(RecordSite{boost::stacktrace::stacktrace()});
 }
-
-BackwardScope::BackwardScope() : previous_(t_in_backward) { t_in_backward = true; }
-BackwardScope::~BackwardScope() { t_in_backward = previous_; }
-bool in_backward() { return t_in_backward; }
 
 double norm_of(const Tensor& t) { return std::sqrt(scan(t).sum_squares); }
 
@@ -146,5 +139,30 @@ void check_backward(const Node& node, std::size_t input, const Tensor& grad, con
 }
 
 }  // namespace detail
+
+namespace {
+
+// What anomaly mode does at each of the engine's hooks.
+class AnomalyObserver final : public GraphObserver {
+ public:
+  void recorded(const std::string& op, const Tensor& output, const std::vector<Tensor>& inputs, Node* node) override {
+    detail::check_forward(op, output, inputs);
+    if (node) node->set_record_site(detail::capture_record_site());
+  }
+  void before_backward(Node& node, const Tensor& grad_output) override {
+    node.set_grad_norm(detail::norm_of(grad_output));
+  }
+  void after_backward(const Node& node, const std::vector<Tensor>& grads, const Tensor& grad_output) override {
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].defined()) detail::check_backward(node, i, grads[i], grad_output);
+  }
+};
+
+AnomalyObserver g_anomaly_observer;  // stateless: one serves every thread
+
+}  // namespace
+
+bool is_anomaly_enabled() { return graph_observer() == &g_anomaly_observer; }
+void set_detect_anomaly(bool enabled) { set_graph_observer(enabled ? &g_anomaly_observer : nullptr); }
 
 }  // namespace ag

@@ -1,4 +1,4 @@
-// Checks nn/checkpoint.cpp: safetensors and .npy against hand-built files, bit-exact round
+// Checks io/checkpoint.cpp: safetensors and .npy against hand-built files, bit-exact round
 // trips, every kind of malformed file, and GPT checkpoints that load all or nothing.
 #include <cstring>
 #include <filesystem>

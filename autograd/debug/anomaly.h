@@ -17,6 +17,8 @@
 //   that op was recorded in the forward pass.
 //
 // It also keeps the norm of the gradient reaching each op's output, which ag::to_dot shows.
+// It watches through the graph observer of ../hooks.h: turning it on installs the observer for
+// the calling thread, and the engine knows nothing else of it.
 // Every check is a pass over the data, so it is off by default; a debugging tool, as in PyTorch
 // (torch.autograd.detect_anomaly).
 #pragma once
@@ -52,32 +54,10 @@ class AnomalyError : public std::runtime_error {
 };
 
 namespace detail {
-
 // Where an op was recorded: the call stack at that moment (captured in anomaly mode only).
 struct RecordSite;
-std::shared_ptr<const RecordSite> capture_record_site();
-
-// Called by record() for every op while anomaly mode is on (and not inside a backward pass).
-void check_forward(const std::string& op, const Tensor& output, const std::vector<Tensor>& inputs);
-// Called by the engine for each gradient a node's backward returns; returns nothing, throws on
-// a non-finite value.
-void check_backward(const Node& node, std::size_t input, const Tensor& grad, const Tensor& grad_output);
 // The 2-norm of a floating tensor, for Node::grad_norm.
 double norm_of(const Tensor& t);
-
-// True while the engine runs backward formulas: their own ops are not checked as forward ops.
-class BackwardScope {
- public:
-  BackwardScope();
-  ~BackwardScope();
-  BackwardScope(const BackwardScope&) = delete;
-  BackwardScope& operator=(const BackwardScope&) = delete;
-
- private:
-  bool previous_;
-};
-bool in_backward();
-
 }  // namespace detail
 
 }  // namespace ag

@@ -1,4 +1,4 @@
-// Checks nn/generate.cpp and the KV cache: cached and uncached logits agree, sampling follows
+// Checks text/generate.cpp and the KV cache: cached and uncached logits agree, sampling follows
 // temperature and top-k, and the same seed gives the same text.
 #include "../test_util.h"
 

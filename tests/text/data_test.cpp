@@ -1,4 +1,4 @@
-// Checks nn/data.cpp: UTF-8, the character tokenizer, and the window loader.
+// Checks text/data.cpp: UTF-8, the character tokenizer, and the window loader.
 #include "../test_util.h"
 
 namespace ag {

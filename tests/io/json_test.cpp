@@ -1,5 +1,5 @@
-// Checks nn/json.cpp: strict parsing with byte offsets in errors, and writing back.
-#include "../../nn/json.h"
+// Checks io/json.cpp: strict parsing with byte offsets in errors, and writing back.
+#include "../../io/json.h"
 
 #include "../test_util.h"
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensor.h"
+#include "../tensor.h"
 
 namespace ag {
 

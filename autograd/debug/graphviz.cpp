@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "anomaly.h"
-#include "node.h"
+#include "../node.h"
 
 namespace ag {
 

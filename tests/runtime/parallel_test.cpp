@@ -1,6 +1,6 @@
-// The thread pool (autograd/parallel.h), the GEMM split built on it (ops/blas.h), and that a
+// The thread pool (runtime/parallel.h), the GEMM split built on it (ops/blas.h), and that a
 // training step gives the same answer on one thread as on several.
-#include "autograd/parallel.h"
+#include "runtime/parallel.h"
 
 #include <algorithm>
 #include <atomic>
