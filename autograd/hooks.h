@@ -17,8 +17,7 @@ class GraphObserver {
   virtual ~GraphObserver() = default;
   // An op ran: `output` from `inputs`, recorded as `node` (null when grad mode is off or no input
   // requires grad). Not called for the ops that backward formulas run.
-  virtual void recorded(const std::string& op, const Tensor& output, const std::vector<Tensor>& inputs,
-                        Node* node) = 0;
+  virtual void recorded(const std::string& op, const Tensor& output, const std::vector<Tensor>& inputs, Node* node) = 0;
   // The backward pass is about to run node's formula on the gradient of its output...
   virtual void before_backward(Node& node, const Tensor& grad_output) = 0;
   // ...and the formula returned `grads`, one per input (undefined where there is none).

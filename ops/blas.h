@@ -1,8 +1,6 @@
-// The one place attograd talks to BLAS: a row-major C = alpha op(A) op(B) + beta C, where op
-// transposes when asked. BLAS reads a stored matrix as its transpose for free, so backward
-// formulas like dA = dC B^T never copy B.
-//
-//   A is stored with rows of length lda, B with rows of length ldb; C is [m, n].
+// The one place attograd talks to BLAS: a row-major C = alpha A B + beta C on matrix views
+// (Matrix below). BLAS reads a stored matrix as its transpose for free, so backward formulas
+// like dA = dC B^T never copy B:  gemm(dC, B.t(), dA).
 //
 // BLAS itself runs on one thread (runtime/parallel.h); a large product is cut here into
 // bands of C's rows (or columns, when C is wider than tall), one per thread. Each band is an
@@ -13,7 +11,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
 
+#include "../autograd/error.h"
 #include "../runtime/parallel.h"
 
 namespace ag::blas {
@@ -41,61 +43,84 @@ void for_row_bands(int m, bool split, Body&& body) {
   });
 }
 
+// A matrix inside a buffer: stored row-major as `rows` x `cols`, consecutive rows `ld` elements
+// apart (ld > cols for a view of some columns of a wider tensor, such as one head of
+// [B, T, H, d]), and read as its transpose when `transposed` (t()), which BLAS does for free.
+// Sizes are attograd's int64 here; gemm narrows them to BLAS's int, checked, in one place.
+template <class T>
+struct Matrix {
+  T* data;
+  std::int64_t rows, cols, ld;
+  bool transposed = false;
+
+  Matrix(T* data_, std::int64_t rows_, std::int64_t cols_, std::int64_t ld_, bool transposed_ = false)
+      : data(data_), rows(rows_), cols(cols_), ld(ld_), transposed(transposed_) {}
+  Matrix(T* data_, std::int64_t rows_, std::int64_t cols_) : Matrix(data_, rows_, cols_, cols_) {}
+  template <class U>
+  requires std::is_same_v<const U, T> Matrix(const Matrix<U>& m)
+      : Matrix(m.data, m.rows, m.cols, m.ld, m.transposed) {}  // NOLINT: a view is a view
+
+  Matrix t() const { return {data, rows, cols, ld, !transposed}; }
+  // Its size as read: m() rows by n() columns.
+  std::int64_t m() const { return transposed ? cols : rows; }
+  std::int64_t n() const { return transposed ? rows : cols; }
+  // Rows [r0, r1) or columns [c0, c1) of the matrix as read: still a view, nothing copied.
+  Matrix row_band(std::int64_t r0, std::int64_t r1) const {
+    return transposed ? Matrix{data + r0, rows, r1 - r0, ld, true} : Matrix{data + r0 * ld, r1 - r0, cols, ld};
+  }
+  Matrix col_band(std::int64_t c0, std::int64_t c1) const {
+    return transposed ? Matrix{data + c0 * ld, c1 - c0, cols, ld, true} : Matrix{data + c0, rows, c1 - c0, ld};
+  }
+};
+
 namespace detail {
+
+// BLAS counts in int: the one narrowing from attograd's int64 sizes, checked.
+inline int to_int(std::int64_t v) {
+  if (v > std::numeric_limits<int>::max())
+    throw_invalid("matrix product", "a size of {} exceeds what BLAS can index ({} at most)", v,
+                  std::numeric_limits<int>::max());
+  return static_cast<int>(v);
+}
+// A leading dimension: BLAS wants at least 1 even for a matrix with no columns.
+inline int ld_of(std::int64_t ld) { return to_int(std::max<std::int64_t>(ld, 1)); }
 
 inline CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
-inline void gemm_one(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-                     int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, op(ta), op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+inline void gemm_one(const Matrix<const float>& a, const Matrix<const float>& b, const Matrix<float>& c, float beta,
+                     float alpha) {
+  cblas_sgemm(CblasRowMajor, op(a.transposed), op(b.transposed), to_int(c.rows), to_int(c.cols), to_int(a.n()), alpha,
+              a.data, ld_of(a.ld), b.data, ld_of(b.ld), beta, c.data, ld_of(c.ld));
 }
-
-inline void gemm_one(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
-                     int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, op(ta), op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-template <class T>
-void gemm_split(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
-                int ldc) {
-  bool split = worth_splitting(m, n, k);
-  if (!split || m >= n) {
-    // Rows [r0, r1) of C come from rows r0.. of op(A): row r0 of A, or column r0 when A^T is used.
-    for_row_bands(m, split, [&](int r0, int r1) {
-      const T* a0 = ta ? a + r0 : a + std::int64_t{r0} * lda;
-      gemm_one(ta, tb, r1 - r0, n, k, alpha, a0, lda, b, ldb, beta, c + std::int64_t{r0} * ldc, ldc);
-    });
-  } else {
-    // Columns [c0, c1) of C come from columns c0.. of op(B): column c0 of B, or row c0 of B^T.
-    parallel_for((n + kBand - 1) / kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
-      int c0 = static_cast<int>(lo * kBand), c1 = std::min(n, static_cast<int>(hi * kBand));
-      const T* b0 = tb ? b + std::int64_t{c0} * ldb : b + c0;
-      gemm_one(ta, tb, m, c1 - c0, k, alpha, a, lda, b0, ldb, beta, c + c0, ldc);
-    });
-  }
+inline void gemm_one(const Matrix<const double>& a, const Matrix<const double>& b, const Matrix<double>& c, double beta,
+                     double alpha) {
+  cblas_dgemm(CblasRowMajor, op(a.transposed), op(b.transposed), to_int(c.rows), to_int(c.cols), to_int(a.n()), alpha,
+              a.data, ld_of(a.ld), b.data, ld_of(b.ld), beta, c.data, ld_of(c.ld));
 }
 
 }  // namespace detail
 
-inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
-                 float* c, float beta = 0.0f, float alpha = 1.0f) {
-  detail::gemm_split(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
-}
-
-inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, const double* a, int lda, const double* b, int ldb,
-                 double* c, double beta = 0.0, double alpha = 1.0) {
-  detail::gemm_split(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
-}
-
-// The same with C's row length given (ldc), for writing into a strided view of a larger tensor.
-inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-                 int ldb, float beta, float* c, int ldc) {
-  detail::gemm_split(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a, int lda,
-                 const double* b, int ldb, double beta, double* c, int ldc) {
-  detail::gemm_split(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+// C = alpha A B + beta C, for A [m, k], B [k, n] and C [m, n] as read (each may be a transposed
+// or strided view). Cut into bands of C's rows (or columns, when C is wider than tall) across
+// threads when large enough: each band is an ordinary GEMM on the matching rows of A (or
+// columns of B), so nothing is copied.
+template <class T>
+void gemm(Matrix<const std::type_identity_t<T>> a, Matrix<const std::type_identity_t<T>> b, Matrix<T> c, T beta = T(0),
+          T alpha = T(1)) {
+  if (a.m() != c.m() || b.n() != c.n() || a.n() != b.m() || c.transposed)
+    throw std::logic_error("blas::gemm: the views' sizes do not fit A [m, k] B [k, n] = C [m, n]");
+  std::int64_t m = c.m(), n = c.n(), k = a.n();
+  if (m == 0 || n == 0) return;
+  bool split = worth_splitting(m, n, k);
+  if (!split || m >= n) {
+    for_row_bands(detail::to_int(m), split,
+                  [&](int r0, int r1) { detail::gemm_one(a.row_band(r0, r1), b, c.row_band(r0, r1), beta, alpha); });
+  } else {
+    parallel_for((n + kBand - 1) / kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
+      std::int64_t c0 = lo * kBand, c1 = std::min(n, hi * kBand);
+      detail::gemm_one(a, b.col_band(c0, c1), c.col_band(c0, c1), beta, alpha);
+    });
+  }
 }
 
 }  // namespace ag::blas

@@ -25,6 +25,20 @@ namespace {
 
 enum class Saves { Input, Output };
 
+// dx = dy * f'(saved), elementwise, for every op below.
+template <class DF>
+Tensor unary_backward(const char* op, const Tensor& dy, const Tensor& saved, DF df) {
+  Tensor dx = empty_like(saved);
+  dispatch_floating(saved.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* ps = saved.data_ptr<T>();
+    const T* pdy = dy.data_ptr<T>();
+    T* pdx = dx.data_ptr<T>();
+    for (std::int64_t i = 0, n = saved.numel(); i < n; ++i) pdx[i] = pdy[i] * df(ps[i]);
+  });
+  return dx;
+}
+
 template <class F, class DF>
 Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
   check_floating(op, x);
@@ -38,15 +52,7 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
   // The saved tensor shares the caller's buffer: no copy.
   Tensor saved = saves == Saves::Input ? x.detach() : y.detach();
   return record(op, y, {x}, [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = empty_like(saved);
-    dispatch_floating(saved.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      const T* ps = saved.data_ptr<T>();
-      const T* pdy = dy.data_ptr<T>();
-      T* pdx = dx.data_ptr<T>();
-      for (std::int64_t i = 0, n = saved.numel(); i < n; ++i) pdx[i] = pdy[i] * df(ps[i]);
-    });
-    return std::vector<Tensor>{dx};
+    return std::vector<Tensor>{unary_backward(op, dy, saved, df)};
   });
 }
 

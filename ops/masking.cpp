@@ -23,6 +23,19 @@ Tensor expand_mask(std::string_view op, const Tensor& mask, const Shape& shape) 
   return broadcast_to(mask.to(kFloat32), shape).to(kBool);
 }
 
+// dx_i = mask_i ? 0 : dy_i: no gradient reaches a filled position.
+Tensor masked_fill_backward(const Tensor& dy, const Tensor& m) {
+  Tensor dx = empty_like(dy);
+  dispatch_floating(dy.dtype(), "masked_fill", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pdy = dy.data_ptr<T>();
+    const bool* pm = m.data_ptr<bool>();
+    T* pdx = dx.data_ptr<T>();
+    for (std::int64_t i = 0, n = dy.numel(); i < n; ++i) pdx[i] = pm[i] ? T(0) : pdy[i];
+  });
+  return dx;
+}
+
 }  // namespace
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -39,15 +52,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   });
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
   return record("masked_fill", y, {x}, [m](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = empty_like(dy);
-    dispatch_floating(dy.dtype(), "masked_fill", [&](auto tag) {
-      using T = decltype(tag);
-      const T* pdy = dy.data_ptr<T>();
-      const bool* pm = m.data_ptr<bool>();
-      T* pdx = dx.data_ptr<T>();
-      for (std::int64_t i = 0, n = dy.numel(); i < n; ++i) pdx[i] = pm[i] ? T(0) : pdy[i];
-    });
-    return std::vector<Tensor>{dx};
+    return std::vector<Tensor>{masked_fill_backward(dy, m)};
   });
 }
 

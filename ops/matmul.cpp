@@ -9,8 +9,6 @@
 // matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied.
 #include "matmul.h"
 
-#include <climits>
-
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
 #include "binary.h"
@@ -20,13 +18,6 @@
 namespace ag {
 
 namespace {
-
-int blas_int(std::int64_t v, const Tensor& a, const Tensor& b) {
-  if (v > INT_MAX)
-    throw_invalid("matmul", "shapes {} and {}: a matrix dim of {} exceeds what BLAS can index", shape_str(a.shape()),
-                  shape_str(b.shape()), v);
-  return static_cast<int>(v);
-}
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
@@ -65,11 +56,19 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
     T* pc = c.data_ptr<T>();
-    int lda = blas_int(ca, a, b), ldb = blas_int(cb, a, b), in = blas_int(n, a, b), ik = blas_int(k, a, b);
+    // A and B as stored ([ra, ca] and [rb, cb]), read transposed when asked.
+    auto view_a = [&](std::int64_t offset, std::int64_t rows) {
+      blas::Matrix<const T> v{pa + offset, rows, ca};
+      return trans_a ? v.t() : v;
+    };
+    auto view_b = [&](std::int64_t offset) {
+      blas::Matrix<const T> v{pb + offset, rb, cb};
+      return trans_b ? v.t() : v;
+    };
     // B is one matrix shared by the whole batch and A is not transposed: A's rows stack into one
     // tall matrix [batch * M, K], and one GEMM does it all (the Linear-layer case).
     if (sb.size() == 2 && !trans_a) {
-      blas::gemm(false, trans_b, blas_int(batch_count * m, a, b), in, ik, pa, lda, pb, ldb, pc);
+      blas::gemm(view_a(0, batch_count * m), view_b(0), blas::Matrix<T>{pc, batch_count * m, n});
       return;
     }
     // Otherwise one GEMM per batch entry; a broadcast operand is re-read through its offset.
@@ -77,10 +76,25 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
     for (std::int64_t i = 0; i < batch_count; ++i) {
       std::int64_t oa = broadcast_entry(i, batch, batch_a) * ra * ca;
       std::int64_t ob = broadcast_entry(i, batch, batch_b) * rb * cb;
-      blas::gemm(trans_a, trans_b, blas_int(m, a, b), in, ik, pa + oa, lda, pb + ob, ldb, pc + i * m * n);
+      blas::gemm(view_a(oa, ra), view_b(ob), blas::Matrix<T>{pc + i * m * n, m, n});
     }
   });
   return c;
+}
+
+// dA = dC B^T and dB = A^T dC, each summed over the batch dims its operand was broadcast along.
+std::vector<Tensor> matmul_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const std::vector<bool>& need) {
+  Tensor da, db;
+  if (need[0]) da = sum_to(batched_gemm(dc, false, b, true), a.shape());
+  // When B is one [K, N] matrix shared by a batch of A's, the batch sum is a single GEMM over
+  // the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K].
+  if (need[1] && b.dim() == 2) {
+    std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
+    db = batched_gemm(a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false);
+  } else if (need[1]) {
+    db = sum_to(batched_gemm(a, true, dc, false), b.shape());
+  }
+  return {da, db};
 }
 
 }  // namespace
@@ -101,18 +115,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   Tensor c = batched_gemm(a, false, b, false);
   return record("matmul", c, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& dc, const std::vector<bool>& need) {
-    Tensor da, db;
-    // dA = dC B^T, summed over batch dims A was broadcast along
-    if (need[0]) da = sum_to(batched_gemm(dc, false, b, true), a.shape());
-    // dB = A^T dC. When B is one [K, N] matrix shared by a batch of A's, the batch sum is a single
-    // GEMM over the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K].
-    if (need[1] && b.dim() == 2) {
-      std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
-      db = batched_gemm(a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false);
-    } else if (need[1]) {
-      db = sum_to(batched_gemm(a, true, dc, false), b.shape());
-    }
-    return std::vector<Tensor>{da, db};
+    return matmul_backward(dc, a, b, need);
   });
 }
 

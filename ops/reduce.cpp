@@ -63,6 +63,21 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdi
   });
 }
 
+// dx: dy at each winning position, 0 elsewhere (the gradient of a max goes to its argmax).
+Tensor max_backward(const Tensor& dy, const Tensor& argmax, const DimLayout& l, const Shape& x_shape) {
+  Tensor dx = zeros(x_shape, dy.dtype());
+  dispatch_floating(dy.dtype(), "max", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pdy = dy.data_ptr<T>();
+    const auto* pi = argmax.data_ptr<std::int64_t>();
+    T* pdx = dx.data_ptr<T>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i)
+        pdx[(o * l.n + pi[o * l.inner + i]) * l.inner + i] = pdy[o * l.inner + i];
+  });
+  return dx;
+}
+
 // y[o, i] = x[o, k*, i] with k* = argmax_k:   dx[o, k*, i] = dy[o, i], zero elsewhere
 Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, Tensor* indices) {
   check_floating(op, x);
@@ -93,17 +108,7 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   if (indices) *indices = argmax;
   // Saved for backward: the winning index of each output (int64, one per output element).
   return record(op, y, {x}, [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = zeros(x_shape, dy.dtype());
-    dispatch_floating(dy.dtype(), "max", [&](auto tag) {
-      using T = decltype(tag);
-      const T* pdy = dy.data_ptr<T>();
-      const auto* pi = argmax.data_ptr<std::int64_t>();
-      T* pdx = dx.data_ptr<T>();
-      for (std::int64_t o = 0; o < l.outer; ++o)
-        for (std::int64_t i = 0; i < l.inner; ++i)
-          pdx[(o * l.n + pi[o * l.inner + i]) * l.inner + i] = pdy[o * l.inner + i];
-    });
-    return std::vector<Tensor>{dx};
+    return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
   });
 }
 

@@ -62,6 +62,50 @@ Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool
   return y;
 }
 
+// dx_j = y_j (dy_j - sum_k dy_k y_k), row by row; a fully masked row has y = 0, so dx = 0 there.
+Tensor softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& l) {
+  Tensor dx = empty_like(y);
+  dispatch_floating(y.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
+    T* pdx = dx.data_ptr<T>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i) {
+        double dot = 0.0;  // sum_k dy_k y_k
+        for (std::int64_t k = 0; k < l.n; ++k) dot += static_cast<double>(pdy[l.at(o, k, i)]) * py[l.at(o, k, i)];
+        // dx_j = y_j (dy_j - dot); a fully masked row has y = 0, so dx = 0 there
+        for (std::int64_t k = 0; k < l.n; ++k)
+          pdx[l.at(o, k, i)] = py[l.at(o, k, i)] * (pdy[l.at(o, k, i)] - static_cast<T>(dot));
+      }
+  });
+  return dx;
+}
+
+// dx_j = dy_j - p_j sum_k dy_k, p = exp(y), row by row; a row of -inf (fully masked) gets none.
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& l) {
+  Tensor dx = empty_like(y);
+  dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
+    T* pdx = dx.data_ptr<T>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i) {
+        T m = -std::numeric_limits<T>::infinity();
+        for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, py[l.at(o, k, i)]);
+        if (fully_masked(m)) {  // every y_k is -inf: no gradient
+          for (std::int64_t k = 0; k < l.n; ++k) pdx[l.at(o, k, i)] = 0;
+          continue;
+        }
+        double total = 0.0;  // sum_k dy_k
+        for (std::int64_t k = 0; k < l.n; ++k) total += pdy[l.at(o, k, i)];
+        // dx_j = dy_j - p_j * total, p_j = exp(y_j)
+        for (std::int64_t k = 0; k < l.n; ++k)
+          pdx[l.at(o, k, i)] = pdy[l.at(o, k, i)] - std::exp(py[l.at(o, k, i)]) * static_cast<T>(total);
+      }
+  });
+  return dx;
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) {
@@ -70,21 +114,7 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
   Tensor y = softmax_forward("softmax", x, l, false);
   // Saved for backward: y only (the formula needs nothing else).
   return record("softmax", y, {x}, [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = empty_like(y);
-    dispatch_floating(y.dtype(), "softmax", [&](auto tag) {
-      using T = decltype(tag);
-      const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-      T* pdx = dx.data_ptr<T>();
-      for (std::int64_t o = 0; o < l.outer; ++o)
-        for (std::int64_t i = 0; i < l.inner; ++i) {
-          double dot = 0.0;  // sum_k dy_k y_k
-          for (std::int64_t k = 0; k < l.n; ++k) dot += static_cast<double>(pdy[l.at(o, k, i)]) * py[l.at(o, k, i)];
-          // dx_j = y_j (dy_j - dot); a fully masked row has y = 0, so dx = 0 there
-          for (std::int64_t k = 0; k < l.n; ++k)
-            pdx[l.at(o, k, i)] = py[l.at(o, k, i)] * (pdy[l.at(o, k, i)] - static_cast<T>(dot));
-        }
-    });
-    return std::vector<Tensor>{dx};
+    return std::vector<Tensor>{softmax_backward(dy, y, l)};
   });
 }
 
@@ -93,27 +123,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) {
   DimLayout l = dim_layout("log_softmax", x.shape(), dim);
   Tensor y = softmax_forward("log_softmax", x, l, true);
   return record("log_softmax", y, {x}, [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = empty_like(y);
-    dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
-      using T = decltype(tag);
-      const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-      T* pdx = dx.data_ptr<T>();
-      for (std::int64_t o = 0; o < l.outer; ++o)
-        for (std::int64_t i = 0; i < l.inner; ++i) {
-          T m = -std::numeric_limits<T>::infinity();
-          for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, py[l.at(o, k, i)]);
-          if (fully_masked(m)) {  // every y_k is -inf: no gradient
-            for (std::int64_t k = 0; k < l.n; ++k) pdx[l.at(o, k, i)] = 0;
-            continue;
-          }
-          double total = 0.0;  // sum_k dy_k
-          for (std::int64_t k = 0; k < l.n; ++k) total += pdy[l.at(o, k, i)];
-          // dx_j = dy_j - p_j * total, p_j = exp(y_j)
-          for (std::int64_t k = 0; k < l.n; ++k)
-            pdx[l.at(o, k, i)] = pdy[l.at(o, k, i)] - std::exp(py[l.at(o, k, i)]) * static_cast<T>(total);
-        }
-    });
-    return std::vector<Tensor>{dx};
+    return std::vector<Tensor>{log_softmax_backward(dy, y, l)};
   });
 }
 

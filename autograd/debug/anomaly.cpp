@@ -67,8 +67,8 @@ std::string format_stack(const boost::stacktrace::stacktrace& st) {
   for (const auto& frame : st) {
     std::string name = frame.name();
     if (name.find("ag::detail::capture_record_site") != std::string::npos ||
-        name.find("ag::detail::check_forward") != std::string::npos || name.find("AnomalyObserver") != std::string::npos ||
-        name.find("ag::record(") != std::string::npos)
+        name.find("ag::detail::check_forward") != std::string::npos ||
+        name.find("AnomalyObserver") != std::string::npos || name.find("ag::record(") != std::string::npos)
       continue;
     if (name.empty()) {
       Dl_info info;

@@ -19,17 +19,16 @@
 
 namespace ag::reference {
 
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& attn_mask, bool causal, double scale) {
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                             bool causal, double scale) {
   count_call("scaled_dot_product_attention");
   Tensor scores = q.matmul(k.transpose(-2, -1)) * scale;  // [B, H, Tq, Tk]
-  Tensor allowed = attn_mask;                              // true = may attend
+  Tensor allowed = attn_mask;                             // true = may attend
   if (causal) {
     Tensor future_hidden = causal_mask(q.size(2), k.size(2));
     allowed = allowed.defined() ? logical_and(allowed, future_hidden) : future_hidden;
   }
-  if (allowed.defined())
-    scores = masked_fill(scores, logical_not(allowed), -std::numeric_limits<double>::infinity());
+  if (allowed.defined()) scores = masked_fill(scores, logical_not(allowed), -std::numeric_limits<double>::infinity());
   Tensor weights = softmax(scores, -1);
   return {weights.matmul(v), weights};
 }
@@ -37,8 +36,8 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 // [B, T, H, d] in and out: swap T and H, attend, swap back.
 AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,
                                                   const Tensor& attn_mask, bool causal, double scale) {
-  AttentionResult r = reference::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                              v.transpose(1, 2), attn_mask, causal, scale);
+  AttentionResult r = reference::scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                              attn_mask, causal, scale);
   return {r.output.transpose(1, 2), r.weights};
 }
 
@@ -48,8 +47,8 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
   std::int64_t b = qkv.size(0), t = qkv.size(1), width = qkv.size(2) / 3;
   std::vector<Tensor> thirds = split(qkv, width, 2);  // q, k, v: [B, T, heads * d] each
   auto heads_of = [&](const Tensor& x) { return x.reshape({b, t, heads, width / heads}); };
-  return reference::scaled_dot_product_attention_bthd(heads_of(thirds[0]), heads_of(thirds[1]),
-                                                      heads_of(thirds[2]), attn_mask, causal, scale);
+  return reference::scaled_dot_product_attention_bthd(heads_of(thirds[0]), heads_of(thirds[1]), heads_of(thirds[2]),
+                                                      attn_mask, causal, scale);
 }
 
 }  // namespace ag::reference

@@ -18,10 +18,10 @@ namespace ag::reference {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   count_call("layer_norm");
-  Tensor mu = mean(x, -1, /*keepdim=*/true);             // [..., 1]
-  Tensor centred = x - mu;                               // [..., D]
-  Tensor var = mean(centred * centred, -1, true);        // [..., 1]
-  Tensor xhat = centred / ag::sqrt(var + eps);           // [..., D]
+  Tensor mu = mean(x, -1, /*keepdim=*/true);       // [..., 1]
+  Tensor centred = x - mu;                         // [..., D]
+  Tensor var = mean(centred * centred, -1, true);  // [..., 1]
+  Tensor xhat = centred / ag::sqrt(var + eps);     // [..., D]
   Tensor y = weight.defined() ? xhat * weight : xhat;
   return bias.defined() ? y + bias : y;
 }

@@ -22,9 +22,9 @@ namespace ag::reference {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   count_call("linear");
-  Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x;      // matmul wants a matrix: [in] -> [1, in]
-  Tensor y = rows.matmul(weight.transpose(0, 1));        // [..., in] @ [in, out]
-  if (bias.defined()) y = y + bias;                      // b broadcasts over the rows
+  Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x;  // matmul wants a matrix: [in] -> [1, in]
+  Tensor y = rows.matmul(weight.transpose(0, 1));   // [..., in] @ [in, out]
+  if (bias.defined()) y = y + bias;                 // b broadcasts over the rows
   return x.dim() == 1 ? y.squeeze(0) : y;
 }
 

@@ -45,8 +45,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
 
 // softmax(scale q k^T + mask) v. The weights are part of the graph. q: [B, H, Tq, d],
 // k: [B, H, Tk, d], v: [B, H, Tk, dv]; attn_mask (true = may attend) broadcasts to [B, H, Tq, Tk].
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& attn_mask, bool causal, double scale);
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                             bool causal, double scale);
 // The same on [B, T, H, d] tensors (output [B, Tq, H, dv]), and on packed self-attention
 // projections qkv [B, T, 3 * heads * d] (output [B, T, heads, d]).
 AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,

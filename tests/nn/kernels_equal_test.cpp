@@ -63,8 +63,7 @@ struct Run {
 constexpr double kLr = 1e-2;
 
 template <class Model>
-Run train(Kernels kernels, Model& model, DType dtype, int steps,
-          const std::function<Tensor(Model&, int)>& make_loss) {
+Run train(Kernels kernels, Model& model, DType dtype, int steps, const std::function<Tensor(Model&, int)>& make_loss) {
   KernelGuard guard(kernels);
   model.to(dtype);
   model.train();
@@ -116,8 +115,8 @@ double expect_equal_runs(const Run& fast, const Run& reference, DType dtype, con
     else  // in steps: the largest difference over lr (see the top of this file)
       EXPECT_LE(e * param_scale / kLr, 0.05) << what << ": updated " << reference.names[i];
   }
-  std::cout << what << ": worst relative error of losses and gradients " << worst << ", of parameters "
-            << worst_param << " (" << worst_param * param_scale / kLr << " of a learning-rate step)\n";
+  std::cout << what << ": worst relative error of losses and gradients " << worst << ", of parameters " << worst_param
+            << " (" << worst_param * param_scale / kLr << " of a learning-rate step)\n";
   return worst;
 }
 
@@ -136,9 +135,9 @@ int steps_for(DType dtype) { return dtype == kFloat64 ? 2 : 1; }
 
 Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout) {
   Generator gen(11);
-  nn::GPT model({.vocab_size = 29, .block_size = 17, .n_layer = 2, .n_head = 3, .n_embd = 48, .dropout = dropout,
-                 .bias = bias},
-                gen);
+  nn::GPT model(
+      {.vocab_size = 29, .block_size = 17, .n_layer = 2, .n_head = 3, .n_embd = 48, .dropout = dropout, .bias = bias},
+      gen);
   Generator data(5);
   std::vector<Tensor> x, y;
   for (int s = 0; s < 2; ++s) {
@@ -187,7 +186,8 @@ Run transformer_run(Kernels kernels, DType dtype, double dropout) {
   Tensor src = random_ids(data, 13, {3, 7}, 1), tgt = random_ids(data, 11, {3, 6}, 1);  // 0 is padding
   std::vector<std::int64_t> lengths{7, 4, 2};
   for (std::int64_t b = 0; b < 3; ++b)
-    for (std::int64_t j = lengths[static_cast<std::size_t>(b)]; j < 7; ++j) src.data_ptr<std::int64_t>()[b * 7 + j] = kPad;
+    for (std::int64_t j = lengths[static_cast<std::size_t>(b)]; j < 7; ++j)
+      src.data_ptr<std::int64_t>()[b * 7 + j] = kPad;
   tgt.data_ptr<std::int64_t>()[2 * 6 + 5] = kPad;  // one ignored target
   Tensor src_mask = key_padding_mask(lengths, 7);
   Tensor tgt_in = slice(tgt, 1, 0, 5), tgt_out = slice(tgt, 1, 1, 6);
@@ -217,10 +217,10 @@ TEST(KernelsEqual, EachRouteRunsItsOwnKernels) {
   gpt_run(Kernels::Reference, kFloat64, true, 0.0);
   std::map<std::string, std::int64_t> gpt = reference::call_counts();
   // Two steps of a two-layer GPT, counted op by op.
-  EXPECT_EQ(gpt["embedding"], 2 * 2);                 // wte and wpe, two steps
-  EXPECT_EQ(gpt["layer_norm"], 2 * (2 * 2 + 1));      // ln_1 and ln_2 per block, ln_f
-  EXPECT_EQ(gpt["linear_gelu"], 2 * 2);               // each block's MLP
-  EXPECT_EQ(gpt["gelu"], 2 * 2);                      // inside linear_gelu
+  EXPECT_EQ(gpt["embedding"], 2 * 2);             // wte and wpe, two steps
+  EXPECT_EQ(gpt["layer_norm"], 2 * (2 * 2 + 1));  // ln_1 and ln_2 per block, ln_f
+  EXPECT_EQ(gpt["linear_gelu"], 2 * 2);           // each block's MLP
+  EXPECT_EQ(gpt["gelu"], 2 * 2);                  // inside linear_gelu
   EXPECT_EQ(gpt["scaled_dot_product_attention"], 2 * 2);
   EXPECT_EQ(gpt["cross_entropy"], 2);
   EXPECT_EQ(gpt["clip_grad_norm"], 2);
@@ -250,8 +250,8 @@ TEST(KernelsEqual, GuardRestoresAndNamesParse) {
   EXPECT_EQ(kernels(), Kernels::Fast);
   EXPECT_EQ(parse_kernels("reference"), Kernels::Reference);
   EXPECT_EQ(parse_kernels(kernels_name(Kernels::Fast)), Kernels::Fast);
-  EXPECT_TRUE(test::throws_with<std::invalid_argument>([] { parse_kernels("Fast"); },
-                                                       "kernels: unknown kernels 'Fast': expected 'fast' or 'reference'"));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+      [] { parse_kernels("Fast"); }, "kernels: unknown kernels 'Fast': expected 'fast' or 'reference'"));
 }
 
 }  // namespace

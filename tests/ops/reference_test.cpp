@@ -36,8 +36,7 @@ void expect_routes_agree(const std::string& name, const Op& op, const std::vecto
     KernelGuard guard(k);
     reference::reset_call_counts();
     std::vector<Tensor> in;
-    for (const Tensor& t : inputs)
-      in.push_back(is_floating(t.dtype()) ? t.detach().to(dtype).requires_grad_() : t);
+    for (const Tensor& t : inputs) in.push_back(is_floating(t.dtype()) ? t.detach().to(dtype).requires_grad_() : t);
     Tensor y = op(in);
     Generator gen(1);
     (y * randn(y.shape(), gen, dtype)).sum().backward();
@@ -167,11 +166,14 @@ TEST(Reference, AttentionEveryLayoutAndMask) {
   Generator gen(7);
   std::int64_t b = 2, h = 3, tq = 5, tk = 7, d = 4, dv = 6;
   Tensor q = normal_leaf({b, h, tq, d}, gen), k = normal_leaf({b, h, tk, d}, gen), v = normal_leaf({b, h, tk, dv}, gen);
-  Tensor qt = normal_leaf({b, tq, h, d}, gen), kt = normal_leaf({b, tk, h, d}, gen), vt = normal_leaf({b, tk, h, dv}, gen);
+  Tensor qt = normal_leaf({b, tq, h, d}, gen), kt = normal_leaf({b, tk, h, d}, gen),
+         vt = normal_leaf({b, tk, h, dv}, gen);
   for (const MaskCase& c : mask_cases(b, tq, tk)) {
     SCOPED_TRACE(c.name);
     for (bool need_weights : {false, true}) {
-      auto pick = [need_weights](const AttentionResult& r) { return need_weights ? r.output + r.weights.sum() : r.output; };
+      auto pick = [need_weights](const AttentionResult& r) {
+        return need_weights ? r.output + r.weights.sum() : r.output;
+      };
       Op heads_first = [&](const std::vector<Tensor>& in) {
         return pick(scaled_dot_product_attention(in[0], in[1], in[2], c.mask, c.causal, need_weights));
       };
@@ -181,9 +183,11 @@ TEST(Reference, AttentionEveryLayoutAndMask) {
       expect_routes_agree("scaled_dot_product_attention", heads_first, {q, k, v});
       expect_routes_agree("scaled_dot_product_attention", heads_last, {qt, kt, vt});
     }
-    expect_gradcheck([&](const std::vector<Tensor>& in) {
-      return scaled_dot_product_attention(in[0], in[1], in[2], c.mask, c.causal).output;
-    }, {q, k, v});
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return scaled_dot_product_attention(in[0], in[1], in[2], c.mask, c.causal).output;
+        },
+        {q, k, v});
   }
 }
 
@@ -204,15 +208,27 @@ TEST(Reference, PackedAttention) {
 TEST(Reference, BadCallsAreCheckedAsOnTheFastRoute) {
   // The public op checks its arguments before it picks a route: the same messages either way.
   KernelGuard guard(Kernels::Reference);
-  EXPECT_TRUE(test::throws_with<std::invalid_argument>([] { linear(zeros({2, 3}), zeros({4, 5})); },
-                                                       "linear: input of shape [2, 3] does not fit weight"));
   EXPECT_TRUE(test::throws_with<std::invalid_argument>(
-      [] { scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 5, 4}), zeros({1, 2, 5, 6}), full({2, 5}, 1, kBool)); },
+      [] {
+        linear(zeros({2, 3}), zeros({4, 5}));
+      },
+      "linear: input of shape [2, 3] does not fit weight"));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+      [] {
+        scaled_dot_product_attention(zeros({1, 2, 3, 4}), zeros({1, 2, 5, 4}), zeros({1, 2, 5, 6}),
+                                     full({2, 5}, 1, kBool));
+      },
       "scaled_dot_product_attention: attn_mask of shape [2, 5] does not broadcast"));
   EXPECT_TRUE(test::throws_with<std::invalid_argument>(
-      [] { cross_entropy(zeros({2, 3}), from_vector<std::int64_t>({0, 3}, {2})); }, "cross_entropy: target 3"));
+      [] {
+        cross_entropy(zeros({2, 3}), from_vector<std::int64_t>({0, 3}, {2}));
+      },
+      "cross_entropy: target 3"));
   EXPECT_TRUE(test::throws_with<std::invalid_argument>(
-      [] { embedding(zeros({4, 2}), from_vector<std::int64_t>({4}, {1})); }, "embedding: id 4 at position 0"));
+      [] {
+        embedding(zeros({4, 2}), from_vector<std::int64_t>({4}, {1}));
+      },
+      "embedding: id 4 at position 0"));
 }
 
 // AdamW's update and clipping: the optimizer under each route, over many parameters of both

@@ -1,5 +1,5 @@
-// The thread pool (runtime/parallel.h), the GEMM split built on it (ops/blas.h), and that a
-// training step gives the same answer on one thread as on several.
+// The thread pool (runtime/parallel.h), and that a training step gives the same answer on one
+// thread as on several. The GEMM split built on the pool is tested in tests/ops/blas_test.cpp.
 #include "runtime/parallel.h"
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "../test_util.h"
-#include "ops/blas.h"
 
 namespace ag {
 namespace {
@@ -147,56 +146,6 @@ TEST(Parallel, BadThreadCountsAreRejected) {
   ThreadCount tc(2);
   EXPECT_EQ(get_num_threads(), 2);
   parallel_for(2, 1, [&](std::int64_t, std::int64_t) { EXPECT_THROW(set_num_threads(1), std::logic_error); });
-}
-
-// C = alpha op(A) op(B) + beta C by three loops, in long double.
-std::vector<double> naive_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const std::vector<double>& a,
-                               int lda, const std::vector<double>& b, int ldb, double beta, std::vector<double> c,
-                               int ldc) {
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      long double s = 0;
-      for (int p = 0; p < k; ++p) {
-        double av = ta ? a[static_cast<std::size_t>(p * lda + i)] : a[static_cast<std::size_t>(i * lda + p)];
-        double bv = tb ? b[static_cast<std::size_t>(j * ldb + p)] : b[static_cast<std::size_t>(p * ldb + j)];
-        s += static_cast<long double>(av) * bv;
-      }
-      double& out = c[static_cast<std::size_t>(i * ldc + j)];
-      out = static_cast<double>(alpha * s + static_cast<long double>(beta) * out);
-    }
-  return c;
-}
-
-// Tall (split by rows) and wide (split by columns) products with every transpose, a strided
-// C and beta != 0, split over 1, 2 and 3 threads: each equals the three-loop product.
-TEST(Parallel, SplitGemmEqualsTheThreeLoopProduct) {
-  Generator gen(5);
-  struct Case {
-    int m, n, k;
-  };
-  for (Case s : {Case{301, 37, 53}, Case{29, 333, 61}, Case{130, 130, 17}})
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        int lda = (ta ? s.m : s.k) + 3, ldb = (tb ? s.k : s.n) + 2, ldc = s.n + 5;
-        auto fill = [&](std::size_t size) {
-          std::vector<double> v(size);
-          for (double& x : v) x = gen.normal();
-          return v;
-        };
-        std::vector<double> a = fill(static_cast<std::size_t>((ta ? s.k : s.m) * lda));
-        std::vector<double> b = fill(static_cast<std::size_t>((tb ? s.n : s.k) * ldb));
-        std::vector<double> c0 = fill(static_cast<std::size_t>(s.m * ldc));
-        std::vector<double> expected = naive_gemm(ta, tb, s.m, s.n, s.k, 0.7, a, lda, b, ldb, -0.5, c0, ldc);
-        for (int threads : {1, 2, 3}) {
-          ThreadCount tc(threads);
-          std::vector<double> c = c0;
-          blas::gemm(ta, tb, s.m, s.n, s.k, 0.7, a.data(), lda, b.data(), ldb, -0.5, c.data(), ldc);
-          double worst = 0;
-          for (std::size_t i = 0; i < c.size(); ++i) worst = std::max(worst, std::abs(c[i] - expected[i]));
-          EXPECT_LT(worst, 1e-12) << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb " << tb << " threads "
-                                  << threads;
-        }
-      }
 }
 
 // A GPT training step's loss and gradients do not depend on how many threads computed them

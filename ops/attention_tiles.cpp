@@ -1,0 +1,197 @@
+// The fused attention kernels (attention_tiles.h): queries in blocks, one [rows, Tk] tile of
+// scores at a time, softmax from a running max, and P recomputed in backward from the saved
+// log-sum-exp instead of being kept.
+#include "attention_tiles.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "../runtime/parallel.h"
+#include "blas.h"
+#include "fast_math.h"
+
+namespace ag::attention_kernels {
+
+namespace {
+
+// Queries are processed in blocks of this many rows. A block's scores are one [rows, Tk] tile,
+// so neither pass holds more than a tile per (batch, head) at a time, and under a causal mask a
+// block stops at the last key its last query may see: the masked upper triangle is never
+// multiplied, only the diagonal blocks' corners.
+constexpr std::int64_t kQueryBlock = 64;
+
+// One past the last key any query in rows [.., i_end) may attend to.
+std::int64_t key_end(const MaskReader& mask, std::int64_t i_end, std::int64_t tk) {
+  return mask.causal ? std::clamp<std::int64_t>(i_end + mask.shift, 0, tk) : tk;
+}
+
+// Zeroes `rows` rows of `cols` elements, `ld` apart.
+template <class T>
+void zero_rows(T* x, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  for (std::int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + cols, T(0));
+}
+
+// Keys a row may see under the causal rule alone: [0, row_end(i)).
+std::int64_t row_end(const MaskReader& mask, std::int64_t i, std::int64_t kend) {
+  return mask.causal ? std::clamp<std::int64_t>(i + mask.shift + 1, 0, kend) : kend;
+}
+
+// The attention weights of one block of queries, in place: `tile` holds the scaled scores
+// S[i0 .. i0 + rows, 0 .. kend) and leaves as P. Each row's log-sum-exp, m + log(sum exp(S - m)),
+// goes to lse (minus infinity for a row with every key masked, whose weights are all zero).
+// Without a user mask, a row's allowed keys are a prefix, and its exponentials run as one SIMD
+// loop (fast_math.h).
+template <class T>
+void block_softmax(const MaskReader& mask, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                   std::int64_t kend, T* tile, T* lse) {
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t i = i0 + r, jend = row_end(mask, i, kend);
+    T* row = tile + r * kend;
+    T m = kMinusInf;
+    if (mask.mask) {
+      for (std::int64_t j = 0; j < jend; ++j)
+        if (mask.allowed(b, h, i, j)) m = std::max(m, row[j]);
+    } else {
+      m = fast::lane_max(row, jend, kMinusInf);
+    }
+    if (m == kMinusInf) {
+      std::fill(row, row + kend, T(0));
+      lse[i] = m;
+      continue;
+    }
+    if (mask.mask) {
+      for (std::int64_t j = 0; j < jend; ++j) row[j] = mask.allowed(b, h, i, j) ? fast::exp(row[j] - m) : T(0);
+    } else {
+      fast::exp_shifted(row, jend, m);
+    }
+    std::fill(row + jend, row + kend, T(0));
+    double sum = fast::lane_sum(jend, [&](std::int64_t j) { return row[j]; });
+    T inv = static_cast<T>(1.0 / sum);
+    for (std::int64_t j = 0; j < jend; ++j) row[j] *= inv;
+    lse[i] = static_cast<T>(m + std::log(sum));
+  }
+}
+
+// The same weights again in backward, from the saved log-sum-exp: P = exp(S - lse). Exact
+// recomputation costs one GEMM per block and saves keeping [B, H, Tq, Tk] weights alive
+// between the passes.
+template <class T>
+void block_recompute(const MaskReader& mask, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows,
+                     std::int64_t kend, T* tile, const T* lse) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t i = i0 + r, jend = row_end(mask, i, kend);
+    T* row = tile + r * kend;
+    T l = lse[i];
+    if (l == -std::numeric_limits<T>::infinity()) jend = 0;  // every key masked: all zero
+    if (mask.mask) {
+      for (std::int64_t j = 0; j < jend; ++j) row[j] = mask.allowed(b, h, i, j) ? fast::exp(row[j] - l) : T(0);
+    } else {
+      fast::exp_shifted(row, jend, l);
+    }
+    std::fill(row + jend, row + kend, T(0));
+  }
+}
+
+}  // namespace
+
+// Declared, with what it computes, in attention_tiles.h.
+template <class T>
+void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
+                       const T* v, T* lse, T* weights, T* out) {
+  using Mat = blas::Matrix<const T>;
+  // (batch, head) pairs are independent: each thread takes a run of them with its own tile.
+  parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> tile(static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk));
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      std::int64_t b = bh / n.h, h = bh % n.h;
+      T* lse_bh = lse + (b * n.h + h) * n.tq;
+      for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
+        std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
+        T* o = out + L.out.at(b, h) + i0 * L.out.ld;
+        if (kend == 0) {  // causal with Tq > Tk: these queries see no key at all
+          std::fill(lse_bh + i0, lse_bh + i0 + rows, -std::numeric_limits<T>::infinity());
+          zero_rows(o, rows, n.dv, L.out.ld);
+          continue;
+        }
+        // S = scale Q K^T for this block's queries and the keys they may see
+        blas::gemm(Mat{q + L.q.at(b, h) + i0 * L.q.ld, rows, n.d, L.q.ld}, Mat{k + L.k.at(b, h), kend, n.d, L.k.ld}.t(),
+                   blas::Matrix<T>{tile.data(), rows, kend}, T(0), static_cast<T>(scale));
+        block_softmax(mask, b, h, i0, rows, kend, tile.data(), lse_bh);
+        if (weights)
+          for (std::int64_t r = 0; r < rows; ++r)
+            std::copy_n(tile.data() + r * kend, kend, weights + ((b * n.h + h) * n.tq + i0 + r) * n.tk);
+        if (n.dv > 0)
+          blas::gemm(Mat{tile.data(), rows, kend}, Mat{v + L.v.at(b, h), kend, n.dv, L.v.ld},
+                     blas::Matrix<T>{o, rows, n.dv, L.out.ld});  // O = P V
+      }
+    }
+  });
+}
+
+// Declared, with what it computes, in attention_tiles.h.
+template <class T>
+void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
+                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+  using Mat = blas::Matrix<const T>;
+  std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
+  parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> p(tile_size), dS(tile_size);  // P and dP -> dS for one block, reused
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      std::int64_t b = bh / n.h, h = bh % n.h;
+      const T* lse_bh = lse + (b * n.h + h) * n.tq;
+      const T *qb = q + L.q.at(b, h), *kb = k + L.k.at(b, h), *vb = v + L.v.at(b, h);
+      T* dkb = dk ? dk + L.k.at(b, h) : nullptr;
+      T* dvb = dv ? dv + L.v.at(b, h) : nullptr;
+      // dK and dV sum over query blocks.
+      if (dkb) zero_rows(dkb, n.tk, n.d, L.k.ld);
+      if (dvb) zero_rows(dvb, n.tk, n.dv, L.v.ld);
+      for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
+        std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
+        const T* dO = dout + L.out.at(b, h) + i0 * L.out.ld;
+        T* dqb = dq ? dq + L.q.at(b, h) + i0 * L.q.ld : nullptr;
+        if (kend == 0) {
+          if (dqb) zero_rows(dqb, rows, n.d, L.q.ld);
+          continue;
+        }
+        Mat qblock{qb + i0 * L.q.ld, rows, n.d, L.q.ld}, keys{kb, kend, n.d, L.k.ld}, values{vb, kend, n.dv, L.v.ld};
+        Mat dOblock{dO, rows, n.dv, L.out.ld};
+        blas::Matrix<T> P{p.data(), rows, kend}, dSb{dS.data(), rows, kend};
+        blas::gemm(qblock, keys.t(), P, T(0), static_cast<T>(scale));  // S again
+        block_recompute(mask, b, h, i0, rows, kend, p.data(), lse_bh);
+        // dV[:kend] += P^T dO
+        if (dvb && n.dv > 0) blas::gemm(Mat{P}.t(), dOblock, blas::Matrix<T>{dvb, kend, n.dv, L.v.ld}, T(1));
+        if (!dqb && !dkb) continue;
+        // dP = dO V^T
+        if (n.dv > 0)
+          blas::gemm(dOblock, values.t(), dSb);
+        else
+          std::fill(dS.begin(), dS.end(), T(0));
+        // dS = P * (dP - rowsum(dP * P)), row by row
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T* row = dS.data() + r * kend;
+          const T* prow = p.data() + r * kend;
+          double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
+          for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+        }
+        // dQ = scale dS K,   dK[:kend] += scale dS^T Q
+        if (dqb) blas::gemm(Mat{dSb}, keys, blas::Matrix<T>{dqb, rows, n.d, L.q.ld}, T(0), static_cast<T>(scale));
+        if (dkb) blas::gemm(Mat{dSb}.t(), qblock, blas::Matrix<T>{dkb, kend, n.d, L.k.ld}, T(1), static_cast<T>(scale));
+      }
+    }
+  });
+}
+
+template void attention_forward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
+                                       const float*, const float*, float*, float*, float*);
+template void attention_forward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
+                                        const double*, const double*, double*, double*, double*);
+template void attention_backward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
+                                        const float*, const float*, const float*, const float*, float*, float*, float*);
+template void attention_backward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
+                                         const double*, const double*, const double*, const double*, double*, double*,
+                                         double*);
+
+}  // namespace ag::attention_kernels

@@ -1,0 +1,186 @@
+// linear and linear_gelu. Notation: R = rows (every dim of x but the last, flattened).
+//
+// linear:  y = x W^T + b      x: [R, in]  W: [out, in]  y: [R, out]
+//   dx = dy W          (dy_ro depends on x_ri through W_oi)
+//   dW = dy^T x        (summed over the R rows)
+//   db = sum_r dy_r
+// linear_gelu:  h = x W^T + b,  y = GELU(h);  saved: x, W and GELU'(h)
+//   dh = dy GELU'(h), then the three products above with dh in place of dy
+//
+// The readable twins are in ops/reference/linear.cpp; what the bands below buy is measured in
+// docs/performance.md.
+#include <algorithm>
+
+#include "../autograd/dispatch.h"
+#include "../autograd/grad_mode.h"
+#include "../autograd/node.h"
+#include "../runtime/parallel.h"
+#include "blas.h"
+#include "elementwise.h"
+#include "fast_math.h"
+#include "kernels.h"
+#include "nn_ops.h"
+#include "reference/reference.h"
+#include "rows.h"
+
+namespace ag {
+
+namespace {
+
+void check_linear(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_same_floating(op, x, weight);
+  if (weight.dim() != 2 || x.dim() < 1 || x.shape().back() != weight.size(1))
+    throw_invalid(op, "input of shape {} does not fit weight of shape {} (expected [..., {}])", shape_str(x.shape()),
+                  shape_str(weight.shape()), weight.dim() == 2 ? weight.size(1) : -1);
+  check_vector(op, "bias", bias, weight.size(0), x);
+}
+
+Shape linear_shape(const Tensor& x, const Tensor& weight) {
+  Shape shape = x.shape();
+  shape.back() = weight.size(0);
+  return shape;
+}
+
+// sum[o] += dy[r, o] over rows r of dy [rows, out]: a bias gradient. float32 is what a
+// training step runs, so it is compiled for AVX2 + FMA as well (ops/fast_math.h).
+AG_SIMD_CLONES void column_sums(const float* dy, std::int64_t rows, std::int64_t out, float* sum) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
+}
+void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* sum) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
+}
+
+// y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
+// `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
+// and the product is added on top (beta = 1); without one the product is written (beta = 0).
+template <class T, class Epilogue>
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T* py, Epilogue epilogue) {
+  std::int64_t in = weight.size(1), out = weight.size(0), rows = rows_of(x);
+  if (rows == 0 || out == 0) return;
+  blas::Matrix<const T> xs{x.data_ptr<T>(), rows, in}, w{weight.data_ptr<T>(), out, in};
+  blas::Matrix<T> ys{py, rows, out};
+  const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
+  // Too few rows for two bands: one band here, whose product blas::gemm may split by columns.
+  bool split = blas::worth_splitting(rows, out, std::max<std::int64_t>(in, 1)) && rows >= 2 * blas::kBand;
+  blas::for_row_bands(blas::detail::to_int(rows), split, [&](int r0, int r1) {
+    std::int64_t count = std::int64_t{r1 - r0} * out;
+    if (pb)
+      for (int r = r0; r < r1; ++r) std::copy(pb, pb + out, py + std::int64_t{r} * out);
+    if (in > 0)
+      blas::gemm(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb ? T(1) : T(0));
+    else if (!pb)
+      std::fill(py + std::int64_t{r0} * out, py + std::int64_t{r0} * out + count, T(0));  // an empty sum, no bias
+    epilogue(std::int64_t{r0} * out, count);
+  });
+}
+
+// dx, dW and db of y = x W^T + b from dy [rows, out]: dx = dy W, dW = dy^T x, db = column sums
+// of dy. dW and db are sums over the rows. Split across threads, each band of rows sums its own
+// part (a GEMM over just its rows, and its column sums) and the parts are added in band order:
+// each thread then reads only the rows of dy and x it computed itself, and packs only those.
+// Split instead over dW's rows, both threads read every row and pack all of x; the tiny and
+// small GPT steps ran 6 % slower that way on two threads.
+std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const std::vector<bool>& need) {
+  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
+  Tensor dx, dw, db;
+  bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
+  dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    blas::Matrix<const T> dys{dy.data_ptr<T>(), rows, out}, xs{x.data_ptr<T>(), rows, in};
+    if (need[0]) {
+      dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
+      if (full_work)
+        blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in}, blas::Matrix<T>{dx.data_ptr<T>(), rows, in});
+    }
+    if (!need[1] && !need[2]) return;
+    bool split = blas::worth_splitting(out, in, rows) && rows >= 2 * blas::kBand;
+    std::int64_t bands = (rows + blas::kBand - 1) / blas::kBand, chunks = split ? chunk_count(bands, 1) : 1;
+    std::vector<Tensor> dw_parts(need[1] ? static_cast<std::size_t>(chunks) : 0);
+    if (need[1]) {
+      dw = full_work ? empty(w.shape(), dy.dtype()) : zeros(w.shape(), dy.dtype());
+      dw_parts[0] = dw;
+      for (std::size_t c = 1; c < dw_parts.size(); ++c) dw_parts[c] = empty(w.shape(), dy.dtype());
+    }
+    ChunkPartials<T> db_parts(need[2] ? chunks : 0, out);
+    auto band = [&](std::int64_t c, std::int64_t r0, std::int64_t r1) {
+      if (need[1] && full_work)  // this band's dW part: dy[r0:r1]^T x[r0:r1]
+        blas::gemm(dys.row_band(r0, r1).t(), xs.row_band(r0, r1),
+                   blas::Matrix<T>{dw_parts[static_cast<std::size_t>(c)].template data_ptr<T>(), out, in});
+      if (need[2]) column_sums(dys.data + r0 * out, r1 - r0, out, db_parts[c]);
+    };
+    if (chunks == 1)
+      band(0, 0, rows);  // blas::gemm may still split dW by its rows or columns here
+    else
+      parallel_for_chunks(bands, 1, [&](std::int64_t c, std::int64_t lo, std::int64_t hi) {
+        band(c, lo * blas::kBand, std::min(rows, hi * blas::kBand));
+      });
+    if (need[1] && chunks > 1) {
+      T* pdw = dw.data_ptr<T>();
+      parallel_for(dw.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
+        for (std::size_t c = 1; c < dw_parts.size(); ++c) {
+          const T* part = dw_parts[c].template data_ptr<T>();
+          for (std::int64_t j = begin; j < end; ++j) pdw[j] += part[j];
+        }
+      });
+    }
+    if (need[2]) {
+      db = zeros({out}, dy.dtype());
+      db_parts.add_to(db.data_ptr<T>());
+    }
+  });
+  return {dx, dw, db};
+}
+
+// linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
+// then linear's.
+std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& slope,
+                                         const std::vector<bool>& need) {
+  Tensor dh = empty_like(slope);
+  dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
+    using T = decltype(tag);
+    const T *pdy = dy.data_ptr<T>(), *ps = slope.data_ptr<T>();
+    T* pdh = dh.data_ptr<T>();
+    parallel_for(dh.numel(), 8192, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) pdh[i] = pdy[i] * ps[i];
+    });
+  });
+  return linear_backward(dh, x, w, need);
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear("linear", x, weight, bias);
+  if (kernels() == Kernels::Reference) return reference::linear(x, weight, bias);
+  Tensor y = empty(linear_shape(x, weight), x.dtype());
+  dispatch_floating(x.dtype(), "linear", [&](auto tag) {
+    linear_forward<decltype(tag)>(x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {});
+  });
+  return record("linear", y, {x, weight, bias},
+                [x = x.detach(), w = weight.detach()](const Tensor& dy, const std::vector<bool>& need) {
+                  return linear_backward(dy, x, w, need);
+                });
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
+  check_linear("linear_gelu", x, weight, bias);
+  if (kernels() == Kernels::Reference) return reference::linear_gelu(x, weight, bias, approximate);
+  bool need_slope =
+      is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  Tensor y = empty(linear_shape(x, weight), x.dtype()), slope = need_slope ? empty_like(y) : Tensor();
+  dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
+    using T = decltype(tag);
+    T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
+    linear_forward<T>(x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
+      detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
+    });
+  });
+  return record("linear_gelu", y, {x, weight, bias},
+                [x = x.detach(), w = weight.detach(), slope](const Tensor& dy, const std::vector<bool>& need) {
+                  return linear_gelu_backward(dy, x, w, slope, need);
+                });
+}
+
+}  // namespace ag
