@@ -60,13 +60,18 @@ double peak_rss_mb() {
 int main(int argc, char** argv) {
   std::string name = "small";
   int threads = 2, steps = 30, warmup = 5;
+  std::string reference_ops;
   po::options_description opts("gpt_train_step: time GPT training steps (zero_grad + forward + backward + AdamW)");
   opts.add_options()("help,h", "show this help")("config", po::value(&name)->default_value(name),
                                                  "tiny, small or medium")(
       "threads", po::value(&threads)->default_value(threads), "OpenBLAS threads")(
       "steps", po::value(&steps)->default_value(steps), "measured steps")(
       "warmup", po::value(&warmup)->default_value(warmup), "unmeasured steps first")(
-      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
+      "reference-ops", po::value(&reference_ops),
+      "comma-separated ops to run on their reference kernels while the rest stay fast (linear, linear_gelu, gelu, "
+      "layer_norm, embedding, cross_entropy, scaled_dot_product_attention, adam_update, clip_grad_norm): what "
+      "each fast kernel buys");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -75,6 +80,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    std::vector<std::string> listed;
+    for (std::size_t start = 0; start < reference_ops.size();) {
+      std::size_t comma = std::min(reference_ops.find(',', start), reference_ops.size());
+      listed.push_back(reference_ops.substr(start, comma - start));
+      start = comma + 1;
+    }
+    ag::set_reference_ops(listed);
     Config c = config_named(name);
     ag::set_num_threads(threads);
     ag::Generator gen(0);
@@ -107,11 +119,13 @@ int main(int argc, char** argv) {
     double tokens = static_cast<double>(c.batch * c.model.block_size);
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
-        "{{\"config\": \"{}\", \"kernels\": \"{}\", \"threads\": {}, \"steps\": {}, \"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
+        "{{\"config\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"threads\": {}, \"steps\": {}, "
+        "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
         "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}}}\n",
-        name, ag::kernels_name(ag::kernels()), threads, steps, median, sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
-        static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false");
+        name, ag::kernels_name(ag::kernels()), reference_ops, threads, steps, median, sorted.front(),
+        tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c), static_cast<double>(live_bytes.back()) / 1e6,
+        flat ? "true" : "false");
   } catch (const std::exception& e) {
     std::cerr << "gpt_train_step: " << e.what() << "\n";
     return 1;

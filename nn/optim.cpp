@@ -180,7 +180,7 @@ void Adam::step() {
       const T* g = grad.data_ptr<T>();
       T* m = slot(i, 0).template data_ptr<T>();
       T* v = slot(i, 1).template data_ptr<T>();
-      if (kernels() == Kernels::Reference) {  // the textbook loop of ops/reference/optim.cpp
+      if (use_reference(KernelOp::AdamUpdate)) {  // the textbook loop of ops/reference/optim.cpp
         reference::adam_update(w, g, m, v, p.numel(),
                                {lr_, options.beta1, options.beta2, options.eps, wd, decoupled_, steps_});
         return;
@@ -207,7 +207,7 @@ void Adam::step() {
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) throw_invalid("clip_grad_norm", "max_norm must be positive, got {}", max_norm);
-  if (kernels() == Kernels::Reference) {
+  if (use_reference(KernelOp::ClipGradNorm)) {
     std::vector<Tensor> grads;
     for (const Tensor& p : params)
       if (p.grad().defined()) grads.push_back(p.grad());

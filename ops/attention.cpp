@@ -207,7 +207,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              bool causal, bool need_weights, std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
   Dims n = check_qkv(op, q, k, v);
-  if (kernels() == Kernels::Reference)
+  if (use_reference(KernelOp::Attention))
     return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
       return reference::scaled_dot_product_attention(q, k, v, mask, causal, s);
     });
@@ -227,7 +227,7 @@ AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor&
   Tensor vk = k.defined() && k.dim() == 4 ? k.detach().reshape(swapped(k)) : k;
   Tensor vv = v.defined() && v.dim() == 4 ? v.detach().reshape(swapped(v)) : v;
   Dims n = check_qkv(op, vq, vk, vv);
-  if (kernels() == Kernels::Reference)
+  if (use_reference(KernelOp::Attention))
     return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
       return reference::scaled_dot_product_attention_bthd(q, k, v, mask, causal, s);
     });
@@ -248,7 +248,7 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
     throw_invalid(op, "q, k and v need at least one batch entry, head, query and key, got qkv of shape {}",
                   shape_str(qkv.shape()));
   if (d == 0) throw_invalid(op, "q and k have head dim 0 (qkv of shape {}, {} heads)", shape_str(qkv.shape()), heads);
-  if (kernels() == Kernels::Reference)
+  if (use_reference(KernelOp::Attention))
     return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
       return reference::scaled_dot_product_attention_packed(qkv, heads, mask, causal, s);
     });

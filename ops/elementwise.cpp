@@ -186,7 +186,7 @@ void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluAp
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   const char* op = approximate == GeluApproximation::None ? "gelu" : "gelu_tanh";
   check_floating(op, x);
-  if (kernels() == Kernels::Reference) return reference::gelu(x, approximate);
+  if (use_reference(KernelOp::Gelu)) return reference::gelu(x, approximate);
   bool need_slope = is_grad_enabled() && x.requires_grad();
   Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
   dispatch_floating(x.dtype(), op, [&](auto tag) {

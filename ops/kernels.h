@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ag {
 
@@ -30,6 +31,27 @@ void set_kernels(Kernels k);
 // accepted values.
 const char* kernels_name(Kernels k);
 Kernels parse_kernels(std::string_view name);
+
+// The ops that have both kernels, for switching one alone.
+enum class KernelOp {
+  Linear,
+  LinearGelu,
+  Gelu,
+  LayerNorm,
+  Embedding,
+  CrossEntropy,
+  Attention,   // scaled_dot_product_attention in all three layouts
+  AdamUpdate,  // Adam's and AdamW's step
+  ClipGradNorm,
+};
+// The op's name as in reference::call_counts() ("linear", "scaled_dot_product_attention", ...).
+const char* kernel_op_name(KernelOp op);
+// Finer than a whole run: the reference kernel for these ops, the fast one for the others, while
+// kernels() is Fast. For measuring what each fast kernel buys (bench/gpt_train_step
+// --reference-ops); names as kernel_op_name gives them, an unknown one is std::invalid_argument.
+void set_reference_ops(const std::vector<std::string>& names);
+// Whether `op` runs its reference kernel now: under Kernels::Reference, or when listed above.
+bool use_reference(KernelOp op);
 
 // RAII: `k` while the guard lives, the previous setting after.
 class KernelGuard {

@@ -141,7 +141,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   if (!(eps > 0)) throw_invalid("layer_norm", "eps must be positive, got {}", eps);
   check_vector("layer_norm", "weight", weight, d, x);
   check_vector("layer_norm", "bias", bias, d, x);
-  if (kernels() == Kernels::Reference) return reference::layer_norm(x, weight, bias, eps);
+  if (use_reference(KernelOp::LayerNorm)) return reference::layer_norm(x, weight, bias, eps);
   Tensor y = empty_like(x);
   Tensor mean = empty({rows}, kFloat64), rstd = empty({rows}, kFloat64);
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {

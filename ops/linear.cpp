@@ -153,7 +153,7 @@ std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, cons
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear("linear", x, weight, bias);
-  if (kernels() == Kernels::Reference) return reference::linear(x, weight, bias);
+  if (use_reference(KernelOp::Linear)) return reference::linear(x, weight, bias);
   Tensor y = empty(linear_shape(x, weight), x.dtype());
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     linear_forward<decltype(tag)>(x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {});
@@ -166,7 +166,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
   check_linear("linear_gelu", x, weight, bias);
-  if (kernels() == Kernels::Reference) return reference::linear_gelu(x, weight, bias, approximate);
+  if (use_reference(KernelOp::LinearGelu)) return reference::linear_gelu(x, weight, bias, approximate);
   bool need_slope =
       is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   Tensor y = empty(linear_shape(x, weight), x.dtype()), slope = need_slope ? empty_like(y) : Tensor();

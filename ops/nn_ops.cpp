@@ -55,7 +55,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     if (pid[p] < 0 || pid[p] >= vocab)
       throw_invalid("embedding", "id {} at position {} is outside the table's {} rows (ids shape {})", pid[p], p, vocab,
                     shape_str(ids.shape()));
-  if (kernels() == Kernels::Reference) return reference::embedding(weight, ids);
+  if (use_reference(KernelOp::Embedding)) return reference::embedding(weight, ids);
   Shape y_shape = ids.shape();
   y_shape.push_back(dim);
   Tensor y = empty(y_shape, weight.dtype());
@@ -160,7 +160,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     r, classes, ignore_index);
     ++counted;
   }
-  if (kernels() == Kernels::Reference) return reference::cross_entropy(logits, targets, ignore_index);
+  if (use_reference(KernelOp::CrossEntropy)) return reference::cross_entropy(logits, targets, ignore_index);
   Tensor lse = empty({rows}, kFloat64);
   double total = 0.0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {

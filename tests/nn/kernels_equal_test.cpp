@@ -236,6 +236,25 @@ TEST(KernelsEqual, EachRouteRunsItsOwnKernels) {
   EXPECT_EQ(seq2seq["embedding"], 2 * 2);
 }
 
+// One op alone on its reference kernel: only that op's twin runs.
+TEST(KernelsEqual, OneOpAloneOnItsReferenceKernel) {
+  set_reference_ops({"layer_norm"});
+  EXPECT_TRUE(use_reference(KernelOp::LayerNorm));
+  EXPECT_FALSE(use_reference(KernelOp::Linear));
+  reference::reset_call_counts();
+  gpt_run(Kernels::Fast, kFloat64, true, 0.0);
+  std::map<std::string, std::int64_t> counts = reference::call_counts();
+  set_reference_ops({});
+  EXPECT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts["layer_norm"], 2 * (2 * 2 + 1));
+  EXPECT_FALSE(use_reference(KernelOp::LayerNorm));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+      [] { set_reference_ops({"softmax"}); },
+      "kernels: no op 'softmax' has a reference kernel to switch to; the ops are "
+      "linear, linear_gelu, gelu, layer_norm"));
+  EXPECT_FALSE(use_reference(KernelOp::Gelu));  // a refused list changes nothing
+}
+
 TEST(KernelsEqual, GuardRestoresAndNamesParse) {
   EXPECT_EQ(kernels(), Kernels::Fast);
   {
