@@ -339,11 +339,13 @@ Tensor load_npy(const std::string& path) { return parse_npy(read_file(path), pat
 
 namespace {
 
-// attograd name -> nanoGPT name for every parameter but the q/k/v projections, which nanoGPT
-// keeps stacked in one c_attn.
+// attograd name -> nanoGPT name: the same tensors, in the same layout (qkv_proj is nanoGPT's
+// c_attn, q, k and v stacked in that order), under other names.
 std::string nanogpt_name(const std::string& name) {
-  static const std::pair<std::string_view, std::string_view> kRenames[] = {
-      {"attn.out_proj.", "attn.c_proj."}, {"mlp.fc.", "mlp.c_fc."}, {"mlp.proj.", "mlp.c_proj."}};
+  static const std::pair<std::string_view, std::string_view> kRenames[] = {{"attn.qkv_proj.", "attn.c_attn."},
+                                                                           {"attn.out_proj.", "attn.c_proj."},
+                                                                           {"mlp.fc.", "mlp.c_fc."},
+                                                                           {"mlp.proj.", "mlp.c_proj."}};
   std::string out = name;
   if (out.starts_with("blocks."))
     out = "transformer.h." + out.substr(7);
@@ -354,8 +356,6 @@ std::string nanogpt_name(const std::string& name) {
   return out;
 }
 
-nn::MultiHeadAttention& attention_of(const nn::GPT& model, std::size_t layer) { return *(*model.blocks)[layer].attn; }
-
 }  // namespace
 
 std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model, bool gradients) {
@@ -364,22 +364,7 @@ std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model, bool gradients
     return p.grad().defined() ? p.grad() : zeros(p.shape(), p.dtype());
   };
   std::vector<nn::NamedTensor> out;
-  for (const auto& [name, t] : model.named_parameters()) {
-    // q_proj of layer i stands for the whole stack; k_proj and v_proj go into it.
-    if (name.find(".attn.k_proj.") != std::string::npos || name.find(".attn.v_proj.") != std::string::npos) continue;
-    if (auto at = name.find(".attn.q_proj."); at != std::string::npos) {
-      std::size_t layer = std::stoul(name.substr(7, at - 7));
-      const auto& attn = attention_of(model, layer);
-      bool is_weight = name.ends_with("weight");
-      const nn::Linear* parts[] = {attn.q_proj.get(), attn.k_proj.get(), attn.v_proj.get()};
-      std::vector<Tensor> pieces;
-      for (const nn::Linear* l : parts) pieces.push_back(pick(is_weight ? l->weight : l->bias));
-      out.emplace_back(fmt::format("transformer.h.{}.attn.c_attn.{}", layer, is_weight ? "weight" : "bias"),
-                       cat(pieces, 0).detach());
-      continue;
-    }
-    out.emplace_back(nanogpt_name(name), pick(t));
-  }
+  for (const auto& [name, t] : model.named_parameters()) out.emplace_back(nanogpt_name(name), pick(t));
   return out;
 }
 
@@ -510,23 +495,9 @@ void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt) {
                     "token embedding and cannot hold a separate one");
   }
   // Commit: nothing below can fail on bad input.
-  std::int64_t c = model.config.n_embd;
   for (const auto& [name, p] : model.named_parameters()) {
     Tensor param = p;
-    if (auto at = name.find(".attn."); at != std::string::npos && name.find("_proj.", at) != std::string::npos &&
-                                       name.find("out_proj") == std::string::npos) {
-      // q, k, v: rows [0, C), [C, 2C), [2C, 3C) of c_attn.
-      std::size_t layer = std::stoul(name.substr(7, at - 7));
-      bool is_weight = name.ends_with("weight");
-      const Tensor& stacked =
-          staged[fmt::format("transformer.h.{}.attn.c_attn.{}", layer, is_weight ? "weight" : "bias")];
-      std::int64_t part = name.find("q_proj") != std::string::npos   ? 0
-                          : name.find("k_proj") != std::string::npos ? 1
-                                                                     : 2;
-      param.set_data(stacked.slice(0, part * c, (part + 1) * c).detach());
-    } else {
-      param.set_data(staged[nanogpt_name(name)].clone().detach());
-    }
+    param.set_data(staged[nanogpt_name(name)].clone().detach());
   }
 }
 

@@ -14,12 +14,15 @@ namespace ag::nn {
 
 MultiHeadAttention::MultiHeadAttention(std::int64_t d_model_, std::int64_t n_heads_, MultiHeadAttentionOptions options,
                                        Generator& generator)
-    : d_model(d_model_), n_heads(n_heads_), head_dim(n_heads_ > 0 ? d_model_ / n_heads_ : 0) {
+    : d_model(d_model_), n_heads(n_heads_), head_dim(n_heads_ > 0 ? d_model_ / n_heads_ : 0), cross(options.cross) {
   if (d_model <= 0 || n_heads <= 0 || d_model % n_heads != 0)
     throw_invalid("MultiHeadAttention", "d_model {} is not divisible into {} heads", d_model, n_heads);
-  q_proj = register_module("q_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
-  k_proj = register_module("k_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
-  v_proj = register_module("v_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
+  if (cross) {
+    q_proj = register_module("q_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
+    kv_proj = register_module("kv_proj", std::make_shared<Linear>(d_model, 2 * d_model, options.bias, generator));
+  } else {
+    qkv_proj = register_module("qkv_proj", std::make_shared<Linear>(d_model, 3 * d_model, options.bias, generator));
+  }
   out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, options.bias, generator));
   drop = register_module("drop", std::make_shared<Dropout>(options.dropout, generator));
   if (options.rotary) rotary = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim, options.max_len));
@@ -49,6 +52,36 @@ Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
 
 Tensor MultiHeadAttention::merge_heads(const Tensor& x) const { return x.reshape({x.size(0), x.size(1), d_model}); }
 
+namespace {
+
+bool same(const Tensor& a, const Tensor& b) { return a.impl() == b.impl(); }
+
+// Rows [part * n, (part + 1) * n) of a stacked projection, applied to x: one of its weights.
+Tensor part_of(const Linear& stacked, std::int64_t part, std::int64_t n, const Tensor& x) {
+  Tensor w = slice(stacked.weight, 0, part * n, (part + 1) * n);
+  Tensor b = stacked.bias.defined() ? slice(stacked.bias, 0, part * n, (part + 1) * n) : Tensor();
+  return linear(x, w, b);
+}
+
+}  // namespace
+
+std::array<Tensor, 3> MultiHeadAttention::project(const Tensor& query, const Tensor& key, const Tensor& value) const {
+  std::int64_t d = d_model;
+  if (!cross) {
+    if (same(query, key) && same(key, value)) {
+      std::vector<Tensor> qkv = split(qkv_proj->forward(query), d, 2);
+      return {qkv[0], qkv[1], qkv[2]};
+    }
+    return {part_of(*qkv_proj, 0, d, query), part_of(*qkv_proj, 1, d, key), part_of(*qkv_proj, 2, d, value)};
+  }
+  Tensor q = q_proj->forward(query);
+  if (same(key, value)) {
+    std::vector<Tensor> kv = split(kv_proj->forward(key), d, 2);
+    return {q, kv[0], kv[1]};
+  }
+  return {q, part_of(*kv_proj, 0, d, key), part_of(*kv_proj, 1, d, value)};
+}
+
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& mask, bool causal, bool need_weights, std::int64_t offset,
                                             KVCache* cache) {
@@ -65,20 +98,19 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     throw_invalid("MultiHeadAttention", "batch sizes differ: query {}, key {}, value {}", shape_str(query.shape()),
                   shape_str(key.shape()), shape_str(value.shape()));
 
-  // Self-attention (one tensor as query, key and value) with no rotary positions and no cache:
-  // the three projections as one product, with their weights stacked, and attention reading
-  // q, k and v in place from its [B, T, 3 * d_model] output. Same numbers, one GEMM for three.
-  bool packed = query.impl() == key.impl() && key.impl() == value.impl() && !rotary && !cache && !zero_fill_mask;
+  // Self-attention on one sequence with no rotary positions and no cache: the fused op reads q,
+  // k and v in place from the one [B, T, 3D] product. Every other case has them as [B, T, H, d]
+  // views of their own products.
+  bool packed = !cross && same(query, key) && same(key, value) && !rotary && !cache && !zero_fill_mask;
   Tensor qkv, q, k, v;
   if (packed) {
-    Tensor w = cat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
-    Tensor b = q_proj->bias.defined() ? cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
-    qkv = linear(query, w, b);
+    qkv = qkv_proj->forward(query);
   } else {
-    q = split_heads(q_proj->forward(query));  // [B, Tq, H, D/H]: a view, no copy
-    k = split_heads(k_proj->forward(key));    // [B, Tk, H, D/H]
-    v = split_heads(v_proj->forward(value));  // [B, Tk, H, D/H]
-    if (cache) offset = cache->length();      // the new tokens come right after the cached ones
+    auto [pq, pk, pv] = project(query, key, value);
+    q = split_heads(pq);                  // [B, Tq, H, D/H]
+    k = split_heads(pk);                  // [B, Tk, H, D/H]
+    v = split_heads(pv);                  // [B, Tk, H, D/H]
+    if (cache) offset = cache->length();  // the new tokens come right after the cached ones
     if (rotary) {
       q = rotary->forward(q, offset + k.size(1) - q.size(1), /*heads_last=*/true);
       k = rotary->forward(k, offset, /*heads_last=*/true);

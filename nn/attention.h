@@ -4,6 +4,8 @@
 //   query: [B, Tq, D]   key, value: [B, Tk, D]   output: [B, Tq, D]   weights: [B, H, Tq, Tk]
 //
 //   Q = query Wq^T,  K = key Wk^T,  V = value Wv^T            (each [B, T, D])
+//     self-attention stores [Wq; Wk; Wv] as one [3D, D] weight (qkv_proj, nanoGPT's c_attn), so
+//     one product gives all three; cross-attention stores Wq (q_proj) and [Wk; Wv] (kv_proj)
 //   split heads: [B, T, D] -> [B, T, H, D/H]    (a reshape: head h owns columns h*D/H ..)
 //   O_h = softmax(Q_h K_h^T / sqrt(D/H) + mask) V_h           (ops/attention.h, per head)
 //   merge heads: [B, Tq, H, D/H] -> [B, Tq, D]   (a reshape back)
@@ -14,6 +16,7 @@
 // self-attention adds the causal mask.
 #pragma once
 
+#include <array>
 #include <optional>
 
 #include "../ops/attention.h"
@@ -27,6 +30,10 @@ struct MultiHeadAttentionOptions {
   double dropout = 0.0;  // on the output projection
   bool rotary = false;   // rotate queries and keys with RoPE (then max_len bounds the positions)
   std::int64_t max_len = 2048;
+  // Keys and values from another sequence (a decoder reading the encoder's output): a query
+  // projection q_proj and one key-value projection kv_proj. Otherwise self-attention, with one
+  // query-key-value projection qkv_proj.
+  bool cross = false;
 };
 
 // The keys and values of the tokens seen so far, [B, T_past, H, D/H] each, kept per layer so
@@ -59,9 +66,17 @@ class MultiHeadAttention : public Module {
   // Runs the composed ops (matmul, masked_fill, softmax), so it is slower.
   bool zero_fill_mask = false;
 
-  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  bool cross;
+  std::shared_ptr<Linear> qkv_proj;         // self-attention: D -> 3D, rows [Wq; Wk; Wv]
+  std::shared_ptr<Linear> q_proj, kv_proj;  // cross-attention: D -> D and D -> 2D, rows [Wk; Wv]
+  std::shared_ptr<Linear> out_proj;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<RotaryEmbedding> rotary;  // null unless options.rotary
+
+  // Q, K and V, [B, T, D] each, of the given inputs. The usual calls cost one product for
+  // self-attention (query, key and value one tensor) and two for cross-attention (key and value
+  // one tensor); other combinations project each input with its part of the stacked weight.
+  std::array<Tensor, 3> project(const Tensor& query, const Tensor& key, const Tensor& value) const;
 
   AttentionResult zero_filled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                         bool causal) const;

@@ -15,7 +15,7 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
   wte = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, generator));
   wpe = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, generator));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, generator));
-  blocks = register_module("blocks", std::make_shared<ModuleList<TransformerEncoderBlock>>());
+  blocks = register_module("blocks", std::make_shared<ModuleList<SelfAttentionBlock>>());
   BlockOptions o{.d_model = c.n_embd,
                  .n_heads = c.n_head,
                  .d_ff = 4 * c.n_embd,
@@ -24,7 +24,7 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
                  .bias = c.bias,
                  .max_len = c.block_size};
   for (std::int64_t i = 0; i < c.n_layer; ++i)
-    blocks->push_back(std::make_shared<TransformerEncoderBlock>(o, generator));
+    blocks->push_back(std::make_shared<SelfAttentionBlock>(o, generator));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, c.bias));
 
   // GPT-2 initialisation, replacing the layers' defaults.

@@ -41,7 +41,7 @@ class GPT : public Module {
   bool causal = true;
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
-  std::shared_ptr<ModuleList<TransformerEncoderBlock>> blocks;
+  std::shared_ptr<ModuleList<SelfAttentionBlock>> blocks;
   std::shared_ptr<LayerNorm> ln_f;
 };
 

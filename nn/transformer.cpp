@@ -8,13 +8,12 @@
 namespace ag::nn {
 
 namespace {
-MultiHeadAttentionOptions attention_options(const BlockOptions& o, bool rotary) {
-  return {.bias = o.bias, .dropout = o.dropout, .rotary = rotary, .max_len = o.max_len};
+MultiHeadAttentionOptions attention_options(const BlockOptions& o, bool rotary, bool cross = false) {
+  return {.bias = o.bias, .dropout = o.dropout, .rotary = rotary, .max_len = o.max_len, .cross = cross};
 }
 }  // namespace
 
-TransformerEncoderBlock::TransformerEncoderBlock(const BlockOptions& o, Generator& generator)
-    : norm_first(o.norm_first) {
+SelfAttentionBlock::SelfAttentionBlock(const BlockOptions& o, Generator& generator) : norm_first(o.norm_first) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
   attn = register_module(
       "attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
@@ -22,8 +21,7 @@ TransformerEncoderBlock::TransformerEncoderBlock(const BlockOptions& o, Generato
   mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
 
-Tensor TransformerEncoderBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights,
-                                        KVCache* cache) {
+Tensor SelfAttentionBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights, KVCache* cache) {
   bool need = weights != nullptr;
   if (norm_first) {
     Tensor h = ln_1->forward(x);
@@ -44,8 +42,8 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockOptions& o, Generato
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
                                                o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
-  cross_attn = register_module(
-      "cross_attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, attention_options(o, false), generator));
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(
+                                                 o.d_model, o.n_heads, attention_options(o, false, true), generator));
   ln_3 = register_module("ln_3", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
   mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
@@ -94,9 +92,9 @@ Transformer::Transformer(const TransformerConfig& c, Generator& generator) : con
   if (c.positions == Positions::Learned)
     learned_pos = register_module("pos", std::make_shared<LearnedPositionalEmbedding>(c.max_len, c.d_model, generator));
   drop = register_module("drop", std::make_shared<Dropout>(c.dropout, generator));
-  encoder = register_module("encoder", std::make_shared<ModuleList<TransformerEncoderBlock>>());
+  encoder = register_module("encoder", std::make_shared<ModuleList<SelfAttentionBlock>>());
   for (std::int64_t i = 0; i < c.n_encoder_layers; ++i)
-    encoder->push_back(std::make_shared<TransformerEncoderBlock>(o, generator));
+    encoder->push_back(std::make_shared<SelfAttentionBlock>(o, generator));
   decoder = register_module("decoder", std::make_shared<ModuleList<TransformerDecoderBlock>>());
   for (std::int64_t i = 0; i < c.n_decoder_layers; ++i)
     decoder->push_back(std::make_shared<TransformerDecoderBlock>(o, generator));

@@ -23,11 +23,12 @@ struct BlockOptions {
   std::int64_t max_len = 2048;
 };
 
-// Self-attention (optionally causal) + feed-forward, each with a residual connection.
+// Self-attention (optionally causal) + feed-forward, each with a residual connection: the
+// encoder's block, and with causal = true the GPT's.
 //   x: [B, T, D] -> [B, T, D]
-class TransformerEncoderBlock : public Module {
+class SelfAttentionBlock : public Module {
  public:
-  explicit TransformerEncoderBlock(const BlockOptions& options, Generator& generator = default_generator());
+  explicit SelfAttentionBlock(const BlockOptions& options, Generator& generator = default_generator());
   // mask: bool, broadcastable to [B, H, T, T], true = may attend. weights, when given,
   // receives the attention weights [B, H, T, T].
   Tensor forward(const Tensor& x, const Tensor& mask = {}, bool causal = false, Tensor* weights = nullptr,
@@ -95,7 +96,7 @@ class Transformer : public Module {
   std::shared_ptr<SinusoidalPositionalEncoding> pos;        // Positions::Sinusoidal only
   std::shared_ptr<LearnedPositionalEmbedding> learned_pos;  // Positions::Learned only
   std::shared_ptr<Dropout> drop;
-  std::shared_ptr<ModuleList<TransformerEncoderBlock>> encoder;
+  std::shared_ptr<ModuleList<SelfAttentionBlock>> encoder;
   std::shared_ptr<ModuleList<TransformerDecoderBlock>> decoder;
   std::shared_ptr<LayerNorm> enc_norm, dec_norm;  // final norms (pre-LN only: post-LN blocks end normalised)
   std::shared_ptr<Linear> head;

@@ -53,6 +53,17 @@ inline Tensor uniform_leaf(const Shape& shape, Generator& gen, double lo = -1.0,
 
 inline Tensor normal_leaf(const Shape& shape, Generator& gen) { return randn(shape, gen, kFloat64).requires_grad_(); }
 
+// part 0, 1 or 2 (query, key or value) of a MultiHeadAttention's projections applied to x, with
+// the weight rows read out of its stacked parameters: qkv_proj for self-attention, q_proj and
+// kv_proj for cross-attention.
+inline Tensor project_by_hand(const nn::MultiHeadAttention& m, std::int64_t part, const Tensor& x) {
+  const nn::Linear& l = m.cross ? (part == 0 ? *m.q_proj : *m.kv_proj) : *m.qkv_proj;
+  std::int64_t row = m.cross && part > 0 ? part - 1 : part, d = m.d_model;
+  Tensor w = slice(l.weight, 0, row * d, (row + 1) * d);
+  Tensor b = l.bias.defined() ? slice(l.bias, 0, row * d, (row + 1) * d) : Tensor();
+  return linear(x, w, b);
+}
+
 // gradcheck of `f` (a module's forward) with respect to `inputs` and every parameter of
 // `module`, which must already be float64. Inputs must be float64 leaves requiring grad.
 inline ::testing::AssertionResult gradcheck_module(const nn::Module& module, const std::vector<Tensor>& inputs,

@@ -34,13 +34,16 @@ int self_test(const Options& o) {
 
   fmt::print("Q1. Where do Q, K and V come from in self- and in cross-attention?\n");
   Tensor x = ag::randn({1, 3, d}, gen), memory = ag::randn({1, 5, d}, gen), other = ag::randn({1, 5, d}, gen);
-  Tensor q = attn.q_proj->forward(x);
-  Tensor k_self = attn.k_proj->forward(x), k_cross = attn.k_proj->forward(memory);
+  // Wq, Wk and Wv are the three row blocks of the module's [3D, D] projection.
+  auto rows = [&](std::int64_t part) { return ag::slice(attn.qkv_proj->weight, 0, part * d, (part + 1) * d); };
+  auto bias = [&](std::int64_t part) { return ag::slice(attn.qkv_proj->bias, 0, part * d, (part + 1) * d); };
+  Tensor q = ag::linear(x, rows(0), bias(0));
+  Tensor k_self = ag::linear(x, rows(1), bias(1)), k_cross = ag::linear(memory, rows(1), bias(1));
   // Rebuilt by hand from Q = x Wq^T and K, V = memory Wk^T, memory Wv^T: the module's
   // cross-attention output must be exactly this.
   Tensor by_hand = attn.out_proj->forward(
       attn.merge_heads(ag::scaled_dot_product_attention_bthd(attn.split_heads(q), attn.split_heads(k_cross),
-                                                             attn.split_heads(attn.v_proj->forward(memory)))
+                                                             attn.split_heads(ag::linear(memory, rows(2), bias(2))))
                            .output));
   bool q_from_x = same(attn.forward(x, memory, memory).output, by_hand) &&
                   !same(attn.forward(x, memory, memory).output, attn.forward(x, other, other).output);

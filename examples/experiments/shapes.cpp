@@ -51,16 +51,15 @@ int shapes(const Options& o) {
 
   std::int64_t h = enc.attn->n_heads, dh = enc.attn->head_dim;
   auto split = [&](const Tensor& t) { return shape(enc.attn->split_heads(t)); };
-  print_table(
-      {"attention", "Q from", "Q", "K, V from", "K", "V", "per head", "weights"},
-      {{"encoder self", "source", shape(enc.attn->q_proj->forward(x)), "source", shape(enc.attn->k_proj->forward(x)),
-        shape(enc.attn->v_proj->forward(x)), split(enc.attn->q_proj->forward(x)), shape(enc_self.weights)},
-       {"decoder self (causal)", "target", shape(dec.self_attn->q_proj->forward(y)), "target",
-        shape(dec.self_attn->k_proj->forward(y)), shape(dec.self_attn->v_proj->forward(y)),
-        split(dec.self_attn->q_proj->forward(y)), shape(dec_self.weights)},
-       {"decoder cross", "target", shape(dec.cross_attn->q_proj->forward(yq)), "encoder output",
-        shape(dec.cross_attn->k_proj->forward(memory)), shape(dec.cross_attn->v_proj->forward(memory)),
-        split(dec.cross_attn->q_proj->forward(yq)), shape(cross[0])}});
+  auto enc_qkv = enc.attn->project(x, x, x), dec_qkv = dec.self_attn->project(y, y, y);
+  auto cross_qkv = dec.cross_attn->project(yq, memory, memory);
+  print_table({"attention", "Q from", "Q", "K, V from", "K", "V", "per head", "weights"},
+              {{"encoder self", "source", shape(enc_qkv[0]), "source", shape(enc_qkv[1]), shape(enc_qkv[2]),
+                split(enc_qkv[0]), shape(enc_self.weights)},
+               {"decoder self (causal)", "target", shape(dec_qkv[0]), "target", shape(dec_qkv[1]), shape(dec_qkv[2]),
+                split(dec_qkv[0]), shape(dec_self.weights)},
+               {"decoder cross", "target", shape(cross_qkv[0]), "encoder output", shape(cross_qkv[1]),
+                shape(cross_qkv[2]), split(cross_qkv[0]), shape(cross[0])}});
   fmt::print("\nbatch 2, source length S = {}, target length T = {} (<s> + 6 digits), {} heads of {} dims\n",
              b.src.size(1), b.tgt_in.size(1), h, dh);
 

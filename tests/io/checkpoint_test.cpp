@@ -169,8 +169,10 @@ TEST(GPTCheckpoint, NanoGPTLayoutAndBitExactRoundTrip) {
   EXPECT_EQ(ckpt.config.n_embd, 8);
   const Tensor* c_attn = ckpt.file.find("transformer.h.1.attn.c_attn.weight");
   ASSERT_NE(c_attn, nullptr);
-  EXPECT_EQ(c_attn->shape(), (Shape{24, 8}));  // [3C, C]: q, k, v stacked
-  EXPECT_TRUE(all_close(c_attn->slice(0, 8, 16), (*a.blocks)[1].attn->k_proj->weight, 0));
+  EXPECT_EQ(c_attn->shape(), (Shape{24, 8}));  // [3C, C]: q, k, v stacked, the module's own layout
+  EXPECT_TRUE(all_close(*c_attn, (*a.blocks)[1].attn->qkv_proj->weight, 0));
+  // That rows [C, 2C) are the keys' (nanoGPT's order) is what tools/pytorch_parity.py checks:
+  // PyTorch splits c_attn's output into q, k, v and must get attograd's loss and gradients.
   for (const char* name : {"transformer.wte.weight", "transformer.wpe.weight", "transformer.h.0.ln_1.bias",
                            "transformer.h.0.attn.c_proj.weight", "transformer.h.0.mlp.c_fc.weight",
                            "transformer.h.0.mlp.c_proj.bias", "transformer.ln_f.weight"})

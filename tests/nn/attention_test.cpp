@@ -26,18 +26,28 @@ TEST(MultiHeadAttention, MatchesAHeadByHeadComputation) {
   // Project with the module's own weights, then attend one head at a time over its slice of
   // channels with plain ops, concatenate the heads, and project out.
   Generator gen(1);
-  nn::MultiHeadAttention mha(kD, kH, {}, gen);
-  mha.to(kFloat64);
+  nn::MultiHeadAttention self_module(kD, kH, {}, gen), cross_module(kD, kH, {.cross = true}, gen);
+  self_module.to(kFloat64);
+  cross_module.to(kFloat64);
   Tensor x = randn({kB, kTq, kD}, gen, kFloat64), y = randn({kB, kTk, kD}, gen, kFloat64);
-  // Cross-attention, and self-attention (one tensor for all three, which the module computes
-  // with its three projections stacked into one product).
-  for (auto [query, memory] : {std::pair{x, y}, std::pair{x, x}}) {
-    SCOPED_TRACE(query.impl() == memory.impl() ? "self-attention" : "cross-attention");
+  // Self-attention (one tensor for all three: one product, read in place), a self-attention
+  // module given another sequence as memory (each input with its rows of the stacked weight),
+  // and cross-attention (q_proj, and kv_proj as one product).
+  struct Case {
+    const char* name;
+    nn::MultiHeadAttention& mha;
+    Tensor query, memory;
+  };
+  for (Case c : {Case{"self-attention", self_module, x, x}, Case{"self module on a memory", self_module, x, y},
+                 Case{"cross-attention", cross_module, x, y}}) {
+    SCOPED_TRACE(c.name);
+    nn::MultiHeadAttention& mha = c.mha;
+    Tensor query = c.query, memory = c.memory;
     AttentionResult r = mha.forward(query, memory, memory, {}, false, true);
 
-    Tensor q = linear(query, mha.q_proj->weight, mha.q_proj->bias);
-    Tensor k = linear(memory, mha.k_proj->weight, mha.k_proj->bias);
-    Tensor v = linear(memory, mha.v_proj->weight, mha.v_proj->bias);
+    Tensor q = test::project_by_hand(mha, 0, query);
+    Tensor k = test::project_by_hand(mha, 1, memory);
+    Tensor v = test::project_by_hand(mha, 2, memory);
     std::int64_t dh = kD / kH;
     std::vector<Tensor> heads;
     for (std::int64_t h = 0; h < kH; ++h) {
@@ -101,8 +111,8 @@ TEST(MultiHeadAttention, ScaleAndZeroFillKnobs) {
   mha->scale.reset();
   mha->zero_fill_mask = true;
   AttentionResult r = mha->forward(x, x, x, {}, true, true);
-  Tensor q = mha->q_proj->forward(x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
-  Tensor k = mha->k_proj->forward(x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
+  Tensor q = test::project_by_hand(*mha, 0, x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
+  Tensor k = test::project_by_hand(*mha, 1, x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
   Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(static_cast<double>(kD / kH));
   Tensor expected = softmax(masked_fill(scores, logical_not(causal_mask(kTq, kTq)), 0.0), -1);
   EXPECT_TRUE(all_close(r.weights, expected, 1e-13));

@@ -13,7 +13,7 @@ using test::throws_with;
 nn::GPTConfig tiny() { return {.vocab_size = 11, .block_size = 6, .n_layer = 2, .n_head = 3, .n_embd = 12}; }
 
 TEST(GPT, ParameterCountMatchesTheFormula) {
-  // Per block: 2 LayerNorms (2 * 2C), attention 4 (C^2 + C), MLP (4C^2 + 4C) + (4C^2 + C);
+  // Per block: 2 LayerNorms (2 * 2C), attention (3C^2 + 3C) + (C^2 + C), MLP (4C^2 + 4C) + (4C^2 + C);
   // plus wte V*C, wpe T*C and ln_f 2C. The head is wte itself: no extra parameters.
   nn::GPTConfig c = tiny();
   nn::GPT model(c);
@@ -23,7 +23,8 @@ TEST(GPT, ParameterCountMatchesTheFormula) {
   auto named = model.named_parameters();
   EXPECT_EQ(named.front().first, "wte.weight");
   EXPECT_EQ(named[2].first, "blocks.0.ln_1.weight");
-  EXPECT_EQ(named[4].first, "blocks.0.attn.q_proj.weight");
+  EXPECT_EQ(named[4].first, "blocks.0.attn.qkv_proj.weight");  // q, k and v stacked: [3C, C]
+  EXPECT_EQ(named[4].second.shape(), (Shape{3 * C, C}));
   EXPECT_EQ(named.back().first, "ln_f.bias");
 }
 
@@ -35,7 +36,7 @@ TEST(GPT, InitialisationAndInitialLoss) {
   Tensor w = model.wte->weight.to(kFloat64);
   double sd = std::sqrt((w * w).mean().item());
   EXPECT_NEAR(sd, 0.02, 0.002);
-  EXPECT_TRUE(all_close(model.blocks->operator[](0).attn->q_proj->bias, std::vector<double>(64, 0.0), 0));
+  EXPECT_TRUE(all_close(model.blocks->operator[](0).attn->qkv_proj->bias, std::vector<double>(3 * 64, 0.0), 0));
   // With tiny weights the logits are near 0, so the predicted distribution is near uniform and
   // the loss near ln(vocab).
   Tensor ids = from_vector<std::int64_t>(std::vector<std::int64_t>(64, 7), {2, 32});

@@ -19,7 +19,7 @@ TEST(EncoderBlock, GradcheckPreAndPostLN) {
   for (bool norm_first : {true, false}) {
     for (bool causal : {false, true}) {
       SCOPED_TRACE(fmt::format("norm_first {} causal {}", norm_first, causal));
-      nn::TransformerEncoderBlock block(small_block(norm_first), gen);
+      nn::SelfAttentionBlock block(small_block(norm_first), gen);
       block.to(kFloat64);
       Tensor x = normal_leaf({2, 5, 12}, gen);
       Tensor mask = key_padding_mask({5, 4}, 5);
@@ -29,14 +29,18 @@ TEST(EncoderBlock, GradcheckPreAndPostLN) {
 }
 
 TEST(EncoderBlock, ParameterNames) {
-  nn::TransformerEncoderBlock block(small_block(true));
+  nn::SelfAttentionBlock block(small_block(true));
   std::vector<std::string> names;
   for (const auto& [name, _] : block.named_parameters()) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{"ln_1.weight", "ln_1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
-                                             "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
-                                             "attn.v_proj.bias", "attn.out_proj.weight", "attn.out_proj.bias",
-                                             "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias",
-                                             "mlp.proj.weight", "mlp.proj.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ln_1.weight", "ln_1.bias", "attn.qkv_proj.weight", "attn.qkv_proj.bias",
+                                             "attn.out_proj.weight", "attn.out_proj.bias", "ln_2.weight", "ln_2.bias",
+                                             "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"}));
+  // The decoder's cross-attention has a query projection and one key-value projection.
+  nn::TransformerDecoderBlock decoder(small_block(true));
+  std::vector<Shape> shapes;
+  for (const auto& [name, p] : decoder.named_parameters())
+    if (name.starts_with("cross_attn.") && name.ends_with("_proj.weight")) shapes.push_back(p.shape());
+  EXPECT_EQ(shapes, (std::vector<Shape>{{12, 12}, {24, 12}, {12, 12}}));  // q_proj, kv_proj, out_proj
 }
 
 TEST(DecoderBlock, GradcheckWithMemoryOfAnotherLength) {

@@ -653,10 +653,10 @@ std::vector<BadCall> module_rows() {
        [] { nn::LearnedPositionalEmbedding(4, 6).forward(f32(1, 2, 6), -1); },
        "LearnedPositionalEmbedding: positions -1 to 0 (input shape [1, 2, 6]) run past the table's 4 positions",
        [] { finite(nn::LearnedPositionalEmbedding(4, 6).forward(f32(1, 2, 6), 2)); }},
-      {"nn::TransformerEncoderBlock with the wrong width",
-       [] { nn::TransformerEncoderBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 6)); },
+      {"nn::SelfAttentionBlock with the wrong width",
+       [] { nn::SelfAttentionBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 6)); },
        "layer_norm: weight has shape [8], expected [6] for input of shape [1, 3, 6]",
-       [] { finite(nn::TransformerEncoderBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 8))); }},
+       [] { finite(nn::SelfAttentionBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 8))); }},
       {"nn::TransformerDecoderBlock with memory of the wrong width",
        [] {
          nn::TransformerDecoderBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 8), f32(1, 4, 6));

@@ -331,13 +331,13 @@ TEST(NumericEdgeFloat64, SingleKeyAttentionGradcheck) {
 }
 
 TEST_P(NumericEdge, MultiHeadAttentionOverOneTokenIsTheValueAndOutputProjections) {
-  // Self-attention over T = 1: every head's weight is 1, so the output is out_proj(v_proj(x)).
+  // Self-attention over T = 1: every head's weight is 1, so the output is out_proj(V(x)).
   Generator gen(4);
   nn::MultiHeadAttention attention(8, 2, {}, gen);
   attention.to(dtype());
   Tensor x = randn({3, 1, 8}, gen, dtype());
-  Tensor expected = linear(linear(x, attention.v_proj->weight, attention.v_proj->bias), attention.out_proj->weight,
-                           attention.out_proj->bias);
+  Tensor expected =
+      linear(test::project_by_hand(attention, 2, x), attention.out_proj->weight, attention.out_proj->bias);
   EXPECT_TRUE(near(attention.forward(x, x, x, {}, true).output, values(expected), 10 * tol()));
 }
 
