@@ -86,7 +86,7 @@ const char* safetensors_dtype(DType d) {
   return "?";
 }
 
-DType dtype_from_safetensors(const std::string& s, std::string_view source, const std::string& name) {
+DType dtype_from_safetensors(std::string_view s, std::string_view source, const std::string& name) {
   if (s == "F32") return kFloat32;
   if (s == "F64") return kFloat64;
   if (s == "I64") return kInt64;
@@ -99,30 +99,24 @@ std::size_t nbytes(const Tensor& t) { return static_cast<std::size_t>(t.numel())
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor>& tensors, const Metadata& metadata) {
-  std::vector<std::pair<std::string, json::Value>> header;
+  json::object header;  // written in insertion order: the metadata, then the tensors in data order
   if (!metadata.empty()) {
-    std::vector<std::pair<std::string, json::Value>> meta;
-    for (const auto& [k, v] : metadata) meta.emplace_back(k, json::Value::string(v));
-    header.emplace_back("__metadata__", json::Value::object(std::move(meta)));
+    json::object meta;
+    for (const auto& [k, v] : metadata) meta.emplace(k, v);
+    header.emplace("__metadata__", std::move(meta));
   }
   std::set<std::string> names;
   std::size_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__" || !names.insert(name).second)
       throw_invalid("save_safetensors", "tensor name '{}' is reserved or repeated", name);
-    std::vector<json::Value> shape;
-    for (auto s : t.shape()) shape.push_back(json::Value::number(s));
     std::size_t end = offset + nbytes(t);
-    header.emplace_back(name,
-                        json::Value::object({
-                            {"dtype", json::Value::string(safetensors_dtype(t.dtype()))},
-                            {"shape", json::Value::array(std::move(shape))},
-                            {"data_offsets", json::Value::array({json::Value::number(static_cast<std::int64_t>(offset)),
-                                                                 json::Value::number(static_cast<std::int64_t>(end))})},
-                        }));
+    header.emplace(name, json::object{{"dtype", safetensors_dtype(t.dtype())},
+                                      {"shape", json::array(t.shape().begin(), t.shape().end())},
+                                      {"data_offsets", {offset, end}}});
     offset = end;
   }
-  std::string text = json::dump(json::Value::object(std::move(header)));
+  std::string text = json::serialize(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   std::string bytes(8, '\0');
   std::uint64_t n = text.size();
@@ -140,14 +134,14 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
   if (header_len == 0) throw_invalid(source, "header length is 0");
   if (header_len > bytes.size() - 8)
     throw_invalid(source, "header length {} is larger than the {} bytes that follow it", header_len, bytes.size() - 8);
-  json::Value header;
+  json::value header;
   try {
     header = json::parse(bytes.substr(8, header_len));
   } catch (const std::invalid_argument& e) {
     throw_invalid(source, "header is not valid JSON: {}", e.what());
   }
   std::string_view data = bytes.substr(8 + header_len);
-  if (!header.is(json::Value::Kind::Object)) throw_invalid(source, "header must be a JSON object");
+  if (!header.is_object()) throw_invalid(source, "header must be a JSON object");
 
   TensorFile file;
   struct Range {
@@ -156,23 +150,26 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
   };
   std::vector<Range> ranges;
   std::vector<std::pair<std::string, Tensor>> unordered;
-  for (const auto& [name, entry] : header.as_object("header")) {
+  for (const auto& [key, entry] : header.get_object()) {
+    std::string name(key);
     if (name == "__metadata__") {
-      for (const auto& [k, v] : entry.as_object(fmt::format("{}: __metadata__", source)))
-        file.metadata[k] = v.as_string(fmt::format("{}: __metadata__ value '{}'", source, k));
+      for (const auto& [k, v] : json::as_object(entry, fmt::format("{}: __metadata__", source)))
+        file.metadata[std::string(k)] =
+            json::as_string(v, fmt::format("{}: __metadata__ value '{}'", source, std::string_view(k)));
       continue;
     }
     std::string what = fmt::format("{}: tensor '{}'", source, name);
-    if (!entry.is(json::Value::Kind::Object)) throw_invalid(source, "entry '{}' must be an object", name);
-    const json::Value* dtype = entry.find("dtype");
-    const json::Value* shape = entry.find("shape");
-    const json::Value* offsets = entry.find("data_offsets");
-    if (!dtype || !shape || !offsets || entry.as_object(what).size() != 3)
+    if (!entry.is_object()) throw_invalid(source, "entry '{}' must be an object", name);
+    const json::object& fields = entry.get_object();
+    const json::value* dtype = fields.if_contains("dtype");
+    const json::value* shape = fields.if_contains("shape");
+    const json::value* offsets = fields.if_contains("data_offsets");
+    if (!dtype || !shape || !offsets || fields.size() != 3)
       throw_invalid(source, "tensor '{}' needs exactly \"dtype\", \"shape\" and \"data_offsets\"", name);
-    DType dt = dtype_from_safetensors(dtype->as_string(what + " dtype"), source, name);
+    DType dt = dtype_from_safetensors(json::as_string(*dtype, what + " dtype"), source, name);
     Shape dims;
-    for (const json::Value& d : shape->as_array(what + " shape")) {
-      std::int64_t s = d.as_int(what + " shape entry");
+    for (const json::value& d : json::as_array(*shape, what + " shape")) {
+      std::int64_t s = json::as_int(d, what + " shape entry");
       if (s < 0) throw_invalid(source, "tensor '{}' has a negative size in its shape", name);
       dims.push_back(s);
     }
@@ -182,9 +179,9 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
     } catch (const std::invalid_argument&) {
       throw_invalid(source, "tensor '{}' has shape {} whose element count overflows", name, shape_str(dims));
     }
-    const auto& off = offsets->as_array(what + " data_offsets");
+    const json::array& off = json::as_array(*offsets, what + " data_offsets");
     if (off.size() != 2) throw_invalid(source, "tensor '{}' data_offsets must be [begin, end]", name);
-    std::int64_t begin = off[0].as_int(what + " begin"), end = off[1].as_int(what + " end");
+    std::int64_t begin = json::as_int(off[0], what + " begin"), end = json::as_int(off[1], what + " end");
     if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data.size())
       throw_invalid(source, "tensor '{}' data_offsets [{}, {}] fall outside the {} bytes of data", name, begin, end,
                     data.size());
@@ -369,17 +366,13 @@ std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model, bool gradients
 }
 
 Metadata gpt_metadata(const nn::GPTConfig& c, const data::CharTokenizer& tokenizer) {
-  json::Value config = json::Value::object({{"vocab_size", json::Value::number(c.vocab_size)},
-                                            {"block_size", json::Value::number(c.block_size)},
-                                            {"n_layer", json::Value::number(c.n_layer)},
-                                            {"n_head", json::Value::number(c.n_head)},
-                                            {"n_embd", json::Value::number(c.n_embd)},
-                                            {"bias", json::Value::boolean(c.bias)}});
-  std::vector<json::Value> vocab;
-  for (const std::string& t : tokenizer.tokens()) vocab.push_back(json::Value::string(t));
-  return {{"config", json::dump(config)},
-          {"vocab", json::dump(json::Value::array(std::move(vocab)))},
-          {"format", "attograd-gpt"}};
+  json::object config{
+      {"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
+      {"n_head", c.n_head},         {"n_embd", c.n_embd},         {"bias", c.bias},
+  };
+  std::vector<std::string> tokens = tokenizer.tokens();  // returned by value: begin and end of one copy
+  json::array vocab(tokens.begin(), tokens.end());
+  return {{"config", json::serialize(config)}, {"vocab", json::serialize(vocab)}, {"format", "attograd-gpt"}};
 }
 
 void save_gpt(const std::string& path, const nn::GPT& model, const data::CharTokenizer& tokenizer) {
@@ -400,20 +393,22 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
     return it->second;
   };
   try {
-    json::Value config = json::parse(meta("config"));
+    json::value config = json::parse(meta("config"));
+    const json::object& fields = json::as_object(config, "config");
     auto get = [&](const char* key) {
-      const json::Value* v = config.find(key);
+      const json::value* v = fields.if_contains(key);
       if (!v) throw_invalid("config", "missing \"{}\"", key);
-      return v->as_int(fmt::format("config.{}", key));
+      return json::as_int(*v, fmt::format("config.{}", key));
     };
     ckpt.config.vocab_size = get("vocab_size");
     ckpt.config.block_size = get("block_size");
     ckpt.config.n_layer = get("n_layer");
     ckpt.config.n_head = get("n_head");
     ckpt.config.n_embd = get("n_embd");
-    if (const json::Value* bias = config.find("bias")) ckpt.config.bias = bias->as_bool("config.bias");
-    json::Value vocab = json::parse(meta("vocab"));  // kept alive for the loop below
-    for (const json::Value& t : vocab.as_array("vocab")) ckpt.vocab.push_back(t.as_string("vocab entry"));
+    if (const json::value* bias = fields.if_contains("bias")) ckpt.config.bias = json::as_bool(*bias, "config.bias");
+    json::value vocab = json::parse(meta("vocab"));
+    for (const json::value& t : json::as_array(vocab, "vocab"))
+      ckpt.vocab.emplace_back(json::as_string(t, "vocab entry"));
   } catch (const std::invalid_argument& e) {
     throw_invalid(source, "bad metadata: {}", e.what());
   }

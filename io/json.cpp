@@ -1,341 +1,206 @@
 #include "json.h"
 
-#include <cctype>
+#include <boost/json/basic_parser_impl.hpp>  // the parser's definitions, for the one file that instantiates it
+#include <boost/json/value_stack.hpp>
+
 #include <charconv>
-#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "../autograd/error.h"
-#include "../text/data.h"
 
 namespace ag::json {
 
-Value Value::boolean(bool b) {
-  Value v;
-  v.kind_ = Kind::Bool;
-  v.bool_ = b;
-  return v;
-}
-Value Value::number(std::string text) {
-  Value v;
-  v.kind_ = Kind::Number;
-  v.text_ = std::move(text);
-  return v;
-}
-Value Value::number(std::int64_t n) { return number(std::to_string(n)); }
-Value Value::number(double d) {
-  if (!std::isfinite(d)) throw_invalid("json", "cannot write the non-finite number {}", d);
-  return number(fmt::format("{}", d));
-}
-Value Value::string(std::string s) {
-  Value v;
-  v.kind_ = Kind::String;
-  v.text_ = std::move(s);
-  return v;
-}
-Value Value::array(std::vector<Value> items) {
-  Value v;
-  v.kind_ = Kind::Array;
-  v.items_ = std::move(items);
-  return v;
-}
-Value Value::object(std::vector<std::pair<std::string, Value>> members) {
-  Value v;
-  v.kind_ = Kind::Object;
-  v.members_ = std::move(members);
-  return v;
-}
-
-namespace {
-const char* kind_name(Value::Kind k) {
-  switch (k) {
-    case Value::Kind::Null: return "null";
-    case Value::Kind::Bool: return "a boolean";
-    case Value::Kind::Number: return "a number";
-    case Value::Kind::String: return "a string";
-    case Value::Kind::Array: return "an array";
-    case Value::Kind::Object: return "an object";
-  }
-  return "?";
-}
-}  // namespace
-
-void Value::expect(Kind wanted, std::string_view what, std::string_view wanted_name) const {
-  if (kind_ != wanted) throw_invalid("json", "{} must be {}, got {}", what, wanted_name, kind_name(kind_));
-}
-
-bool Value::as_bool(std::string_view what) const {
-  expect(Kind::Bool, what, "a boolean");
-  return bool_;
-}
-std::int64_t Value::as_int(std::string_view what) const {
-  expect(Kind::Number, what, "an integer");
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(text_.data(), text_.data() + text_.size(), n);
-  if (ec != std::errc() || end != text_.data() + text_.size())
-    throw_invalid("json", "{} must be an integer that fits in int64, got {}", what, text_);
-  return n;
-}
-double Value::as_double(std::string_view what) const {
-  expect(Kind::Number, what, "a number");
-  return std::stod(text_);
-}
-const std::string& Value::as_string(std::string_view what) const {
-  expect(Kind::String, what, "a string");
-  return text_;
-}
-const std::vector<Value>& Value::as_array(std::string_view what) const {
-  expect(Kind::Array, what, "an array");
-  return items_;
-}
-const std::vector<std::pair<std::string, Value>>& Value::as_object(std::string_view what) const {
-  expect(Kind::Object, what, "an object");
-  return members_;
-}
-
-const Value* Value::find(std::string_view key) const {
-  for (const auto& [k, v] : members_)
-    if (k == key) return &v;
-  return nullptr;
-}
-
-// --- reading ---------------------------------------------------------------------------------
-
 namespace {
 
-class Parser {
+using boost::json::error;
+using boost::json::error_code;
+using boost::json::string_view;
+
+// Boost's parser reports each piece of the document here; the pieces go onto Boost's
+// value_stack, which assembles the value. Two rules Boost 1.81 has no option for are checked on
+// the way (docs/reliability.md): it keeps the last of two equal keys without a word, and its
+// fast conversion of a number to a double can miss the nearest double by a unit or two.
+class Builder {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  // Boost's own containers' limits: past them the parser stops with an error instead of the
+  // value_stack throwing std::length_error.
+  static constexpr std::size_t max_object_size = boost::json::object::max_size();
+  static constexpr std::size_t max_array_size = boost::json::array::max_size();
+  static constexpr std::size_t max_key_size = boost::json::string::max_size();
+  static constexpr std::size_t max_string_size = boost::json::string::max_size();
 
-  Value document() {
-    Value v = value(0);
-    skip_space();
-    if (pos_ != s_.size()) fail("unexpected text after the value");
-    return v;
+  value release() { return values_.release(); }
+  // What a failed check found, or empty when the error is Boost's own.
+  const std::string& problem() const { return problem_; }
+
+  bool on_document_begin(error_code&) {
+    values_.reset();
+    return true;
   }
+  bool on_document_end(error_code&) { return true; }
+  bool on_object_begin(error_code&) {
+    keys_.emplace_back();
+    return true;
+  }
+  bool on_object_end(std::size_t n, error_code&) {
+    keys_.pop_back();
+    values_.push_object(n);
+    return true;
+  }
+  bool on_array_begin(error_code&) { return true; }
+  bool on_array_end(std::size_t n, error_code&) {
+    values_.push_array(n);
+    return true;
+  }
+  // A long key or string comes in parts; the last call brings the rest.
+  bool on_key_part(string_view s, std::size_t, error_code&) {
+    key_.append(s);
+    values_.push_chars(s);
+    return true;
+  }
+  bool on_key(string_view s, std::size_t, error_code& ec) {
+    key_.append(s);  // unescaped, so "a" and "\u0061" are the same key
+    if (!keys_.back().insert(key_).second) return fail(ec, fmt::format("duplicate key \"{}\"", key_));
+    key_.clear();
+    values_.push_key(s);
+    return true;
+  }
+  bool on_string_part(string_view s, std::size_t, error_code&) {
+    values_.push_chars(s);
+    return true;
+  }
+  bool on_string(string_view s, std::size_t, error_code&) {
+    values_.push_string(s);
+    return true;
+  }
+  bool on_number_part(string_view s, error_code&) {
+    number_.append(s);
+    return true;
+  }
+  bool on_int64(std::int64_t n, string_view, error_code&) {
+    number_.clear();
+    values_.push_int64(n);
+    return true;
+  }
+  bool on_uint64(std::uint64_t n, string_view, error_code&) {
+    number_.clear();
+    values_.push_uint64(n);
+    return true;
+  }
+  // Boost has checked the number's syntax; from_chars converts its text again, rounding
+  // correctly, and says when it is beyond a double's range (Boost would give infinity).
+  bool on_double(double, string_view s, error_code& ec) {
+    number_.append(s);
+    double d = 0;
+    if (std::from_chars(number_.data(), number_.data() + number_.size(), d).ec != std::errc())
+      return fail(ec, fmt::format("number {} is out of a double's range", number_));
+    number_.clear();
+    values_.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, error_code&) {
+    values_.push_bool(b);
+    return true;
+  }
+  bool on_null(error_code&) {
+    values_.push_null();
+    return true;
+  }
+  // Comments are not allowed (parse_options::allow_comments is off), so these never run.
+  bool on_comment_part(string_view, error_code&) { return true; }
+  bool on_comment(string_view, error_code&) { return true; }
 
  private:
-  [[noreturn]] void fail(std::string_view what) const { throw_invalid("json", "{} at byte offset {}", what, pos_); }
-
-  void skip_space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
-  }
-
-  bool take(char c) {
-    if (pos_ < s_.size() && s_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
+  bool fail(error_code& ec, std::string problem) {
+    problem_ = std::move(problem);
+    ec = boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
     return false;
   }
 
-  void literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) fail("invalid literal");
-    pos_ += word.size();
-  }
-
-  Value value(int depth) {
-    if (depth > 64) fail("nesting deeper than 64 levels");
-    skip_space();
-    if (pos_ >= s_.size()) fail("unexpected end of input");
-    char c = s_[pos_];
-    if (c == '{') return object(depth);
-    if (c == '[') return array(depth);
-    if (c == '"') return Value::string(string());
-    if (c == 't') return literal("true"), Value::boolean(true);
-    if (c == 'f') return literal("false"), Value::boolean(false);
-    if (c == 'n') return literal("null"), Value::null();
-    if (c == '-' || (c >= '0' && c <= '9')) return number();
-    fail(fmt::format("unexpected character '{}'", c));
-  }
-
-  Value object(int depth) {
-    ++pos_;  // {
-    std::vector<std::pair<std::string, Value>> members;
-    skip_space();
-    if (take('}')) return Value::object(std::move(members));
-    while (true) {
-      skip_space();
-      if (pos_ >= s_.size() || s_[pos_] != '"') fail("expected a string key");
-      std::string key = string();
-      for (const auto& [k, _] : members)
-        if (k == key) fail(fmt::format("duplicate key \"{}\"", key));
-      skip_space();
-      if (!take(':')) fail("expected ':'");
-      members.emplace_back(std::move(key), value(depth + 1));
-      skip_space();
-      if (take('}')) return Value::object(std::move(members));
-      if (!take(',')) fail("expected ',' or '}'");
-    }
-  }
-
-  Value array(int depth) {
-    ++pos_;  // [
-    std::vector<Value> items;
-    skip_space();
-    if (take(']')) return Value::array(std::move(items));
-    while (true) {
-      items.push_back(value(depth + 1));
-      skip_space();
-      if (take(']')) return Value::array(std::move(items));
-      if (!take(',')) fail("expected ',' or ']'");
-    }
-  }
-
-  Value number() {
-    std::size_t start = pos_;
-    take('-');
-    if (take('0')) {
-    } else if (pos_ < s_.size() && s_[pos_] >= '1' && s_[pos_] <= '9') {
-      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    } else {
-      fail("invalid number");
-    }
-    if (take('.')) {
-      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) fail("invalid number");
-      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    }
-    if (take('e') || take('E')) {
-      if (!take('+')) take('-');
-      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) fail("invalid number");
-      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-    }
-    return Value::number(std::string(s_.substr(start, pos_ - start)));
-  }
-
-  unsigned hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        fail("invalid \\u escape");
-    }
-    return v;
-  }
-
-  std::string string() {
-    ++pos_;  // opening quote
-    std::string out;
-    bool non_ascii = false;
-    while (true) {
-      if (pos_ >= s_.size()) fail("unterminated string");
-      char c = s_[pos_++];
-      if (c == '"') {
-        if (non_ascii) {  // JSON text is UTF-8 (RFC 8259); a string must be too
-          try {
-            data::decode_utf8(out);
-          } catch (const std::invalid_argument&) {
-            fail("string is not valid UTF-8");
-          }
-        }
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        non_ascii |= static_cast<unsigned char>(c) >= 0x80;
-        out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) fail("unterminated escape");
-      char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          char32_t cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair encodes one code point
-            if (!(take('\\') && take('u'))) fail("unpaired surrogate");
-            char32_t low = hex4();
-            if (low < 0xDC00 || low > 0xDFFF) fail("unpaired surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            fail("unpaired surrogate");
-          }
-          out += data::encode_utf8(std::u32string(1, cp));
-          break;
-        }
-        default: fail("invalid escape");
-      }
-    }
-  }
-
-  std::string_view s_;
-  std::size_t pos_ = 0;
+  boost::json::value_stack values_;
+  std::vector<std::set<std::string>> keys_;  // the keys seen so far in each open object
+  std::string key_, number_;                 // the parts of the current key or number
+  std::string problem_;
 };
 
-void write_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        else
-          out += c;  // UTF-8 passes through as it is
-    }
-  }
-  out += '"';
+// Boost names the kind of error; for a syntax error, the byte where it stopped says more.
+std::string describe(const error_code& ec, std::string_view text, std::size_t at) {
+  if (ec == error::incomplete) return "unexpected end of input";
+  if (ec == error::too_deep) return "nesting deeper than 64 levels";
+  if (ec == error::illegal_leading_surrogate || ec == error::illegal_trailing_surrogate) return "unpaired surrogate";
+  if (ec == error::expected_hex_digit) return "invalid \\u escape";
+  if (ec == error::exponent_overflow) return "number out of a double's range";
+  if (ec != error::syntax || at >= text.size()) return ec.message();
+  auto byte = static_cast<unsigned char>(text[at]);
+  if (byte < 0x20 || byte == 0x7f) return fmt::format("unexpected control character 0x{:02x}", byte);
+  // Inside a string Boost stops only at bytes that are not UTF-8; outside one, at any non-ASCII.
+  if (byte >= 0x80) return fmt::format("unexpected byte 0x{:02x} (not valid UTF-8, or outside a string)", byte);
+  return fmt::format("unexpected '{}'", static_cast<char>(byte));
 }
 
-void write(const Value& v, std::string& out) {
+const char* kind_name(const value& v) {
   switch (v.kind()) {
-    case Value::Kind::Null: out += "null"; break;
-    case Value::Kind::Bool: out += v.as_bool("value") ? "true" : "false"; break;
-    case Value::Kind::Number: out += v.number_text(); break;
-    case Value::Kind::String: write_string(v.as_string("value"), out); break;
-    case Value::Kind::Array: {
-      out += '[';
-      bool first = true;
-      for (const Value& item : v.as_array("value")) {
-        if (!first) out += ',';
-        first = false;
-        write(item, out);
-      }
-      out += ']';
-      break;
-    }
-    case Value::Kind::Object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [key, item] : v.as_object("value")) {
-        if (!first) out += ',';
-        first = false;
-        write_string(key, out);
-        out += ':';
-        write(item, out);
-      }
-      out += '}';
-      break;
-    }
+    case boost::json::kind::null: return "null";
+    case boost::json::kind::bool_: return "a boolean";
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+    case boost::json::kind::double_: return "a number";
+    case boost::json::kind::string: return "a string";
+    case boost::json::kind::array: return "an array";
+    case boost::json::kind::object: return "an object";
   }
+  return "?";
+}
+
+void expect(bool ok, const value& v, std::string_view what, std::string_view wanted) {
+  if (!ok) throw_invalid("json", "{} must be {}, got {}", what, wanted, kind_name(v));
 }
 
 }  // namespace
 
-Value parse(std::string_view text) { return Parser(text).document(); }
+value parse(std::string_view text) {
+  boost::json::parse_options options;  // no comments, no trailing commas, no invalid UTF-8
+  options.max_depth = 64;
+  boost::json::basic_parser<Builder> parser(options);
+  error_code ec;
+  std::size_t end = parser.write_some(false, text.data(), text.size(), ec);
+  if (ec) {
+    const std::string& problem = parser.handler().problem();
+    throw_invalid("json", "{} at byte offset {}", problem.empty() ? describe(ec, text, end) : problem, end);
+  }
+  if (end != text.size()) throw_invalid("json", "unexpected text after the value at byte offset {}", end);
+  return parser.handler().release();
+}
 
-std::string dump(const Value& value) {
-  std::string out;
-  write(value, out);
-  return out;
+bool as_bool(const value& v, std::string_view what) {
+  expect(v.is_bool(), v, what, "a boolean");
+  return v.get_bool();
+}
+std::int64_t as_int(const value& v, std::string_view what) {
+  expect(v.is_number(), v, what, "an integer");
+  if (v.is_int64()) return v.get_int64();
+  if (v.is_uint64() && v.get_uint64() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return static_cast<std::int64_t>(v.get_uint64());
+  throw_invalid("json", "{} must be an integer that fits in int64, got {}", what, serialize(v));
+}
+double as_double(const value& v, std::string_view what) {
+  expect(v.is_number(), v, what, "a number");
+  return v.to_number<double>();
+}
+std::string_view as_string(const value& v, std::string_view what) {
+  expect(v.is_string(), v, what, "a string");
+  return {v.get_string().data(), v.get_string().size()};
+}
+const array& as_array(const value& v, std::string_view what) {
+  expect(v.is_array(), v, what, "an array");
+  return v.get_array();
+}
+const object& as_object(const value& v, std::string_view what) {
+  expect(v.is_object(), v, what, "an object");
+  return v.get_object();
 }
 
 }  // namespace ag::json

@@ -129,6 +129,14 @@ TEST(Safetensors, RejectsEveryKindOfMalformedFile) {
                                               "cannot open '/nonexistent/x.safetensors' for reading"));
 }
 
+// Offsets are integers read exactly: through a double, 2^53 + 1 would become 2^53.
+TEST(Safetensors, OffsetsAreReadExactly) {
+  std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,9007199254740993]}})";
+  std::string bytes = safetensors_bytes(header, floats({1, 2}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::parse_safetensors(bytes, "f"); },
+                                                 "f: tensor 'a' data_offsets [0, 9007199254740993] fall outside"));
+}
+
 TEST(Npy, RoundTripAndAHandBuiltFile) {
   Scratch dir;
   for (Tensor t : {randn({2, 3}, kFloat64), arange(4), from_vector<bool>({true, false}, {2}), scalar(2.5)}) {
@@ -256,6 +264,20 @@ TEST(GPTCheckpoint, MetadataErrors) {
   io::save_safetensors(dir.path("badconfig.safetensors"), state, meta);
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_gpt_checkpoint(dir.path("badconfig.safetensors")); },
                                                  "bad metadata: json: config.vocab_size must be an integer"));
+}
+
+// The vocabulary is written as a JSON array and read back: quotes, backslashes, control
+// characters and multi-byte UTF-8 must all survive the escaping.
+TEST(GPTCheckpoint, VocabularySurvivesJson) {
+  Scratch dir;
+  auto tok = data::CharTokenizer::from_text("a\b\t\n\x01\"\\/\x7f\xc3\xa9\xe6\xb3\xa8\xf0\x9f\x98\x80");
+  nn::GPTConfig config = small_gpt();
+  config.vocab_size = tok.size();
+  Generator gen(3);
+  nn::GPT model(config, gen);
+  io::save_gpt(dir.path("v.safetensors"), model, tok);
+  EXPECT_EQ(io::read_gpt_checkpoint(dir.path("v.safetensors")).vocab, tok.tokens());
+  EXPECT_EQ(tok.size(), 12);
 }
 
 }  // namespace
