@@ -53,7 +53,10 @@ FeedForward::FeedForward(std::int64_t d_model, std::int64_t d_hidden, double dro
   drop = register_module("drop", std::make_shared<Dropout>(dropout, generator));
 }
 
-// fc and GELU as one op (linear_gelu): the same result as fc->forward(x).gelu(gelu), faster.
+// fc's parameters go through linear_gelu rather than fc->forward(x).gelu(gelu): the same numbers,
+// and GELU runs on each band of rows while it is still in cache. Measured against the two-op
+// form, alternated runs of bench/gpt_train_step at 2 threads: medium 536 against 565 ms a step
+// (5 %, 4 of 5 pairs), small 43.8 against 43.4 (within the noise); docs/performance.md.
 Tensor FeedForward::forward(const Tensor& x) {
   return drop->forward(proj->forward(linear_gelu(x, fc->weight, fc->bias, gelu)));
 }

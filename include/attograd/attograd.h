@@ -39,8 +39,6 @@
 #include "ops/shape.h"
 #include "ops/softmax.h"
 #include "runtime/allocator.h"
-#include "autograd/debug/anomaly.h"
-#include "autograd/debug/graphviz.h"
 #include "runtime/parallel.h"
 #include "text/data.h"
 #include "text/generate.h"
