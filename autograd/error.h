@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <new>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -22,5 +25,28 @@ template <class... Args>
 [[noreturn]] void throw_state(std::string_view op, fmt::format_string<Args...> format, Args&&... args) {
   throw std::runtime_error(fmt::format("{}: {}", op, fmt::format(format, std::forward<Args>(args)...)));
 }
+
+// A size that no machine can hold: more bytes than a pointer difference can span, or than this
+// machine has memory and swap in all.
+template <class... Args>
+[[noreturn]] void throw_length(std::string_view op, fmt::format_string<Args...> format, Args&&... args) {
+  throw std::length_error(fmt::format("{}: {}", op, fmt::format(format, std::forward<Args>(args)...)));
+}
+
+// The system refused memory for a size that is possible in principle. A std::bad_alloc, so code
+// that handles running out of memory still catches it, but one that says what was asked for.
+class OutOfMemoryError : public std::bad_alloc {
+ public:
+  explicit OutOfMemoryError(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+// a * b, or a clear error when the product does not fit in int64.
+std::int64_t checked_mul(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what);
+// a + b, likewise.
+std::int64_t checked_add(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what);
 
 }  // namespace ag

@@ -67,7 +67,7 @@ namespace {
 template <class Draw>
 Tensor fill_random(const char* op, const Shape& shape, DType dtype, Draw draw) {
   if (!is_floating(dtype)) throw_invalid(op, "draws float32 or float64 values, asked for {}", dtype_name(dtype));
-  Tensor t = empty(shape, dtype);
+  Tensor t = detail::empty_for(op, shape, dtype);
   dispatch_floating(dtype, op, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();

@@ -8,6 +8,8 @@
 #include <limits>
 #include <new>
 
+#include <sys/sysinfo.h>
+
 #include "../runtime/allocator.h"
 #include "dispatch.h"
 #include "error.h"
@@ -59,15 +61,58 @@ TensorImpl::~TensorImpl() { --g_live_tensors; }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+std::int64_t checked_mul(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what) {
+  std::int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) throw_length(op, "{}: {} x {} does not fit in int64", what, a, b);
+  return product;
+}
+
+std::int64_t checked_add(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) throw_length(op, "{}: {} + {} does not fit in int64", what, a, b);
+  return sum;
+}
+
 std::int64_t shape_numel(const Shape& shape, std::string_view op) {
+  for (auto s : shape)
+    if (s < 0) throw_invalid(op, "shape {} has a negative size", shape_str(shape));
+  // A 0 anywhere makes the count 0, however large the other sizes: [2^40, 2^40, 0] is empty.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   std::int64_t n = 1;
   for (auto s : shape) {
-    if (s < 0) throw_invalid(op, "shape {} has a negative size", shape_str(shape));
-    if (s != 0 && n > std::numeric_limits<std::int64_t>::max() / s)
+    if (__builtin_mul_overflow(n, s, &n))
       throw_invalid(op, "shape {} has more elements than int64 can count", shape_str(shape));
-    n *= s;
   }
   return n;
+}
+
+namespace {
+// Memory and swap together: a larger tensor could never be backed, whatever the kernel's
+// overcommit setting lets malloc promise. 0 if unknown.
+std::uint64_t machine_memory_bytes() {
+  static const std::uint64_t bytes = [] {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return std::uint64_t{0};
+    return (std::uint64_t{info.totalram} + info.totalswap) * info.mem_unit;
+  }();
+  return bytes;
+}
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / double(1ULL << 30)); }
+}  // namespace
+
+std::size_t shape_nbytes(const Shape& shape, DType dtype, std::string_view op) {
+  auto n = static_cast<std::uint64_t>(shape_numel(shape, op));
+  std::uint64_t nbytes = 0;
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) - 64;
+  if (__builtin_mul_overflow(n, dtype_size(dtype), &nbytes) || nbytes > kMax)
+    throw_length(op, "shape {} of {} needs {} x {} bytes, more than any allocation can hold", shape_str(shape),
+                 dtype_name(dtype), n, dtype_size(dtype));
+  std::uint64_t machine = machine_memory_bytes();
+  if (machine != 0 && nbytes > machine)
+    throw_length(op, "shape {} of {} needs {} bytes ({}), more than this machine's memory and swap ({})",
+                 shape_str(shape), dtype_name(dtype), nbytes, gib(double(nbytes)), gib(double(machine)));
+  return static_cast<std::size_t>(nbytes);
 }
 
 // --- metadata ------------------------------------------------------------------------------
@@ -243,16 +288,24 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 
 // --- construction --------------------------------------------------------------------------
 
-Tensor empty(const Shape& shape, DType dtype) {
-  auto n = static_cast<std::size_t>(shape_numel(shape, "empty"));
-  if (n > std::numeric_limits<std::size_t>::max() / dtype_size(dtype))
-    throw_invalid("empty", "shape {} is too large to allocate", shape_str(shape));
-  auto storage = std::make_shared<Storage>(n * dtype_size(dtype));
+Tensor detail::empty_for(std::string_view op, const Shape& shape, DType dtype) {
+  std::size_t nbytes = shape_nbytes(shape, dtype, op);
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(nbytes);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(
+        fmt::format("{}: out of memory: shape {} of {} needs {} bytes ({}), which the system refused", op,
+                    shape_str(shape), dtype_name(dtype), nbytes, gib(double(nbytes))));
+  }
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, dtype));
 }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor empty(const Shape& shape, DType dtype) { return detail::empty_for("empty", shape, dtype); }
+
+namespace {
+Tensor filled(std::string_view op, const Shape& shape, double value, DType dtype) {
+  Tensor t = detail::empty_for(op, shape, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
@@ -260,9 +313,11 @@ Tensor full(const Shape& shape, double value, DType dtype) {
   });
   return t;
 }
+}  // namespace
 
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor full(const Shape& shape, double value, DType dtype) { return filled("full", shape, value, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) { return filled("zeros", shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return filled("ones", shape, 1.0, dtype); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
@@ -278,7 +333,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
     throw_invalid("arange", "start={} end={} step={} gives {} elements, more than int64 can count", start, end, step,
                   count);
   auto n = static_cast<std::int64_t>(std::max(0.0, count));
-  Tensor t = empty({n}, dtype);
+  Tensor t = detail::empty_for("arange", {n}, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();
@@ -294,7 +349,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
   auto n = shape_numel(shape, "from_vector");
   if (static_cast<std::int64_t>(values.size()) != n)
     throw_invalid("from_vector", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
-  Tensor t = empty(shape, dtype_of<T>());
+  Tensor t = detail::empty_for("from_vector", shape, dtype_of<T>());
   std::copy(values.begin(), values.end(), t.data_ptr<T>());
   return t;
 }
@@ -308,7 +363,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   auto n = shape_numel(shape, "tensor");
   if (static_cast<std::int64_t>(values.size()) != n)
     throw_invalid("tensor", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
-  Tensor t = empty(shape, dtype);
+  Tensor t = detail::empty_for("tensor", shape, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data_ptr<T>();

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtype.h"
@@ -29,6 +30,10 @@ using Shape = std::vector<std::int64_t>;
 std::string shape_str(const Shape& shape);
 // Product of the sizes; throws if a size is negative or the product overflows int64.
 std::int64_t shape_numel(const Shape& shape, std::string_view op = "tensor");
+// The bytes a tensor of `shape` and `dtype` takes. Throws std::length_error, naming `op`, the
+// shape and the bytes, when no allocation could hold it (more than PTRDIFF_MAX bytes, or more
+// than this machine's memory and swap together).
+std::size_t shape_nbytes(const Shape& shape, DType dtype, std::string_view op = "tensor");
 
 // A block of bytes, 64-byte aligned (so BLAS and vector loops get aligned rows).
 class Storage {
@@ -152,6 +157,12 @@ class Tensor {
 // --- construction -----------------------------------------------------------------------
 // A tensor with uninitialised values (kernels fill it before anyone reads it).
 Tensor empty(const Shape& shape, DType dtype = kFloat32);
+namespace detail {
+// empty() for an op that names itself in the errors: a size no machine can hold throws
+// std::length_error, and memory the system refuses ag::OutOfMemoryError (a std::bad_alloc),
+// both naming `op`, the shape and the bytes.
+Tensor empty_for(std::string_view op, const Shape& shape, DType dtype);
+}  // namespace detail
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);

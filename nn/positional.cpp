@@ -33,7 +33,7 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(std::int64_t max_len,
   if (max_len <= 0 || d_model <= 0)
     throw_invalid("SinusoidalPositionalEncoding", "sizes must be positive, got max_len={} d_model={}", max_len,
                   d_model);
-  Tensor pe = empty({max_len, d_model}, kFloat64);
+  Tensor pe = detail::empty_for("SinusoidalPositionalEncoding", {max_len, d_model}, kFloat64);
   double* p = pe.data_ptr<double>();
   for (std::int64_t t = 0; t < max_len; ++t)
     for (std::int64_t c = 0; c < d_model; ++c) {
@@ -68,7 +68,7 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, do
   if (!(base > 0) || !std::isfinite(base))  // base^(-2i/d) would be inf or NaN, and so every angle
     throw_invalid("RotaryEmbedding", "base must be positive and finite, got {}", base);
   std::int64_t half = head_dim / 2;
-  Tensor c = empty({max_len, half}, kFloat64), s = empty({max_len, half}, kFloat64);
+  Tensor c = detail::empty_for("RotaryEmbedding", {max_len, half}, kFloat64), s = empty_like(c);
   for (std::int64_t t = 0; t < max_len; ++t)
     for (std::int64_t i = 0; i < half; ++i) {
       double angle = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / head_dim);

@@ -161,7 +161,7 @@ AttentionResult fused_attention(const char* op, const std::vector<Tensor>& input
   // Every output row is written below (a product with beta 0, or zeros for a query that sees
   // no key); only an empty product leaves it to this fill.
   bool runs = n.tq > 0 && n.tk > 0;
-  Tensor out = runs ? empty(out_shape, first.dtype()) : zeros(out_shape, first.dtype());
+  Tensor out = runs ? detail::empty_for(op, out_shape, first.dtype()) : zeros(out_shape, first.dtype());
   Tensor lse = empty({n.b, n.h, n.tq}, first.dtype());  // per query: log of its softmax denominator
   Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, first.dtype()) : Tensor();
   if (runs)

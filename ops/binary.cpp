@@ -78,7 +78,7 @@ template <class F>
 Tensor broadcast_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_same_floating(op, a, b);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
-  Tensor y = empty(shape, a.dtype());
+  Tensor y = detail::empty_for(op, shape, a.dtype());
   dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();
@@ -102,7 +102,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   check_floating("broadcast_to", x);
   if (x.shape().size() > shape.size() || broadcast_shapes("broadcast_to", x.shape(), shape) != shape)
     throw_invalid("broadcast_to", "cannot broadcast shape {} to {}", shape_str(x.shape()), shape_str(shape));
-  Tensor y = empty(shape, x.dtype());
+  Tensor y = detail::empty_for("broadcast_to", shape, x.dtype());
   dispatch_floating(x.dtype(), "broadcast_to", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();

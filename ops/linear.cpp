@@ -154,7 +154,7 @@ std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, cons
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear("linear", x, weight, bias);
   if (use_reference(KernelOp::Linear)) return reference::linear(x, weight, bias);
-  Tensor y = empty(linear_shape(x, weight), x.dtype());
+  Tensor y = detail::empty_for("linear", linear_shape(x, weight), x.dtype());
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     linear_forward<decltype(tag)>(x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {});
   });
@@ -169,7 +169,8 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
   if (use_reference(KernelOp::LinearGelu)) return reference::linear_gelu(x, weight, bias, approximate);
   bool need_slope =
       is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
-  Tensor y = empty(linear_shape(x, weight), x.dtype()), slope = need_slope ? empty_like(y) : Tensor();
+  Tensor y = detail::empty_for("linear_gelu", linear_shape(x, weight), x.dtype()),
+         slope = need_slope ? empty_like(y) : Tensor();
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;

@@ -58,7 +58,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {
   if (tq < 0 || tk < 0) throw_invalid("causal_mask", "lengths must be non-negative, got Tq={} Tk={}", tq, tk);
-  Tensor mask = empty({tq, tk}, kBool);
+  Tensor mask = detail::empty_for("causal_mask", {tq, tk}, kBool);
   bool* p = mask.data_ptr<bool>();
   for (std::int64_t i = 0; i < tq; ++i)
     for (std::int64_t j = 0; j < tk; ++j) p[i * tk + j] = j <= i + (tk - tq);

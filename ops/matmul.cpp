@@ -46,7 +46,7 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor c = empty(out_shape, a.dtype());
+  Tensor c = detail::empty_for("matmul", out_shape, a.dtype());
   std::int64_t batch_count = shape_numel(batch);
   if (c.numel() == 0) return c;
   if (k == 0) return zeros(out_shape, a.dtype());

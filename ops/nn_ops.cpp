@@ -58,7 +58,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if (use_reference(KernelOp::Embedding)) return reference::embedding(weight, ids);
   Shape y_shape = ids.shape();
   y_shape.push_back(dim);
-  Tensor y = empty(y_shape, weight.dtype());
+  Tensor y = detail::empty_for("embedding", y_shape, weight.dtype());
   dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
     const T* pw = weight.data_ptr<T>();

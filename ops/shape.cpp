@@ -41,7 +41,8 @@ void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, cons
 
 Tensor reshape(const Tensor& x, Shape shape) {
   check_defined("reshape", x);
-  std::int64_t known = 1, infer = -1;
+  std::int64_t infer = -1;
+  Shape known_sizes;  // every size but the -1
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       if (infer >= 0) throw_invalid("reshape", "shape {} has more than one -1", shape_str(shape));
@@ -49,10 +50,11 @@ Tensor reshape(const Tensor& x, Shape shape) {
     } else if (shape[i] < 0) {
       throw_invalid("reshape", "shape {} has a negative size", shape_str(shape));
     } else {
-      known *= shape[i];
+      known_sizes.push_back(shape[i]);
     }
   }
   if (infer >= 0) {
+    std::int64_t known = shape_numel(known_sizes, "reshape");
     if (known == 0 || x.numel() % known != 0)
       throw_invalid("reshape", "cannot infer the -1 in {} for {} elements (shape {})", shape_str(shape), x.numel(),
                     shape_str(x.shape()));
@@ -166,9 +168,9 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
                     shape_str(t.shape()), shape_str(first.shape()), d);
     if (t.dtype() != first.dtype())
       throw_invalid("cat", "tensor {} is {} but tensor 0 is {}", k, dtype_name(t.dtype()), dtype_name(first.dtype()));
-    out_shape[d] += t.shape()[d];
+    out_shape[d] = checked_add("cat", out_shape[d], t.shape()[d], "the sizes along dim " + std::to_string(d));
   }
-  Tensor y = empty(out_shape, first.dtype());
+  Tensor y = detail::empty_for("cat", out_shape, first.dtype());
   std::vector<std::int64_t> offsets;  // where each input starts along dim
   std::int64_t offset = 0;
   for (const Tensor& t : tensors) {
@@ -193,7 +195,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
   std::int64_t total = 0;
   for (auto s : sizes) {
     if (s < 0) throw_invalid("split", "sizes {} include a negative size", shape_str(sizes));
-    total += s;
+    total = checked_add("split", total, s, "sizes " + shape_str(sizes));
   }
   if (total != x.size(d))
     throw_invalid("split", "sizes {} add up to {}, but dim {} of shape {} has size {}", shape_str(sizes), total, d,
@@ -212,7 +214,7 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t
   if (split_size <= 0) throw_invalid("split", "split_size must be positive, got {}", split_size);
   std::int64_t n = x.size(normalize_dim("split", dim, x.dim()));
   std::vector<std::int64_t> sizes;
-  for (std::int64_t start = 0; start < n; start += split_size) sizes.push_back(std::min(split_size, n - start));
+  for (std::int64_t start = 0; start < n; start += sizes.back()) sizes.push_back(std::min(split_size, n - start));
   if (n == 0) sizes.push_back(0);  // an empty dim splits into one empty piece
   return split(x, sizes, dim);
 }

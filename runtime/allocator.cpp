@@ -1,8 +1,11 @@
 #include "allocator.h"
 
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -12,8 +15,13 @@ namespace {
 
 constexpr std::size_t kAlign = 64;
 
-// aligned_alloc wants a size that is a multiple of the alignment, and never 0.
-std::size_t rounded(std::size_t nbytes) { return nbytes == 0 ? kAlign : (nbytes + kAlign - 1) / kAlign * kAlign; }
+// aligned_alloc wants a size that is a multiple of the alignment, and never 0. Rounding a size
+// within kAlign of SIZE_MAX up would wrap to a tiny block, so such a size is refused.
+std::size_t rounded(std::size_t nbytes) {
+  if (nbytes > std::numeric_limits<std::size_t>::max() - kAlign)
+    throw std::length_error("allocate_block: " + std::to_string(nbytes) + " bytes is more than any block can hold");
+  return nbytes == 0 ? kAlign : (nbytes + kAlign - 1) / kAlign * kAlign;
+}
 
 struct Cache {
   std::mutex mutex;

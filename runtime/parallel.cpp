@@ -4,6 +4,7 @@
 #include "parallel.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 #include <sched.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -39,8 +41,17 @@ constexpr auto kSpin = std::chrono::microseconds(500);
 // only succeed for the job the ticket describes and never for one that has already finished.
 class Pool {
  public:
-  explicit Pool(int threads) : threads_(threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  // The system may refuse threads (a process limit, too little address space for their
+  // stacks). The pool then runs with those it got, the caller's thread included, and says so
+  // once: a hang or a crash would lose the run, fewer threads only slow it.
+  explicit Pool(int threads) {
+    try {
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {
+      fmt::print(stderr, "attograd: could start only {} of the {} threads asked for ({}); running on {}\n",
+                 workers_.size() + 1, threads, e.what(), workers_.size() + 1);
+    }
+    threads_ = static_cast<int>(workers_.size()) + 1;
   }
 
   ~Pool() {
@@ -131,7 +142,7 @@ class Pool {
     }
   }
 
-  const int threads_;
+  int threads_ = 1;
   std::vector<std::thread> workers_;
   std::atomic<std::uint32_t> wake_{0};  // bumped for every job
   std::atomic<int> sleepers_{0};        // workers that stopped spinning and wait on sleep_cv_
@@ -197,8 +208,9 @@ void set_num_threads(int n) {
   std::lock_guard<std::mutex> lock(pool_mutex);
   Pool* old = pool_ptr.load(std::memory_order_relaxed);
   if (old->threads() == n) return;
-  pool_ptr.store(new Pool(n), std::memory_order_release);
-  pool_threads.store(n, std::memory_order_relaxed);
+  auto* fresh = new Pool(n);
+  pool_ptr.store(fresh, std::memory_order_release);
+  pool_threads.store(fresh->threads(), std::memory_order_relaxed);
   delete old;
 }
 

@@ -26,6 +26,8 @@ namespace ag {
 // AG_NUM_THREADS when set, otherwise the number of CPUs this process may run on.
 int get_num_threads();
 // Replaces the pool with one of n threads (n >= 1). Not to be called from inside a parallel_for.
+// If the system refuses some of the threads, the pool keeps those it could start, prints one
+// line on stderr, and get_num_threads() says how many that is.
 void set_num_threads(int n);
 // True on any thread while it runs a chunk of a parallel_for.
 bool in_parallel_region();

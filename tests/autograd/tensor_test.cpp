@@ -108,7 +108,7 @@ TEST(Tensor, AccessErrors) {
         tensor({1, 2, 3}, {2, 2});
       },
       "tensor: 3 values do not fill shape [2, 2] (4 elements)"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([] { zeros({2, -1}); }, "empty: shape [2, -1] has a negative size"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { zeros({2, -1}); }, "zeros: shape [2, -1] has a negative size"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] {
         zeros({1LL << 40, 1LL << 40});
