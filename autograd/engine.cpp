@@ -5,6 +5,7 @@
 // unrolled loop, say) must not overflow the call stack. Whoever watches the pass (anomaly mode)
 // does so through the observer of hooks.h, called at two points of the loop.
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 
@@ -21,8 +22,10 @@ namespace {
 
 thread_local bool t_in_backward = false;
 
-// acc += g, elementwise, in place; split across threads when large.
+// acc += g, elementwise, in place; split across threads when large. A write in place, so it
+// bumps acc's version like any other.
 void add_into(TensorImpl& acc, const Tensor& g) {
+  acc.storage->bump_version();
   dispatch_floating(acc.dtype, "backward", [&](auto tag) {
     using T = decltype(tag);
     T* a = static_cast<T*>(acc.storage->data());
@@ -59,9 +62,14 @@ std::shared_ptr<TensorImpl> owned(Tensor g) {
   return copy.impl();
 }
 
+// Two backward passes on different threads may reach the same leaf (two losses over shared
+// parameters); its .grad is then updated under this lock, one pass at a time.
+std::mutex leaf_grad_mutex;
+
 // Adds g into a leaf's .grad, which the caller sees and later backward calls add into: owned
 // from the first gradient on.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g) {
+  std::lock_guard lock(leaf_grad_mutex);
   if (!slot)
     slot = owned(std::move(g));
   else
@@ -103,11 +111,38 @@ Tensor seed_gradient(const Tensor& root, const Tensor& gradient) {
   return gradient;
 }
 
+// The nodes one backward pass runs, claimed for it: a graph (or a part of one) cannot be
+// differentiated by two threads at once, since each pass frees the closures it has run and
+// hands gradients to nodes the other may be running. Two passes over separate graphs that meet
+// only at leaves are fine (see leaf_grad_mutex). The claims end with the pass.
+class Claims {
+ public:
+  Claims() = default;
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
+  ~Claims() {
+    for (Node* node : nodes_) node->end_backward();
+  }
+  void claim(Node* node) {
+    if (!node->begin_backward())
+      throw_state("backward",
+                  "the graph through '{}' is being differentiated by another thread at the same time; backward "
+                  "from several threads is supported only for graphs that share nothing but leaves",
+                  node->name());
+    nodes_.push_back(node);
+  }
+
+ private:
+  std::vector<Node*> nodes_;
+};
+
 // Every node reachable from the root, with the number of its consumers: how many gradients it
-// must wait for. All must still hold their saved tensors, checked before anything accumulates.
-std::unordered_map<Node*, int> count_consumers(Node* root) {
+// must wait for. All must still hold their saved tensors, checked before anything accumulates,
+// and each is claimed for this pass.
+std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims) {
   std::unordered_map<Node*, int> pending{{root, 0}};
   std::vector<Node*> stack{root};
+  claims.claim(root);
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
@@ -120,7 +155,9 @@ std::unordered_map<Node*, int> count_consumers(Node* root) {
       if (!e.node) continue;
       auto [it, first_visit] = pending.try_emplace(e.node.get(), 0);
       ++it->second;
-      if (first_visit) stack.push_back(e.node.get());
+      if (!first_visit) continue;
+      claims.claim(e.node.get());
+      stack.push_back(e.node.get());
     }
   }
   return pending;
@@ -180,7 +217,8 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   GraphObserver* observer = graph_observer();
 
   // Each node runs once all of its consumers have passed their gradient down (Kahn's order).
-  Pass pass{count_consumers(root_node), {{root_node, owned(std::move(seed))}}, {root_node}};
+  Claims claims;
+  Pass pass{count_consumers(root_node, claims), {{root_node, owned(std::move(seed))}}, {root_node}};
   while (!pass.ready.empty()) {
     Node* node = pass.ready.back();
     pass.ready.pop_back();

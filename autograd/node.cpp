@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "error.h"
 #include "grad_mode.h"
 #include "hooks.h"
 #include "node.h"
@@ -14,8 +15,11 @@ namespace ag {
 
 extern std::atomic<std::int64_t> g_live_nodes;  // memory_stats(), defined in tensor.cpp
 
-Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward)
-    : name_(std::move(name)), next_edges_(std::move(next_edges)), backward_(std::move(backward)) {
+Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved)
+    : name_(std::move(name)),
+      next_edges_(std::move(next_edges)),
+      backward_(std::move(backward)),
+      saved_(std::move(saved)) {
   ++g_live_nodes;
 }
 
@@ -37,7 +41,37 @@ Node::~Node() {
   }  // `node` dies here with no node edges left, so its destructor does not recurse
 }
 
+namespace {
+
+// "float32 [4, 3], a leaf" or "float32 [2, 4], computed by 'add'".
+std::string describe(const TensorImpl* t) {
+  if (!t) return "no longer held elsewhere";
+  std::string what = fmt::format("{} {}", dtype_name(t->dtype), shape_str(t->shape));
+  return t->grad_fn ? fmt::format("{}, computed by '{}'", what, t->grad_fn->name()) : what + ", a leaf";
+}
+
+void check_unchanged(const std::string& op, const SavedVersion& saved) {
+  std::shared_ptr<Storage> storage = saved.storage.lock();
+  std::shared_ptr<TensorImpl> tensor = saved.tensor.lock();
+  if (tensor && tensor->storage != storage)  // also when the old storage is gone: nothing held it but the tensor
+    throw_state("backward",
+                "{} of '{}' ({}) was given new data by set_data after the forward pass saved it; its gradient "
+                "would be computed from data the forward never used. Run the forward again after loading",
+                saved.role, op, describe(tensor.get()));
+  if (!storage) return;  // nothing holds it, so the backward formula does not read it
+  if (storage->version() != saved.version)
+    throw_state("backward",
+                "{} of '{}' ({}) was changed in place after the forward pass saved it for the gradient: it was at "
+                "version {} then and is at version {} now (an optimizer step, or data_ptr on a non-const tensor, which "
+                "counts as a write: read with const_data_ptr). The gradient would be computed from values the "
+                "forward never used. Run the forward again after the change, or change a clone()",
+                saved.role, op, describe(tensor.get()), saved.version, storage->version());
+}
+
+}  // namespace
+
 std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
+  for (const SavedVersion& saved : saved_) check_unchanged(name_, saved);
   std::vector<bool> needs(next_edges_.size());
   for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
 
@@ -72,8 +106,31 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 // The node for op `name`: one edge per input, to the input's own node or, for a leaf that
 // requires grad, to the leaf itself.
+// What `saved` will read, with its storage's version now; by default every input and the output.
+std::vector<SavedVersion> saved_versions(const Tensor& output, const std::vector<Tensor>& inputs,
+                                         const std::optional<std::vector<Tensor>>& saved) {
+  std::vector<Tensor> tensors = saved ? *saved : inputs;
+  if (!saved) tensors.push_back(output);
+  std::vector<SavedVersion> versions;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    const Storage* s = t.impl()->storage.get();
+    std::string role = "a tensor it saved";
+    std::weak_ptr<TensorImpl> impl = t.impl();
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined() && inputs[i].impl()->storage.get() == s) {
+        role = fmt::format("input {}", i);
+        impl = inputs[i].impl();  // the caller's handle, not a detached copy, to name it
+        break;
+      }
+    if (role == "a tensor it saved" && output.impl()->storage.get() == s) role = "its output";
+    versions.push_back({t.impl()->storage, impl, s->version(), role});
+  }
+  return versions;
+}
+
 std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
-                                BackwardFn backward) {
+                                BackwardFn backward, const std::optional<std::vector<Tensor>>& saved) {
   std::vector<Edge> edges(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
@@ -88,7 +145,8 @@ std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const st
     else
       edges[i].leaf = in.impl();
   }
-  auto node = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward));
+  auto node = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward),
+                                     saved_versions(output, inputs, saved));
   node->set_output(output.shape(), output.dtype());
   return node;
 }
@@ -98,9 +156,11 @@ std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const st
 GraphObserver* graph_observer() { return t_observer; }
 void set_graph_observer(GraphObserver* observer) { t_observer = observer; }
 
-Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward) {
+Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+              std::optional<std::vector<Tensor>> saved) {
   std::shared_ptr<Node> node;
-  if (is_grad_enabled() && any_requires_grad(inputs)) node = make_node(name, output, inputs, std::move(backward));
+  if (is_grad_enabled() && any_requires_grad(inputs))
+    node = make_node(name, output, inputs, std::move(backward), saved);
   if (t_observer && !detail::in_backward()) t_observer->recorded(name, output, inputs, node.get());
   if (node) {
     output.impl()->grad_fn = std::move(node);

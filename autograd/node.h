@@ -13,9 +13,12 @@
 // the leaves x and w, where gradients accumulate into .grad().
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,17 @@ struct Edge {
   bool needs_grad() const { return node || leaf; }
 };
 
+// A tensor a backward formula will read, and its storage's version when the op ran. Should
+// the storage be written in place before backward (an optimizer step between two backward
+// calls, a write through data_ptr), the formula would read values the forward never saw:
+// Node::apply then throws instead.
+struct SavedVersion {
+  std::weak_ptr<Storage> storage;  // not kept alive here: the backward formula holds what it reads
+  std::weak_ptr<TensorImpl> tensor;
+  std::uint64_t version = 0;
+  std::string role;  // "input 1", "its output", "a tensor it saved", for the error
+};
+
 // backward(grad_output, needs_input_grad) returns one gradient per input, in input order.
 // A gradient may be left undefined when needs_input_grad[i] is false (saves the work) or when
 // the input is not differentiable (an index or a mask).
@@ -46,7 +60,7 @@ using BackwardFn =
 
 class Node {
  public:
-  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward);
+  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved = {});
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -55,10 +69,18 @@ class Node {
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   bool released() const { return !backward_; }
 
-  // Runs the op's backward and checks each returned gradient's shape and dtype.
+  // Checks that no saved tensor was changed in place, runs the op's backward, and checks each
+  // returned gradient's shape and dtype.
   std::vector<Tensor> apply(const Tensor& grad_output) const;
   // Frees the saved tensors (the closure); a later backward through this node is an error.
-  void release() { backward_ = nullptr; }
+  void release() {
+    backward_ = nullptr;
+    saved_.clear();
+  }
+
+  // Marks the node as part of a running backward pass: false if another pass already has it.
+  bool begin_backward() { return !in_backward_.exchange(true, std::memory_order_acq_rel); }
+  void end_backward() { in_backward_.store(false, std::memory_order_release); }
 
   // What the op produced, for ag::to_dot; set by record().
   const Shape& output_shape() const { return output_shape_; }
@@ -79,6 +101,8 @@ class Node {
   std::string name_;
   std::vector<Edge> next_edges_;
   BackwardFn backward_;
+  std::vector<SavedVersion> saved_;
+  std::atomic<bool> in_backward_{false};
   Shape output_shape_;
   DType output_dtype_ = kFloat32;
   std::shared_ptr<const detail::RecordSite> site_;
@@ -89,7 +113,14 @@ class Node {
 // requires grad, attaches a Node holding `backward`; otherwise returns `output` untouched and
 // `backward` (with whatever it captured) is dropped at once. Every op ends with this call, and
 // user code can call it too to define a new differentiable op.
-Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward);
+//
+// `saved` lists the tensors `backward` reads (inputs, the output, or anything else it
+// captured, such as a mask); their versions are checked before it runs. Left out, every input
+// and the output count as saved: never too few, sometimes more than needed. `{}` says the
+// formula reads no tensor at all (add's gradient is dy itself).
+using Saved = std::vector<Tensor>;
+Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+              std::optional<Saved> saved = std::nullopt);
 
 // Runs reverse-mode differentiation from `root` (see Tensor::backward). engine.cpp.
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
 #include <sys/sysinfo.h>
 
@@ -131,19 +132,26 @@ std::int64_t Tensor::numel() const { return shape_numel(shape()); }
 DType Tensor::dtype() const { return checked("dtype").dtype; }
 
 const void* Tensor::raw_data() const { return checked("data").storage->data(); }
-void* Tensor::raw_data() { return impl_->storage->data(); }
-
-template <class T>
-T* Tensor::data_ptr() {
-  const auto& impl = checked("data_ptr");
-  if (impl.dtype != dtype_of<T>())
-    throw_invalid("data_ptr", "tensor has dtype {}, asked for {}", dtype_name(impl.dtype), dtype_name(dtype_of<T>()));
-  return static_cast<T*>(impl_->storage->data());
+void* Tensor::raw_data() {
+  checked("data").storage->bump_version();
+  return impl_->storage->data();
 }
+
+std::uint64_t Tensor::version() const { return checked("version").storage->version(); }
 
 template <class T>
 const T* Tensor::data_ptr() const {
-  return const_cast<Tensor*>(this)->data_ptr<T>();
+  const auto& impl = checked("data_ptr");
+  if (impl.dtype != dtype_of<T>())
+    throw_invalid("data_ptr", "tensor has dtype {}, asked for {}", dtype_name(impl.dtype), dtype_name(dtype_of<T>()));
+  return static_cast<const T*>(impl.storage->data());
+}
+
+template <class T>
+T* Tensor::data_ptr() {
+  const T* p = std::as_const(*this).data_ptr<T>();
+  impl_->storage->bump_version();
+  return const_cast<T*>(p);
 }
 
 template <class T>
@@ -217,8 +225,9 @@ Tensor Tensor::to(DType target) const {
   if (!is_floating(target) || !is_floating(dtype())) return out;
   // y = cast(x):  dx = cast_back(dy)
   DType source = dtype();
-  return record("to", out, {*this},
-                [source](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy.to(source)}; });
+  return record(
+      "to", out, {*this},
+      [source](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy.to(source)}; }, Saved{});
 }
 
 Tensor Tensor::clone() const {
@@ -226,8 +235,9 @@ Tensor Tensor::clone() const {
   std::memcpy(out.raw_data(), raw_data(), static_cast<std::size_t>(numel()) * dtype_size(dtype()));
   if (!is_floating(dtype())) return out;
   // y = x:  dx = dy
-  return record("clone", out, {*this},
-                [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy}; });
+  return record(
+      "clone", out, {*this}, [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy}; },
+      Saved{});
 }
 
 // --- autograd state ------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 // no reference cycles: dropping the last handle to a loss frees the whole graph behind it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -47,9 +48,17 @@ class Storage {
   const void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
 
+  // Counts the writes made in place: every mutable access to the data (Tensor::data_ptr and
+  // raw_data on a non-const tensor, hence every optimizer step and in-place update) adds one.
+  // An op saving this storage for backward notes the count, and backward refuses to run if it
+  // has moved since (docs/autograd.md, "In-place changes").
+  std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   void* data_;
   std::size_t nbytes_;
+  std::atomic<std::uint64_t> version_{0};
 };
 
 class Node;
@@ -84,10 +93,17 @@ class Tensor {
   DType dtype() const;
 
   // --- element access (the dtype must match T) --------------------------------------------
+  // On a non-const tensor, data_ptr and raw_data count as a write: they bump the storage's
+  // version, so a value saved for backward cannot change unseen. To read, use a const Tensor
+  // or const_data_ptr.
   template <class T>
   T* data_ptr();
   template <class T>
   const T* data_ptr() const;
+  template <class T>
+  const T* const_data_ptr() const {  // reads, even through a non-const handle
+    return data_ptr<T>();
+  }
   template <class T>
   T item() const;       // the single element of a one-element tensor
   double item() const;  // the same, converted to double
@@ -106,6 +122,8 @@ class Tensor {
   // Marks a leaf as a parameter to differentiate with respect to. Float dtypes only.
   Tensor& requires_grad_(bool requires_grad = true);
   bool is_leaf() const;
+  // How many times this tensor's storage has been written in place (Storage::version).
+  std::uint64_t version() const;
   Tensor grad() const;  // undefined until a backward pass reaches this leaf
   void zero_grad();     // forgets the accumulated gradient
   std::shared_ptr<Node> grad_fn() const;

@@ -173,9 +173,14 @@ AttentionResult fused_attention(const char* op, const std::vector<Tensor>& input
     });
   FusedSaved saved{{}, at, attn_mask, lse, n, L, s, causal, op};
   for (const Tensor& t : inputs) saved.inputs.push_back(t.detach());
-  Tensor result = record(op, out, inputs, [saved](const Tensor& dout, const std::vector<bool>& need) {
-    return fused_attention_backward(saved, dout, need);
-  });
+  Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
+  read.push_back(attn_mask);
+  Tensor result = record(
+      op, out, inputs,
+      [saved](const Tensor& dout, const std::vector<bool>& need) {
+        return fused_attention_backward(saved, dout, need);
+      },
+      read);
   return {result, weights};
 }
 

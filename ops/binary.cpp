@@ -112,9 +112,10 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   });
   // y[o] = x[map(o)]:  dx[i] = sum of dy[o] over every o with map(o) = i
   Shape x_shape = x.shape();
-  return record("broadcast_to", y, {x}, [x_shape](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{sum_to(dy, x_shape)};
-  });
+  return record(
+      "broadcast_to", y, {x},
+      [x_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{sum_to(dy, x_shape)}; },
+      Saved{});
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -132,44 +133,56 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   });
   // The adjoint of broadcast_to: dg = broadcast_to(dy, g.shape())
   Shape g_shape = g.shape();
-  return record("sum_to", y, {g}, [g_shape](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{broadcast_to(dy, g_shape)};
-  });
+  return record(
+      "sum_to", y, {g},
+      [g_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{broadcast_to(dy, g_shape)}; },
+      Saved{});
 }
 
 // y = a + b        da = sum_to(dy)          db = sum_to(dy)
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("add", a, b, [](auto u, auto v) { return u + v; });
-  return record("add", y, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
-    return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
-  });
+  return record(
+      "add", y, {a, b},
+      [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
+        return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
+      },
+      Saved{});
 }
 
 // y = a - b        da = sum_to(dy)          db = -sum_to(dy)
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("sub", a, b, [](auto u, auto v) { return u - v; });
-  return record("sub", y, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
-    return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
-  });
+  return record(
+      "sub", y, {a, b},
+      [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
+        return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
+      },
+      Saved{});
 }
 
 // y = a * b        da = sum_to(dy * b)      db = sum_to(dy * a)
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("mul", a, b, [](auto u, auto v) { return u * v; });
-  return record("mul", y, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& dy, const std::vector<bool>& need) {
-    return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
-                               need[1] ? sum_to(dy * a, b.shape()) : Tensor()};
-  });
+  return record(
+      "mul", y, {a, b},
+      [a = a.detach(), b = b.detach()](const Tensor& dy, const std::vector<bool>& need) {
+        return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
+                                   need[1] ? sum_to(dy * a, b.shape()) : Tensor()};
+      },
+      Saved{a, b});
 }
 
 // y = a / b        da = sum_to(dy / b)      db = sum_to(-dy * a / b^2) = sum_to(-dy * y / b)
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
-  return record("div", y, {a, b},
-                [b = b.detach(), y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
-                  return std::vector<Tensor>{need[0] ? sum_to(dy / b, sa) : Tensor(),
-                                             need[1] ? sum_to(-(dy * y) / b, b.shape()) : Tensor()};
-                });
+  return record(
+      "div", y, {a, b},
+      [b = b.detach(), y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
+        return std::vector<Tensor>{need[0] ? sum_to(dy / b, sa) : Tensor(),
+                                   need[1] ? sum_to(-(dy * y) / b, b.shape()) : Tensor()};
+      },
+      Saved{b, y});
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

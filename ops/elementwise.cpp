@@ -51,9 +51,12 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
   });
   // The saved tensor shares the caller's buffer: no copy.
   Tensor saved = saves == Saves::Input ? x.detach() : y.detach();
-  return record(op, y, {x}, [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{unary_backward(op, dy, saved, df)};
-  });
+  return record(
+      op, y, {x},
+      [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
+        return std::vector<Tensor>{unary_backward(op, dy, saved, df)};
+      },
+      Saved{saved});
 }
 
 }  // namespace
@@ -197,10 +200,13 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
       detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
     });
   });
-  return record(op, y, {x}, [slope](const Tensor& dy, const std::vector<bool>&) {
-    NoGradGuard no_grad;
-    return std::vector<Tensor>{dy * slope};
-  });
+  return record(
+      op, y, {x},
+      [slope](const Tensor& dy, const std::vector<bool>&) {
+        NoGradGuard no_grad;
+        return std::vector<Tensor>{dy * slope};
+      },
+      Saved{slope});
 }
 
 Tensor Tensor::operator-() const { return neg(*this); }

@@ -161,7 +161,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   return record(
       "layer_norm", y, {x, weight, bias},
       [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), mean, rstd](
-          const Tensor& dy, const std::vector<bool>& need) { return layer_norm_backward(dy, x, w, mean, rstd, need); });
+          const Tensor& dy, const std::vector<bool>& need) { return layer_norm_backward(dy, x, w, mean, rstd, need); },
+      Saved{x, weight});
 }
 
 }  // namespace ag

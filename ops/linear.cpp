@@ -158,10 +158,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     linear_forward<decltype(tag)>(x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {});
   });
-  return record("linear", y, {x, weight, bias},
-                [x = x.detach(), w = weight.detach()](const Tensor& dy, const std::vector<bool>& need) {
-                  return linear_backward(dy, x, w, need);
-                });
+  return record(
+      "linear", y, {x, weight, bias},
+      [x = x.detach(), w = weight.detach()](const Tensor& dy, const std::vector<bool>& need) {
+        return linear_backward(dy, x, w, need);
+      },
+      Saved{x, weight});
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
@@ -178,10 +180,12 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
       detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
     });
   });
-  return record("linear_gelu", y, {x, weight, bias},
-                [x = x.detach(), w = weight.detach(), slope](const Tensor& dy, const std::vector<bool>& need) {
-                  return linear_gelu_backward(dy, x, w, slope, need);
-                });
+  return record(
+      "linear_gelu", y, {x, weight, bias},
+      [x = x.detach(), w = weight.detach(), slope](const Tensor& dy, const std::vector<bool>& need) {
+        return linear_gelu_backward(dy, x, w, slope, need);
+      },
+      Saved{x, weight, slope});
 }
 
 }  // namespace ag

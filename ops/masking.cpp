@@ -51,9 +51,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = pm[i] ? static_cast<T>(value) : px[i];
   });
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
-  return record("masked_fill", y, {x}, [m](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{masked_fill_backward(dy, m)};
-  });
+  return record(
+      "masked_fill", y, {x},
+      [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill_backward(dy, m)}; },
+      Saved{m});
 }
 
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {

@@ -114,9 +114,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                   shape_str(b.shape()), shape_str(batch_of(a.shape())), shape_str(batch_of(b.shape())));
   }
   Tensor c = batched_gemm(a, false, b, false);
-  return record("matmul", c, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& dc, const std::vector<bool>& need) {
-    return matmul_backward(dc, a, b, need);
-  });
+  return record(
+      "matmul", c, {a, b},
+      [a = a.detach(), b = b.detach()](const Tensor& dc, const std::vector<bool>& need) {
+        return matmul_backward(dc, a, b, need);
+      },
+      Saved{a, b});
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, other); }

@@ -66,9 +66,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     for (std::int64_t p = 0; p < positions; ++p) std::copy(pw + pid[p] * dim, pw + (pid[p] + 1) * dim, py + p * dim);
   });
   return record(
-      "embedding", y, {weight, ids}, [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
+      "embedding", y, {weight, ids},
+      [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{embedding_backward(dy, ids, w_shape), Tensor()};  // ids: not differentiable
-      });
+      },
+      Saved{ids});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -90,8 +92,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     NoGradGuard no_grad;
     y = x * scale;
   }
-  return record("dropout", y, {x},
-                [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; });
+  return record(
+      "dropout", y, {x},
+      [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; }, Saved{scale});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -185,7 +188,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
       [x = logits.detach(), targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>&) {
         // targets: not differentiable
         return std::vector<Tensor>{cross_entropy_backward(dy, x, targets, lse, counted, ignore_index), Tensor()};
-      });
+      },
+      Saved{logits, targets});
 }
 
 }  // namespace ag

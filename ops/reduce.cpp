@@ -57,10 +57,13 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdi
     NoGradGuard no_grad;  // y is a fresh result, the division is part of this op's forward
     y = y / static_cast<double>(l.n);
   }
-  return record(op, y, {x}, [l, is_mean, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = broadcast_to(dy.reshape(l.kept), x_shape);
-    return std::vector<Tensor>{is_mean ? dx / static_cast<double>(l.n) : dx};
-  });
+  return record(
+      op, y, {x},
+      [l, is_mean, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+        Tensor dx = broadcast_to(dy.reshape(l.kept), x_shape);
+        return std::vector<Tensor>{is_mean ? dx / static_cast<double>(l.n) : dx};
+      },
+      Saved{});
 }
 
 // dx: dy at each winning position, 0 elsewhere (the gradient of a max goes to its argmax).
@@ -107,9 +110,12 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   });
   if (indices) *indices = argmax;
   // Saved for backward: the winning index of each output (int64, one per output element).
-  return record(op, y, {x}, [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
-  });
+  return record(
+      op, y, {x},
+      [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+        return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
+      },
+      Saved{argmax});
 }
 
 }  // namespace

@@ -65,9 +65,12 @@ Tensor reshape(const Tensor& x, Shape shape) {
                   shape_str(shape), shape_numel(shape));
   Tensor y(std::make_shared<TensorImpl>(x.impl()->storage, shape, x.dtype()));
   // y = x viewed as another shape:  dx = dy viewed as x's shape
-  return record("reshape", y, {x}, [x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{reshape(dy, x_shape)};
-  });
+  return record(
+      "reshape", y, {x},
+      [x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+        return std::vector<Tensor>{reshape(dy, x_shape)};
+      },
+      Saved{});
 }
 
 Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
@@ -114,9 +117,10 @@ Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   // y = x with dims reordered by p:  dx = dy reordered by the inverse of p
   std::vector<std::int64_t> inverse(rank);
   for (std::size_t i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);
-  return record("permute", y, {x}, [inverse](const Tensor& dy, const std::vector<bool>&) {
-    return std::vector<Tensor>{permute(dy, inverse)};
-  });
+  return record(
+      "permute", y, {x},
+      [inverse](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{permute(dy, inverse)}; },
+      Saved{});
 }
 
 Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
@@ -143,11 +147,14 @@ Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t
   // y[o, j, i] = x[o, b + j*step, i]
   copy_along(y, 0, 1, x, b, step, out_shape[d], d);
   // dx = zeros with dy scattered back into the sliced positions
-  return record("slice", y, {x}, [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
-    Tensor dx = zeros(x_shape, dy.dtype());
-    copy_along(dx, b, step, dy, 0, 1, dy.shape()[d], d);
-    return std::vector<Tensor>{dx};
-  });
+  return record(
+      "slice", y, {x},
+      [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
+        Tensor dx = zeros(x_shape, dy.dtype());
+        copy_along(dx, b, step, dy, 0, 1, dy.shape()[d], d);
+        return std::vector<Tensor>{dx};
+      },
+      Saved{});
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
@@ -179,14 +186,17 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     offset += t.shape()[d];
   }
   // y = [x_0; x_1; ...] along dim:  dx_k = the slice of dy where x_k was placed
-  return record("cat", y, tensors, [offsets, d](const Tensor& dy, const std::vector<bool>& need) {
-    std::vector<Tensor> dx(offsets.size());
-    for (std::size_t k = 0; k < offsets.size(); ++k) {
-      std::int64_t end = k + 1 < offsets.size() ? offsets[k + 1] : dy.shape()[d];
-      if (need[k]) dx[k] = slice(dy, static_cast<std::int64_t>(d), offsets[k], end);
-    }
-    return dx;
-  });
+  return record(
+      "cat", y, tensors,
+      [offsets, d](const Tensor& dy, const std::vector<bool>& need) {
+        std::vector<Tensor> dx(offsets.size());
+        for (std::size_t k = 0; k < offsets.size(); ++k) {
+          std::int64_t end = k + 1 < offsets.size() ? offsets[k + 1] : dy.shape()[d];
+          if (need[k]) dx[k] = slice(dy, static_cast<std::int64_t>(d), offsets[k], end);
+        }
+        return dx;
+      },
+      Saved{});
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {

@@ -12,7 +12,7 @@ namespace ag::test {
 
 // Every element of `t` (converted to double) within `tol` of `expected`, and the same count.
 inline ::testing::AssertionResult all_close(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
-  Tensor d = t.dtype() == kFloat64 ? t : t.to(kFloat64);
+  const Tensor d = t.dtype() == kFloat64 ? t : t.to(kFloat64);  // const: reading is not a write
   if (d.numel() != static_cast<std::int64_t>(expected.size()))
     return ::testing::AssertionFailure() << "tensor has " << d.numel() << " elements, expected " << expected.size();
   const double* p = d.data_ptr<double>();
@@ -27,7 +27,7 @@ inline ::testing::AssertionResult all_close(const Tensor& t, const std::vector<d
 inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double tol = 1e-6) {
   if (a.shape() != b.shape())
     return ::testing::AssertionFailure() << "shapes differ: " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
-  Tensor bd = b.to(kFloat64);
+  const Tensor bd = b.to(kFloat64);
   return all_close(a, std::vector<double>(bd.data_ptr<double>(), bd.data_ptr<double>() + bd.numel()), tol);
 }
 

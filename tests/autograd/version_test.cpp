@@ -1,0 +1,178 @@
+// Version counters (autograd/tensor.h, Storage::version): every in-place write the library
+// makes bumps the version of the storage it writes, each op notes the versions of what its
+// backward reads, and backward refuses to run on values that changed since. Without this, an
+// optimizer step between two backward calls, or a write through data_ptr, gives a gradient
+// computed from values the forward never used, silently.
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+using test::all_close;
+using test::throws_with;
+
+Tensor leaf(std::vector<double> values, Shape shape) { return tensor(values, shape, kFloat64).requires_grad_(); }
+
+TEST(Version, MutableAccessBumpsAndReadingDoesNot) {
+  Tensor t = zeros({3}, kFloat64);
+  std::uint64_t v = t.version();
+  const Tensor& ct = t;
+  (void)ct.data_ptr<double>();
+  (void)t.const_data_ptr<double>();
+  (void)t.at<double>({0});
+  (void)t.to_vector<double>();
+  EXPECT_EQ(t.version(), v) << "reading is not a write";
+  t.data_ptr<double>()[0] = 1;
+  EXPECT_EQ(t.version(), v + 1);
+  (void)t.raw_data();
+  EXPECT_EQ(t.version(), v + 2);
+  // Views and detached handles share the storage, and so its version.
+  Tensor view = t.reshape({3, 1}), alias = t.detach();
+  alias.data_ptr<double>()[1] = 2;
+  EXPECT_EQ(view.version(), v + 3);
+  EXPECT_EQ(t.version(), v + 3);
+}
+
+TEST(Version, WriteThroughDataPtrAfterSaveIsCaught) {
+  Tensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
+  Tensor y = (a * b).sum();  // mul saves a and b: da = dy * b
+  b.data_ptr<double>()[0] = 100;
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { y.backward(); },
+                                              "input 1 of 'mul' (float64 [3], a leaf) was changed in place"));
+  EXPECT_FALSE(a.grad().defined()) << "nothing accumulated before the check";
+  // The forward run again sees the new value, and backward works.
+  Tensor again = (a * b).sum();
+  again.backward();
+  EXPECT_TRUE(all_close(a.grad(), {100, 5, 6}, 0));
+}
+
+TEST(Version, AnOpThatReadsNothingIgnoresChanges) {
+  // add's gradient is dy itself: a change to its inputs cannot make it wrong.
+  Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+  Tensor y = (a + b).sum();
+  a.data_ptr<double>()[0] = 7;
+  y.backward();
+  EXPECT_TRUE(all_close(a.grad(), {1, 1}, 0));
+  EXPECT_TRUE(all_close(b.grad(), {1, 1}, 0));
+}
+
+TEST(Version, OutputsAndCapturedMasksAreChecked) {
+  Tensor x = leaf({0.5, -1, 2}, {3});
+  Tensor e = x.exp();  // exp saves its output: dx = dy * e
+  Tensor loss = e.sum();
+  e.data_ptr<double>()[0] = 0;
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { loss.backward(); }, "its output of 'exp'"));
+  Tensor mask = from_vector<bool>({true, false, false}, {3});
+  Tensor filled = masked_fill(x, mask, 0.0).sum();
+  mask.data_ptr<bool>()[1] = true;  // the mask is not an input, but its backward reads it
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { filled.backward(); }, "a tensor it saved of 'masked_fill'"));
+}
+
+// The case from the issue that motivated the counters: backward with retain_graph, an
+// optimizer step, and a second backward through the same graph.
+TEST(Version, EveryOptimizerStepIsAnInPlaceWrite) {
+  for (const char* which : {"SGD", "Adam", "AdamW"}) {
+    SCOPED_TRACE(which);
+    manual_seed(3);
+    nn::Linear layer(3, 2);
+    Tensor x = randn({4, 3});
+    std::unique_ptr<optim::Optimizer> opt;
+    if (std::string(which) == "SGD")
+      opt = std::make_unique<optim::SGD>(layer.parameters(), optim::SGDOptions{.lr = 0.1});
+    if (std::string(which) == "Adam") opt = std::make_unique<optim::Adam>(layer.parameters());
+    if (std::string(which) == "AdamW") opt = std::make_unique<optim::AdamW>(layer.parameters());
+    Tensor loss = layer.forward(x).pow(2).sum();
+    loss.backward({}, /*retain_graph=*/true);
+    std::uint64_t before = layer.weight.version();
+    opt->step();
+    EXPECT_GT(layer.weight.version(), before);
+    EXPECT_TRUE(throws_with<std::runtime_error>([&] { loss.backward(); }, "of 'linear' (float32 [2, 3], a leaf)"));
+  }
+}
+
+TEST(Version, GradientWritesBumpTheGradient) {
+  Tensor w = leaf({1, 2}, {2});
+  (w * w).sum().backward();
+  Tensor g = w.grad();
+  std::uint64_t v = g.version();
+  (w * w).sum().backward();  // accumulates into the same .grad, in place
+  EXPECT_GT(g.version(), v);
+  v = g.version();
+  optim::clip_grad_norm({w}, 1e-3);  // scales the gradient in place
+  EXPECT_GT(g.version(), v);
+  // zero_grad drops the gradient rather than writing zeros into it: a graph that read the old
+  // one still sees it unchanged.
+  Tensor u = leaf({3, 4}, {2});
+  Tensor y = (u * g).sum();
+  w.zero_grad();
+  std::vector<double> expected = g.to_vector<double>();
+  y.backward();
+  EXPECT_TRUE(all_close(u.grad(), expected, 0));
+}
+
+TEST(Version, NewDataFromSetDataAfterSaveIsCaught) {
+  // embedding's backward reads the indices through the caller's handle.
+  Tensor table = leaf({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor ids = from_vector<std::int64_t>({0, 2}, {2});
+  Tensor y = embedding(table, ids).sum();
+  ids.set_data(from_vector<std::int64_t>({1, 1}, {2}));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { y.backward(); }, "was given new data by set_data"));
+}
+
+// Backward from several threads: passes over separate graphs that share leaves are supported,
+// and their gradients all arrive (run this test under ThreadSanitizer: scripts/tsan).
+TEST(ConcurrentBackward, SeparateGraphsAccumulateIntoSharedLeaves) {
+  Tensor w = leaf({1, -2, 3}, {3});
+  constexpr int kThreads = 4, kSteps = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&w, t] {
+      for (int i = 0; i < kSteps; ++i) {
+        Tensor x = full({3}, t + 1.0, kFloat64);
+        (w * x).sum().backward();  // d/dw = x = t + 1 in every element
+      }
+    });
+  for (auto& th : threads) th.join();
+  double expected = kSteps * (1 + 2 + 3 + 4);  // sum over threads of kSteps * (t + 1)
+  EXPECT_TRUE(all_close(w.grad(), {expected, expected, expected}, 0));
+}
+
+TEST(ConcurrentBackward, OneGraphFromTwoThreadsAtOnceIsRefused) {
+  // A custom op whose backward waits until the main thread has tried its own backward through
+  // the same graph, so the two passes certainly overlap.
+  std::mutex m;
+  std::condition_variable cv;
+  bool inside = false, tried = false;
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = record("wait", x.detach().clone(), {x}, [&](const Tensor& dy, const std::vector<bool>&) {
+    std::unique_lock lock(m);
+    inside = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return tried; });
+    return std::vector<Tensor>{dy};
+  });
+  Tensor loss = y.sum();
+  std::thread first([&] { loss.backward({}, /*retain_graph=*/true); });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return inside; });
+  }
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { loss.backward({}, true); },
+                                              "is being differentiated by another thread at the same time"));
+  {
+    std::lock_guard lock(m);
+    tried = true;
+  }
+  cv.notify_all();
+  first.join();
+  EXPECT_TRUE(all_close(x.grad(), {1, 1}, 0));
+  loss.backward();  // after the first pass is over, the graph is free again
+  EXPECT_TRUE(all_close(x.grad(), {2, 2}, 0));
+}
+
+}  // namespace
+}  // namespace ag
