@@ -50,6 +50,12 @@ std::string describe(const TensorImpl* t) {
   return t->grad_fn ? fmt::format("{}, computed by '{}'", what, t->grad_fn->name()) : what + ", a leaf";
 }
 
+std::string role_name(int role) {
+  if (role == SavedVersion::kOutput) return "its output";
+  if (role == SavedVersion::kOther) return "a tensor it saved";
+  return fmt::format("input {}", role);
+}
+
 void check_unchanged(const std::string& op, const SavedVersion& saved) {
   std::shared_ptr<Storage> storage = saved.storage.lock();
   std::shared_ptr<TensorImpl> tensor = saved.tensor.lock();
@@ -57,7 +63,7 @@ void check_unchanged(const std::string& op, const SavedVersion& saved) {
     throw_state("backward",
                 "{} of '{}' ({}) was given new data by set_data after the forward pass saved it; its gradient "
                 "would be computed from data the forward never used. Run the forward again after loading",
-                saved.role, op, describe(tensor.get()));
+                role_name(saved.role), op, describe(tensor.get()));
   if (!storage) return;  // nothing holds it, so the backward formula does not read it
   if (storage->version() != saved.version)
     throw_state("backward",
@@ -65,7 +71,7 @@ void check_unchanged(const std::string& op, const SavedVersion& saved) {
                 "version {} then and is at version {} now (an optimizer step, or data_ptr on a non-const tensor, which "
                 "counts as a write: read with const_data_ptr). The gradient would be computed from values the "
                 "forward never used. Run the forward again after the change, or change a clone()",
-                saved.role, op, describe(tensor.get()), saved.version, storage->version());
+                role_name(saved.role), op, describe(tensor.get()), saved.version, storage->version());
 }
 
 }  // namespace
@@ -115,15 +121,15 @@ std::vector<SavedVersion> saved_versions(const Tensor& output, const std::vector
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     const Storage* s = t.impl()->storage.get();
-    std::string role = "a tensor it saved";
+    int role = SavedVersion::kOther;
     std::weak_ptr<TensorImpl> impl = t.impl();
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].defined() && inputs[i].impl()->storage.get() == s) {
-        role = fmt::format("input {}", i);
+        role = static_cast<int>(i);
         impl = inputs[i].impl();  // the caller's handle, not a detached copy, to name it
         break;
       }
-    if (role == "a tensor it saved" && output.impl()->storage.get() == s) role = "its output";
+    if (role == SavedVersion::kOther && output.impl()->storage.get() == s) role = SavedVersion::kOutput;
     versions.push_back({t.impl()->storage, impl, s->version(), role});
   }
   return versions;

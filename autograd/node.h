@@ -49,7 +49,9 @@ struct SavedVersion {
   std::weak_ptr<Storage> storage;  // not kept alive here: the backward formula holds what it reads
   std::weak_ptr<TensorImpl> tensor;
   std::uint64_t version = 0;
-  std::string role;  // "input 1", "its output", "a tensor it saved", for the error
+  // Which it is, for the error: input `role` for role >= 0, else kOutput or kOther.
+  static constexpr int kOutput = -1, kOther = -2;
+  int role = kOther;
 };
 
 // backward(grad_output, needs_input_grad) returns one gradient per input, in input order.

@@ -23,8 +23,7 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
                  .norm_first = true,
                  .bias = c.bias,
                  .max_len = c.block_size};
-  for (std::int64_t i = 0; i < c.n_layer; ++i)
-    blocks->push_back(std::make_shared<SelfAttentionBlock>(o, generator));
+  for (std::int64_t i = 0; i < c.n_layer; ++i) blocks->push_back(std::make_shared<SelfAttentionBlock>(o, generator));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, c.bias));
 
   // GPT-2 initialisation, replacing the layers' defaults.

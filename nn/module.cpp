@@ -1,10 +1,21 @@
 #include "module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
+
 #include <unordered_set>
 
 #include "../autograd/error.h"
 
 namespace ag::nn {
+
+std::string type_name(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? name.get() : type.name();
+}
 
 void Module::check_name(const std::string& name) const {
   if (name.empty() || name.find('.') != std::string::npos)

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -68,6 +70,8 @@ class Module {
   bool training_ = true;
 };
 
+std::string type_name(const std::type_info& type);  // "ag::nn::Linear", for messages
+
 // A numbered list of modules of one type; its items are named "0", "1", ...
 template <class M>
 class ModuleList : public Module {
@@ -76,7 +80,12 @@ class ModuleList : public Module {
     items_.push_back(register_module(std::to_string(items_.size()), std::move(module)));
   }
   std::size_t size() const { return items_.size(); }
-  M& operator[](std::size_t i) const { return *items_.at(i); }
+  M& operator[](std::size_t i) const {
+    if (i >= items_.size())
+      throw std::out_of_range("ModuleList<" + type_name(typeid(M)) + ">: index " + std::to_string(i) +
+                              " is out of range for its " + std::to_string(items_.size()) + " modules");
+    return *items_[i];
+  }
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
 

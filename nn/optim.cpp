@@ -1,5 +1,7 @@
 #include "optim.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <numbers>
 #include <unordered_map>
@@ -7,10 +9,10 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
-#include "../runtime/parallel.h"
 #include "../ops/fast_math.h"
 #include "../ops/kernels.h"
 #include "../ops/reference/reference.h"
+#include "../runtime/parallel.h"
 
 namespace ag::optim {
 
@@ -18,9 +20,20 @@ namespace {
 std::vector<ParamGroup> one_group(std::vector<Tensor> params, double weight_decay) {
   return {ParamGroup{std::move(params), weight_decay}};
 }
+// "0", "17": a parameter's index as state() writes it. Not "01", "+1" or "1x", which stoul
+// would take, so that one index has one spelling.
+bool plain_index(const std::string& text, std::size_t& index) {
+  if (text.empty() || text.size() > 9 || (text.size() > 1 && text[0] == '0')) return false;
+  for (char c : text)
+    if (c < '0' || c > '9') return false;
+  index = std::stoul(text);
+  return true;
+}
+
 }  // namespace
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)) {
+Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr)
+    : name_(std::move(name)), groups_(std::move(groups)) {
   set_lr(lr);
   // A parameter listed twice would be updated twice per step.
   std::unordered_map<const TensorImpl*, std::size_t> index_of;
@@ -28,13 +41,13 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::m
   for (std::size_t group = 0; group < groups_.size(); ++group) {
     const ParamGroup& g = groups_[group];
     if (!(g.weight_decay >= 0))
-      throw_invalid("optimizer", "weight decay must be non-negative, got {} (group {})", g.weight_decay, group);
+      throw_invalid(name_, "weight decay must be non-negative, got {} (group {})", g.weight_decay, group);
     for (const Tensor& p : g.params) {
       if (!p.defined() || !p.requires_grad() || !p.is_leaf())
-        throw_invalid("optimizer", "every parameter must be a leaf tensor that requires grad");
+        throw_invalid(name_, "every parameter must be a leaf tensor that requires grad");
       auto [it, first] = index_of.try_emplace(p.impl().get(), index);
       if (!first)
-        throw_invalid("optimizer", "parameter {} (shape {}) is parameter {} again; list each parameter once", index,
+        throw_invalid(name_, "parameter {} (shape {}) is parameter {} again; list each parameter once", index,
                       shape_str(p.shape()), it->second);
       ++index;
     }
@@ -43,7 +56,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::m
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!(lr >= 0)) throw_invalid("optimizer", "learning rate must be non-negative, got {}", lr);
+  if (!(lr >= 0)) throw_invalid(name_, "learning rate must be non-negative, got {}", lr);
   lr_ = lr;
 }
 
@@ -83,6 +96,17 @@ std::vector<nn::NamedTensor> Optimizer::state() const {
   return out;
 }
 
+// A parameter's slots (Adam's two moments) come into being together at its first step: a state
+// holding some of them is damaged, and a step from it would read a zero moment as if it were real.
+void Optimizer::check_all_or_none(std::size_t index, const std::vector<Tensor>& slots) const {
+  auto present = std::find_if(slots.begin(), slots.end(), [](const Tensor& t) { return t.defined(); });
+  auto missing = std::find_if(slots.begin(), slots.end(), [](const Tensor& t) { return !t.defined(); });
+  if (present != slots.end() && missing != slots.end())
+    throw_invalid(name_, "state has '{}.{}' but not '{}.{}': a parameter has all of its slots or none", index,
+                  slot_names_[static_cast<std::size_t>(present - slots.begin())], index,
+                  slot_names_[static_cast<std::size_t>(missing - slots.begin())]);
+}
+
 void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
   std::vector<std::vector<Tensor>> loaded(slots_.size(), std::vector<Tensor>(slot_names_.size()));
   std::int64_t step = -1;
@@ -91,28 +115,25 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
     for (const Tensor& p : g.params) params.push_back(&p);
   for (const auto& [name, t] : state) {
     if (name == "step") {
-      if (t.dtype() != kInt64 || t.numel() != 1) throw_invalid("optimizer", "state 'step' must be one int64");
+      if (t.dtype() != kInt64 || t.numel() != 1) throw_invalid(name_, "state 'step' must be one int64");
       step = t.item<std::int64_t>();
       continue;
     }
     auto dot = name.find('.');
     std::size_t index = 0, which = slot_names_.size();
-    try {
-      index = std::stoul(name.substr(0, dot));
-    } catch (const std::exception&) {
-      throw_invalid("optimizer", "unexpected state entry '{}'", name);
-    }
+    if (!plain_index(name.substr(0, dot), index)) throw_invalid(name_, "unexpected state entry '{}'", name);
     for (std::size_t w = 0; w < slot_names_.size(); ++w)
       if (dot != std::string::npos && name.substr(dot + 1) == slot_names_[w]) which = w;
     if (index >= params.size() || which == slot_names_.size())
-      throw_invalid("optimizer", "unexpected state entry '{}' for {} parameters", name, params.size());
+      throw_invalid(name_, "unexpected state entry '{}' for {} parameters", name, params.size());
     const Tensor& p = *params[index];
     if (t.shape() != p.shape() || t.dtype() != p.dtype())
-      throw_invalid("optimizer", "state '{}' is {} {} but parameter {} is {} {}", name, dtype_name(t.dtype()),
+      throw_invalid(name_, "state '{}' is {} {} but parameter {} is {} {}", name, dtype_name(t.dtype()),
                     shape_str(t.shape()), index, dtype_name(p.dtype()), shape_str(p.shape()));
     loaded[index][which] = t.clone().detach();
   }
-  if (step < 0) throw_invalid("optimizer", "state has no 'step' entry");
+  if (step < 0) throw_invalid(name_, "state has no 'step' entry");
+  for (std::size_t i = 0; i < loaded.size(); ++i) check_all_or_none(i, loaded[i]);
   slots_ = std::move(loaded);
   steps_ = step;
 }
@@ -121,7 +142,7 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params), o.weight_decay), o) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr), options(o) {
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer("SGD", std::move(groups), o.lr), options(o) {
   if (!(o.momentum >= 0)) throw_invalid("SGD", "momentum must be non-negative, got {}", o.momentum);
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw_invalid("SGD", "nesterov momentum needs momentum > 0 and dampening 0");
@@ -157,10 +178,10 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(one_group(std::move
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
-    : Optimizer(std::move(groups), o.lr), options(o), decoupled_(decoupled) {
+    : Optimizer(decoupled ? "AdamW" : "Adam", std::move(groups), o.lr), options(o), decoupled_(decoupled) {
   if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1))
-    throw_invalid(decoupled ? "AdamW" : "Adam", "betas must be in [0, 1), got ({}, {})", o.beta1, o.beta2);
-  if (!(o.eps >= 0)) throw_invalid(decoupled ? "AdamW" : "Adam", "eps must be non-negative, got {}", o.eps);
+    throw_invalid(name_, "betas must be in [0, 1), got ({}, {})", o.beta1, o.beta2);
+  if (!(o.eps >= 0)) throw_invalid(name_, "eps must be non-negative, got {}", o.eps);
   slot_names_ = {"exp_avg", "exp_avg_sq"};
 }
 

@@ -27,7 +27,8 @@ struct ParamGroup {
 
 class Optimizer {
  public:
-  Optimizer(std::vector<ParamGroup> groups, double lr);
+  // `name` ("SGD", "AdamW") starts every error message the optimizer throws.
+  Optimizer(std::string name, std::vector<ParamGroup> groups, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -35,11 +36,13 @@ class Optimizer {
   virtual void step() = 0;
   void zero_grad();  // forgets every parameter's gradient
   double lr() const { return lr_; }
+  const std::string& name() const { return name_; }
   void set_lr(double lr);  // lr >= 0, as in the constructor
   std::int64_t steps_taken() const { return steps_; }
 
   // The optimizer's state as named tensors ("step", "0.exp_avg", ...), for checkpoints, and
-  // back. load_state checks every name and shape before changing anything.
+  // back. load_state checks every name and shape before changing anything, and that each
+  // parameter has all of its slots or none (none: it has had no gradient yet).
   std::vector<nn::NamedTensor> state() const;
   void load_state(const std::vector<nn::NamedTensor>& state);
 
@@ -58,6 +61,7 @@ class Optimizer {
         if (grad.defined()) visit(i, p, grad, group.weight_decay);
       }
   }
+  std::string name_;
   std::vector<ParamGroup> groups_;
   std::vector<std::string> slot_names_;
   double lr_;
@@ -66,6 +70,7 @@ class Optimizer {
  private:
   std::vector<std::vector<Tensor>> slots_;  // [parameter][which]
   std::size_t parameter_count() const;
+  void check_all_or_none(std::size_t index, const std::vector<Tensor>& slots) const;
 };
 
 struct SGDOptions {

@@ -77,6 +77,9 @@ TEST(Module, ToConvertsParametersAndBuffersInPlace) {
 
 TEST(Module, Errors) {
   Toy toy;
+  EXPECT_EQ(&(*toy.norms)[1], toy.norms->begin()[1].get());
+  EXPECT_TRUE(throws_with<std::out_of_range>(
+      [&] { (*toy.norms)[2]; }, "ModuleList<ag::nn::LayerNorm>: index 2 is out of range for its 2 modules"));
   EXPECT_TRUE(
       throws_with<std::invalid_argument>([&] { toy.register_again(); }, "Module: name 'scale' is already registered"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { toy.register_dotted(); },

@@ -170,12 +170,12 @@ TEST(Optimizer, StateRoundTripContinuesIdentically) {
       [&] {
         second.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", ones({3}, kFloat64)}});
       },
-      "optimizer: state '0.exp_avg' is float64 [3] but parameter 0 is float64 [2]"));
+      "AdamW: state '0.exp_avg' is float64 [3] but parameter 0 is float64 [2]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
         second.load_state({{"step", scalar(1, kInt64)}, {"0.bogus", ones({2}, kFloat64)}});
       },
-      "optimizer: unexpected state entry '0.bogus'"));
+      "AdamW: unexpected state entry '0.bogus'"));
 }
 
 TEST(ClipGradNorm, ScalesOnlyWhenAboveTheLimit) {
@@ -213,11 +213,11 @@ TEST(DecayGroups, MatricesDecayVectorsDoNot) {
 TEST(Optimizer, Errors) {
   Tensor p = ones({1}, kFloat64).requires_grad_();
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::SGD({p}, {.lr = -1}); },
-                                                 "optimizer: learning rate must be non-negative"));
+                                                 "SGD: learning rate must be non-negative"));
   EXPECT_TRUE(
       throws_with<std::invalid_argument>([&] { optim::Adam({p}, {.beta1 = 1.0}); }, "Adam: betas must be in [0, 1)"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [&] { optim::SGD({ones({1})}, {}); }, "optimizer: every parameter must be a leaf tensor that requires grad"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::SGD({ones({1})}, {}); },
+                                                 "SGD: every parameter must be a leaf tensor that requires grad"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::clip_grad_norm({p}, 0); },
                                                  "clip_grad_norm: max_norm must be positive"));
 }

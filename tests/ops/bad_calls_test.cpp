@@ -839,17 +839,17 @@ std::vector<BadCall> optimizer_rows() {
   using optim::SGD;
   return {
       {"SGD with a negative lr", [] { SGD({leaf(3)}, {.lr = -0.1}); },
-       "optimizer: learning rate must be non-negative, got -0.1", [] { step_once<SGD>(optim::SGDOptions{.lr = 0.1}); }},
+       "SGD: learning rate must be non-negative, got -0.1", [] { step_once<SGD>(optim::SGDOptions{.lr = 0.1}); }},
       {"SGD with nesterov and no momentum", [] { SGD({leaf(3)}, {.nesterov = true}); },
        "SGD: nesterov momentum needs momentum > 0 and dampening 0",
        [] { step_once<SGD>(optim::SGDOptions{.momentum = 0.9, .nesterov = true}); }},
       {"SGD with a negative momentum", [] { SGD({leaf(3)}, {.momentum = -0.5}); },
        "SGD: momentum must be non-negative, got -0.5", [] { step_once<SGD>(optim::SGDOptions{.momentum = 0.5}); }},
       {"SGD with a negative weight decay", [] { SGD({leaf(3)}, {.weight_decay = -0.01}); },
-       "optimizer: weight decay must be non-negative, got -0.01 (group 0)",
+       "SGD: weight decay must be non-negative, got -0.01 (group 0)",
        [] { step_once<SGD>(optim::SGDOptions{.weight_decay = 0.01}); }},
       {"AdamW with a negative lr", [] { AdamW({leaf(3)}, {.lr = -1e-3}); },
-       "optimizer: learning rate must be non-negative, got -0.001",
+       "AdamW: learning rate must be non-negative, got -0.001",
        [] { step_once<AdamW>(optim::AdamOptions{.lr = 1e-3}); }},
       {"AdamW with beta1 = 1", [] { AdamW({leaf(3)}, {.beta1 = 1.0}); },
        "AdamW: betas must be in [0, 1), got (1, 0.999)", [] { step_once<AdamW>(optim::AdamOptions{.beta1 = 0.0}); }},
@@ -857,24 +857,22 @@ std::vector<BadCall> optimizer_rows() {
        "AdamW: betas must be in [0, 1), got (0.9, -0.1)", [] { step_once<AdamW>(optim::AdamOptions{.beta2 = 0.5}); }},
       {"Adam with a negative eps", [] { Adam({leaf(3)}, {.eps = -1e-8}); },
        "Adam: eps must be non-negative, got -1e-08", [] { step_once<Adam>(optim::AdamOptions{.eps = 0.0}); }},
-      {"Adam with a NaN lr", [] { Adam({leaf(3)}, {.lr = kNaN}); },
-       "optimizer: learning rate must be non-negative, got nan",
+      {"Adam with a NaN lr", [] { Adam({leaf(3)}, {.lr = kNaN}); }, "Adam: learning rate must be non-negative, got nan",
        [] { step_once<Adam>(optim::AdamOptions{.lr = 0.0}); }},
       {"Adam with a negative weight decay", [] { Adam({leaf(3)}, {.weight_decay = -1.0}); },
-       "optimizer: weight decay must be non-negative, got -1 (group 0)",
+       "Adam: weight decay must be non-negative, got -1 (group 0)",
        [] { step_once<Adam>(optim::AdamOptions{.weight_decay = 1.0}); }},
       {"an optimizer over a computed tensor", [] { SGD({leaf(3) * 2.0}, {}); },
-       "optimizer: every parameter must be a leaf tensor that requires grad",
-       [] { step_once<SGD>(optim::SGDOptions{}); }},
+       "SGD: every parameter must be a leaf tensor that requires grad", [] { step_once<SGD>(optim::SGDOptions{}); }},
       {"an optimizer over a tensor that needs no grad", [] { AdamW({f32(3)}, {}); },
-       "optimizer: every parameter must be a leaf tensor that requires grad",
+       "AdamW: every parameter must be a leaf tensor that requires grad",
        [] { step_once<AdamW>(optim::AdamOptions{}); }},
       {"an optimizer given one parameter twice",
        [] {
          Tensor w = leaf(3);
          AdamW({optim::ParamGroup{{w}, 0.1}, optim::ParamGroup{{w}, 0.0}});
        },
-       "optimizer: parameter 1 (shape [3]) is parameter 0 again",
+       "AdamW: parameter 1 (shape [3]) is parameter 0 again",
        [] {
          Tensor w = leaf(3), b = leaf(3);
          AdamW opt({optim::ParamGroup{{w}, 0.1}, optim::ParamGroup{{b}, 0.0}});
@@ -888,7 +886,7 @@ std::vector<BadCall> optimizer_rows() {
          SGD opt({leaf(3)}, {});
          opt.set_lr(-1.0);
        },
-       "optimizer: learning rate must be non-negative, got -1",
+       "SGD: learning rate must be non-negative, got -1",
        [] {
          SGD opt({leaf(3)}, {});
          opt.set_lr(0.5);
@@ -899,7 +897,7 @@ std::vector<BadCall> optimizer_rows() {
          AdamW opt({leaf(3)});
          opt.load_state({});
        },
-       "optimizer: state has no 'step' entry",
+       "AdamW: state has no 'step' entry",
        [] {
          AdamW opt({leaf(3)});
          opt.load_state(opt.state());
@@ -909,10 +907,30 @@ std::vector<BadCall> optimizer_rows() {
          AdamW opt({leaf(3)});
          opt.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", zeros({4})}});
        },
-       "optimizer: state '0.exp_avg' is float32 [4] but parameter 0 is float32 [3]",
+       "AdamW: state '0.exp_avg' is float32 [4] but parameter 0 is float32 [3]",
+       [] {
+         AdamW opt({leaf(3)});
+         opt.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", zeros({3})}, {"0.exp_avg_sq", zeros({3})}});
+       }},
+      {"load_state with one moment of a parameter's two",
        [] {
          AdamW opt({leaf(3)});
          opt.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", zeros({3})}});
+       },
+       "AdamW: state has '0.exp_avg' but not '0.exp_avg_sq'",
+       [] {
+         AdamW opt({leaf(3), leaf(2)});  // the second parameter has had no gradient: no slots at all
+         opt.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", zeros({3})}, {"0.exp_avg_sq", zeros({3})}});
+       }},
+      {"load_state with an index spelt with a leading zero",
+       [] {
+         Adam opt({leaf(3)});
+         opt.load_state({{"step", scalar(1, kInt64)}, {"00.exp_avg", zeros({3})}, {"00.exp_avg_sq", zeros({3})}});
+       },
+       "Adam: unexpected state entry '00.exp_avg'",
+       [] {
+         Adam opt({leaf(3)});
+         opt.load_state({{"step", scalar(1, kInt64)}, {"0.exp_avg", zeros({3})}, {"0.exp_avg_sq", zeros({3})}});
        }},
       {"clip_grad_norm with max_norm 0", [] { optim::clip_grad_norm({leaf(3)}, 0.0); },
        "clip_grad_norm: max_norm must be positive, got 0",
