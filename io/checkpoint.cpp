@@ -2,13 +2,16 @@
 // the vocabulary in its metadata, and the checks that make a load all or nothing.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <set>
 
+#include "../autograd/dispatch.h"
 #include "../autograd/error.h"
 #include "../ops/shape.h"
 #include "checkpoint.h"
 #include "json.h"
+#include "staging.h"
 
 namespace ag::io {
 
@@ -65,6 +68,7 @@ GPTCheckpoint read_gpt_checkpoint(const std::string& path) { return gpt_checkpoi
 GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
   GPTCheckpoint ckpt;
   ckpt.file = std::move(file);
+  ckpt.source = std::string(source);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = ckpt.file.metadata.find(key);
     if (it == ckpt.file.metadata.end()) throw_invalid(source, "metadata has no \"{}\" entry", key);
@@ -100,6 +104,11 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
   if (static_cast<std::int64_t>(ckpt.vocab.size()) != c.vocab_size)
     throw_invalid(source, "metadata lists {} vocabulary tokens but config.vocab_size is {}", ckpt.vocab.size(),
                   c.vocab_size);
+  try {
+    data::CharTokenizer check(ckpt.vocab);  // one character each, none twice, sorted
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(source, "bad vocab metadata: {}", e.what());
+  }
   // The config must describe the tensors in the file before anyone builds a model from it: a
   // corrupt config could otherwise ask for a model far larger than the file.
   auto expect_shape = [&](const std::string& name, const Shape& shape) {
@@ -128,50 +137,81 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
   return ckpt;
 }
 
-void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt) {
+namespace detail {
+
+void check_finite(const Tensor& t, std::string_view name, std::string_view where) {
+  std::int64_t count = 0, first = -1;
+  double value = 0;
+  dispatch_floating(t.dtype(), "load_gpt", [&](auto tag) {
+    const auto* p = t.data_ptr<decltype(tag)>();
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (!std::isfinite(p[i]) && count++ == 0) first = i, value = static_cast<double>(p[i]);
+  });
+  if (count > 0)
+    throw_invalid(where,
+                  "tensor '{}' holds {} at element {} ({} non-finite values in all); pass "
+                  "LoadOptions{{.allow_non_finite = true}} to load it anyway",
+                  name, value, first, count);
+}
+
+std::map<std::string, Tensor> stage_gpt(const nn::GPT& model, const GPTCheckpoint& ckpt, const LoadOptions& options) {
+  const std::string where = ckpt.source.empty() ? "load_gpt" : fmt::format("{}: load_gpt", ckpt.source);
   const nn::GPTConfig &a = model.config, &b = ckpt.config;
   if (a.vocab_size != b.vocab_size || a.block_size != b.block_size || a.n_layer != b.n_layer || a.n_head != b.n_head ||
       a.n_embd != b.n_embd || a.bias != b.bias)
-    throw_invalid("load_gpt",
+    throw_invalid(where,
                   "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}) differs from the "
                   "model's (vocab {}, block {}, layers {}, heads {}, embd {}, bias {})",
                   b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, b.bias, a.vocab_size, a.block_size,
                   a.n_layer, a.n_head, a.n_embd, a.bias);
-  // Stage every tensor first: names, shapes and dtypes all checked before the model changes.
-  std::vector<nn::NamedTensor> expected = gpt_state_dict(model);
+  // Stage every tensor first: names, shapes, dtypes and values all checked before the model changes.
+  std::vector<nn::NamedTensor> expected = gpt_state_dict(model);  // no biases when config.bias is false
   std::set<std::string> wanted;
   for (const auto& [name, _] : expected) wanted.insert(name);
   for (const auto& [name, _] : ckpt.file.tensors)
     if (!wanted.count(name) && name != "lm_head.weight")
-      throw_invalid("load_gpt", "unexpected tensor '{}' in the checkpoint", name);
+      throw_invalid(where, "unexpected tensor '{}' in the checkpoint{}", name,
+                    name.ends_with(".bias") && !b.bias ? " (its config has bias = false)" : "");
   std::map<std::string, Tensor> staged;
   for (const auto& [name, current] : expected) {
     const Tensor* t = ckpt.file.find(name);
-    if (!t) throw_invalid("load_gpt", "tensor '{}' is missing from the checkpoint", name);
+    if (!t)
+      throw_invalid(where, "tensor '{}' is missing from the checkpoint{}", name,
+                    name.ends_with(".bias") ? " (its config has bias = true, so every bias must be there)" : "");
     if (t->shape() != current.shape())
-      throw_invalid("load_gpt", "tensor '{}' has shape {} in the checkpoint, the model needs {}", name,
+      throw_invalid(where, "tensor '{}' has shape {} in the checkpoint, the model needs {}", name,
                     shape_str(t->shape()), shape_str(current.shape()));
     if (!is_floating(t->dtype()))
-      throw_invalid("load_gpt", "tensor '{}' is {} in the checkpoint; weights must be F32 or F64", name,
+      throw_invalid(where, "tensor '{}' is {} in the checkpoint; weights must be F32 or F64", name,
                     dtype_name(t->dtype()));
     staged[name] = t->dtype() == current.dtype() ? *t : t->to(current.dtype());
+    if (!options.allow_non_finite) check_finite(staged[name], name, where);  // after the cast: F64 1e300 is F32 inf
   }
   if (const Tensor* head = ckpt.file.find("lm_head.weight")) {  // allowed only as the tied copy of wte
     const Tensor& wte = staged["transformer.wte.weight"];
     if (head->shape() != wte.shape() || !is_floating(head->dtype()))
-      throw_invalid("load_gpt", "lm_head.weight has shape {} but must equal wte's {}", shape_str(head->shape()),
+      throw_invalid(where, "lm_head.weight has shape {} but must equal wte's {}", shape_str(head->shape()),
                     shape_str(wte.shape()));
     Tensor h = head->to(kFloat64), w = wte.to(kFloat64);
     if (std::memcmp(h.raw_data(), w.raw_data(), static_cast<std::size_t>(h.numel()) * 8) != 0)
-      throw_invalid("load_gpt",
+      throw_invalid(where,
                     "lm_head.weight differs from transformer.wte.weight; this GPT ties its head to the "
                     "token embedding and cannot hold a separate one");
   }
-  // Commit: nothing below can fail on bad input.
+  return staged;
+}
+
+void commit_gpt(nn::GPT& model, const std::map<std::string, Tensor>& staged) {
   for (const auto& [name, p] : model.named_parameters()) {
     Tensor param = p;
-    param.set_data(staged[nanogpt_name(name)].clone().detach());
+    param.set_data(staged.at(nanogpt_name(name)).clone().detach());
   }
+}
+
+}  // namespace detail
+
+void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt, const LoadOptions& options) {
+  detail::commit_gpt(model, detail::stage_gpt(model, ckpt, options));  // all checks first, then the copy
 }
 
 }  // namespace ag::io

@@ -12,9 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "../text/data.h"
 #include "../nn/gpt.h"
 #include "../nn/module.h"
+#include "../nn/optim.h"
+#include "../text/data.h"
 
 namespace ag::io {
 
@@ -26,23 +27,39 @@ struct TensorFile {
   const Tensor* find(std::string_view name) const;
 };
 
+// The largest header a reader takes: Hugging Face's safetensors refuses more than 100 MB, and
+// so does load_safetensors.
+inline constexpr std::size_t kMaxHeaderBytes = 100'000'000;
+
 // Writes atomically: a temporary file beside `path`, flushed to disk, then renamed over it,
-// so a crash leaves either the old file or the new one, never half of one.
+// so a crash leaves either the old file or the new one, never half of one. Refuses, naming the
+// entry, what load_safetensors would refuse: a tensor name used twice or "__metadata__", names,
+// metadata keys or values that are not UTF-8, a header over kMaxHeaderBytes.
 void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor>& tensors,
                       const Metadata& metadata = {});
+std::string safetensors_bytes(const std::vector<nn::NamedTensor>& tensors, const Metadata& metadata = {});
 // Validates everything before returning: header length against the file size, the header's
 // JSON and its shape, dtypes (F32, F64, I64, BOOL), shapes, offsets (in range, matching the
 // byte size, no overlaps or gaps), duplicate names. Errors name the file and the entry.
 TensorFile load_safetensors(const std::string& path);
 TensorFile parse_safetensors(std::string_view bytes, std::string_view source = "safetensors");
 
+// .npy versions 1.0, 2.0 and 3.0 (io/npy.cpp), dtypes <f4, <f8, <i8 and |b1, C order. The
+// header is read as the Python dict literal it is; whatever NumPy's reader refuses is refused,
+// and errors name the file and the byte of the header at fault.
 void save_npy(const std::string& path, const Tensor& t);
+std::string npy_bytes(const Tensor& t);  // what save_npy writes: version 1.0, data 64-byte aligned
 Tensor load_npy(const std::string& path);
 Tensor parse_npy(std::string_view bytes, std::string_view source = "npy");
 
 // Writes `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
 void write_file_atomically(const std::string& path, std::string_view bytes);
+// The whole file. Errors (std::runtime_error) name the path and the reason: missing,
+// unreadable, a directory.
 std::string read_file(const std::string& path);
+// The same for a UTF-8 text such as a corpus: also std::invalid_argument, naming the path, for
+// an empty file or invalid UTF-8 (with the byte offset of the first bad byte).
+std::string read_text_file(const std::string& path);
 
 // --- GPT checkpoints ------------------------------------------------------------------------
 
@@ -56,15 +73,54 @@ void save_gpt(const std::string& path, const nn::GPT& model, const data::CharTok
 
 struct GPTCheckpoint {
   nn::GPTConfig config;
-  std::vector<std::string> vocab;
+  std::vector<std::string> vocab;  // checked: one character each, none twice, sorted
   TensorFile file;
+  std::string source;  // the file it came from, named in load_gpt's errors
 };
 GPTCheckpoint read_gpt_checkpoint(const std::string& path);
 // The same from a file already read: checks the "config" and "vocab" metadata (`source` names
 // the file in errors). The tensors are checked later, by load_gpt.
 GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source);
-// Copies the checkpoint's tensors into `model`. Every name, shape and dtype is checked first,
-// and the config must match the model's; on any error the model is left exactly as it was.
-void load_gpt(nn::GPT& model, const GPTCheckpoint& checkpoint);
+struct LoadOptions {
+  // Weights holding NaN or infinity are refused unless this is set: a run that diverged would
+  // otherwise load without a word and sample nonsense. Set it to inspect such a model.
+  bool allow_non_finite = false;
+};
+// Copies the checkpoint's tensors into `model`. Every name, shape and dtype is checked first
+// (and that every value is finite, unless options say otherwise), and the config must match
+// the model's; on any error the model is left exactly as it was. Errors name the file and the
+// tensor. A model without biases (config.bias false) needs no bias tensors, and takes none.
+void load_gpt(nn::GPT& model, const GPTCheckpoint& checkpoint, const LoadOptions& options = {});
+
+// --- Training state -------------------------------------------------------------------------
+// Everything a run needs to continue exactly (io/training_state.cpp), in one safetensors file:
+// the model's tensors as "model." + their checkpoint names, the optimizer's as "optim." + the
+// names Optimizer::state gives; in the metadata, format "attograd-gpt-training", the config and
+// vocabulary (as gpt_metadata), "step", "schedule" (schedule_json), "generator" (the batch
+// generator's state) and "generator." + path for each Dropout in the model.
+
+struct TrainingState {
+  nn::GPT& model;
+  optim::Optimizer& opt;
+  const optim::WarmupCosine& schedule;
+  Generator& data_gen;
+};
+
+std::string schedule_json(const optim::WarmupCosine& schedule);
+void save_training_state(const std::string& path, const TrainingState& state, const data::CharTokenizer& tokenizer,
+                         std::int64_t step);
+
+struct ResumedTraining {
+  std::int64_t step;             // the number of steps already done
+  optim::WarmupCosine schedule;  // the schedule the state was written with (the caller's is kept)
+};
+// Restores what save_training_state wrote into `state`. Every part is read and checked before
+// anything changes: the format, the tensors' names, the model's tensors (as load_gpt), the
+// vocabulary against `tokenizer`, the step (the optimizer's must agree), the schedule, every
+// generator state, and the optimizer's state: parameter indices in range and written plainly,
+// and, once a step has been taken, the moments (or momentum buffers) of every parameter. On any
+// error std::invalid_argument names the file and the entry, and nothing has changed.
+ResumedTraining load_training_state(const std::string& path, const TrainingState& state,
+                                    const data::CharTokenizer& tokenizer, const LoadOptions& options = {});
 
 }  // namespace ag::io

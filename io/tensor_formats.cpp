@@ -1,5 +1,5 @@
-// The two tensor file formats (io/checkpoint.h): safetensors and NumPy's .npy, each written
-// whole and read with every byte of the header checked before any tensor is built.
+// The safetensors format (io/checkpoint.h), written whole and read with every byte of the header
+// checked before any tensor is built. NumPy's .npy is in io/npy.cpp.
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -47,11 +47,30 @@ std::size_t nbytes(const Tensor& t) { return static_cast<std::size_t>(t.numel())
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor>& tensors, const Metadata& metadata) {
+namespace {
+
+// What the reader (and Hugging Face's) refuses, the writer refuses too, naming the entry:
+// strings that are not UTF-8 (JSON holds only UTF-8) and a header over kMaxHeaderBytes.
+void check_utf8(const std::string& text, std::string_view what) {
+  try {
+    data::decode_utf8(text);
+  } catch (const std::invalid_argument& e) {
+    throw_invalid("save_safetensors", "{} is not valid UTF-8, which a safetensors header cannot hold: {}", what,
+                  e.what());
+  }
+}
+
+}  // namespace
+
+std::string safetensors_bytes(const std::vector<nn::NamedTensor>& tensors, const Metadata& metadata) {
   json::object header;  // written in insertion order: the metadata, then the tensors in data order
   if (!metadata.empty()) {
     json::object meta;
-    for (const auto& [k, v] : metadata) meta.emplace(k, v);
+    for (const auto& [k, v] : metadata) {
+      check_utf8(k, fmt::format("metadata key '{}'", k));
+      check_utf8(v, fmt::format("the value of metadata key '{}'", k));
+      meta.emplace(k, v);
+    }
     header.emplace("__metadata__", std::move(meta));
   }
   std::set<std::string> names;
@@ -59,6 +78,7 @@ void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__" || !names.insert(name).second)
       throw_invalid("save_safetensors", "tensor name '{}' is reserved or repeated", name);
+    check_utf8(name, fmt::format("tensor name '{}'", name));
     std::size_t end = offset + nbytes(t);
     header.emplace(name, json::object{{"dtype", safetensors_dtype(t.dtype())},
                                       {"shape", json::array(t.shape().begin(), t.shape().end())},
@@ -67,12 +87,28 @@ void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor
   }
   std::string text = json::serialize(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
+  if (text.size() > kMaxHeaderBytes) {
+    // Name the largest metadata entry: that is almost always the one to blame.
+    auto largest = std::max_element(metadata.begin(), metadata.end(), [](const auto& a, const auto& b) {
+      return a.first.size() + a.second.size() < b.first.size() + b.second.size();
+    });
+    throw_invalid("save_safetensors", "the header would be {} bytes, over the {} that readers accept{}", text.size(),
+                  kMaxHeaderBytes,
+                  largest == metadata.end()
+                      ? std::string()
+                      : fmt::format("; the largest metadata entry is '{}' ({} bytes)", largest->first,
+                                    largest->first.size() + largest->second.size()));
+  }
   std::string bytes(8, '\0');
   std::uint64_t n = text.size();
   std::memcpy(bytes.data(), &n, 8);
   bytes += text;
   for (const auto& [_, t] : tensors) bytes.append(static_cast<const char*>(t.raw_data()), nbytes(t));
-  write_file_atomically(path, bytes);
+  return bytes;
+}
+
+void save_safetensors(const std::string& path, const std::vector<nn::NamedTensor>& tensors, const Metadata& metadata) {
+  write_file_atomically(path, safetensors_bytes(tensors, metadata));
 }
 
 TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
@@ -83,6 +119,9 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
   if (header_len == 0) throw_invalid(source, "header length is 0");
   if (header_len > bytes.size() - 8)
     throw_invalid(source, "header length {} is larger than the {} bytes that follow it", header_len, bytes.size() - 8);
+  if (header_len > kMaxHeaderBytes)
+    throw_invalid(source, "header length {} is over the {}-byte limit of the format's readers", header_len,
+                  kMaxHeaderBytes);
   json::value header;
   try {
     header = json::parse(bytes.substr(8, header_len));
@@ -168,117 +207,5 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
 }
 
 TensorFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
-
-// --- .npy ----------------------------------------------------------------------------------------
-// Version 1.0: "\x93NUMPY", 1, 0, a 2-byte little-endian header length, then a Python dict
-// literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
-// spaces and a newline so the data starts 64-byte aligned.
-
-namespace {
-const char* npy_descr(DType d) {
-  switch (d) {
-    case kFloat32: return "<f4";
-    case kFloat64: return "<f8";
-    case kInt64: return "<i8";
-    case kBool: return "|b1";
-  }
-  return "?";
-}
-}  // namespace
-
-void save_npy(const std::string& path, const Tensor& t) {
-  std::string shape = fmt::format("{}", fmt::join(t.shape(), ", "));
-  if (t.dim() == 1) shape += ',';  // Python's one-element tuple: (4,)
-  std::string dict =
-      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", npy_descr(t.dtype()), shape);
-  std::size_t total = 10 + dict.size() + 1;
-  dict.append((64 - total % 64) % 64, ' ');
-  dict += '\n';
-  std::string bytes("\x93NUMPY\x01\x00", 8);
-  auto len = static_cast<std::uint16_t>(dict.size());
-  bytes.append(reinterpret_cast<const char*>(&len), 2);
-  bytes += dict;
-  bytes.append(static_cast<const char*>(t.raw_data()), nbytes(t));
-  write_file_atomically(path, bytes);
-}
-
-Tensor parse_npy(std::string_view bytes, std::string_view source) {
-  if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6))
-    throw_invalid(source, "not a .npy file (missing the \\x93NUMPY magic)");
-  unsigned major = static_cast<unsigned char>(bytes[6]);
-  std::size_t header_len = 0, start = 0;
-  if (major == 1) {
-    header_len =
-        static_cast<unsigned char>(bytes[8]) | (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
-    start = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) throw_invalid(source, "truncated header");
-    std::uint32_t n = 0;
-    std::memcpy(&n, bytes.data() + 8, 4);
-    header_len = n;
-    start = 12;
-  } else {
-    throw_invalid(source, "unsupported .npy version {}", major);
-  }
-  if (header_len > bytes.size() - start)
-    throw_invalid(source, "header length {} is larger than the {} bytes that follow it", header_len,
-                  bytes.size() - start);
-  std::string_view dict = bytes.substr(start, header_len);
-  auto field = [&](std::string_view key) {
-    auto at = dict.find(fmt::format("'{}':", key));
-    if (at == std::string_view::npos) throw_invalid(source, "header has no '{}' entry", key);
-    std::string_view rest = dict.substr(at + key.size() + 3);
-    std::size_t value = rest.find_first_not_of(' ');
-    return value == std::string_view::npos ? std::string_view() : rest.substr(value);
-  };
-  std::string_view descr = field("descr");
-  DType dtype;
-  if (descr.starts_with("'<f4'"))
-    dtype = kFloat32;
-  else if (descr.starts_with("'<f8'"))
-    dtype = kFloat64;
-  else if (descr.starts_with("'<i8'"))
-    dtype = kInt64;
-  else if (descr.starts_with("'|b1'"))
-    dtype = kBool;
-  else
-    throw_invalid(source, "dtype {} is not supported (<f4, <f8, <i8, |b1)", descr.substr(0, descr.find(',')));
-  if (!field("fortran_order").starts_with("False")) throw_invalid(source, "Fortran-ordered arrays are not supported");
-  std::string_view shape_text = field("shape");
-  if (shape_text.empty() || shape_text[0] != '(' || shape_text.find(')') == std::string_view::npos)
-    throw_invalid(source, "shape must be a tuple");
-  shape_text = shape_text.substr(1, shape_text.find(')') - 1);
-  Shape shape;
-  for (std::size_t i = 0; i < shape_text.size();) {
-    while (i < shape_text.size() && (shape_text[i] == ' ' || shape_text[i] == ',')) ++i;
-    if (i >= shape_text.size()) break;
-    std::int64_t v = 0;
-    auto [end, ec] = std::from_chars(shape_text.data() + i, shape_text.data() + shape_text.size(), v);
-    if (ec != std::errc() || v < 0) throw_invalid(source, "shape entry is not a non-negative integer");
-    shape.push_back(v);
-    i = static_cast<std::size_t>(end - shape_text.data());
-  }
-  // The byte count is checked against the file before anything is allocated.
-  std::int64_t numel = 0;
-  try {
-    numel = shape_numel(shape, "shape");
-  } catch (const std::invalid_argument&) {
-    throw_invalid(source, "shape {} has an element count that overflows", shape_str(shape));
-  }
-  std::string_view data = bytes.substr(start + header_len);
-  auto n = static_cast<std::uint64_t>(numel), size = static_cast<std::uint64_t>(dtype_size(dtype));
-  bool fits = n <= std::numeric_limits<std::uint64_t>::max() / size;
-  if (!fits || n * size != data.size())
-    throw_invalid(source, "shape {} of {} needs {} bytes of data, the file has {}", shape_str(shape), dtype_name(dtype),
-                  fits ? fmt::format("{}", n * size) : fmt::format("{} x {}", n, size), data.size());
-  if (dtype == kBool)
-    for (char c : data)
-      if (c != 0 && c != 1) throw_invalid(source, "a bool byte is neither 0 nor 1");
-  Tensor t = empty(shape, dtype);
-  if (!data.empty()) std::memcpy(t.raw_data(), data.data(), data.size());
-  return t;
-}
-
-Tensor load_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
 }  // namespace ag::io

@@ -1,6 +1,7 @@
 #include "data.h"
 
 #include <algorithm>
+#include <map>
 
 #include "../autograd/error.h"
 
@@ -58,11 +59,18 @@ std::string encode_utf8(std::u32string_view text) {
   return out;
 }
 
+namespace {
+// "a" (U+0061), so that a newline or a space in an error is still visible.
+std::string show(char32_t c) {
+  return fmt::format("\"{}\" (U+{:04X})", encode_utf8(std::u32string(1, c)), static_cast<std::uint32_t>(c));
+}
+}  // namespace
+
 CharTokenizer::CharTokenizer(std::u32string vocab) : vocab_(std::move(vocab)) {
   std::sort(vocab_.begin(), vocab_.end());
-  if (std::adjacent_find(vocab_.begin(), vocab_.end()) != vocab_.end())
-    throw_invalid("CharTokenizer", "the vocabulary lists a character twice");
-  if (vocab_.empty()) throw_invalid("CharTokenizer", "the vocabulary is empty");
+  if (auto twice = std::adjacent_find(vocab_.begin(), vocab_.end()); twice != vocab_.end())
+    throw_invalid("CharTokenizer", "the vocabulary lists {} twice", show(*twice));
+  if (vocab_.empty()) throw_invalid("CharTokenizer", "the vocabulary is empty (an empty text has no characters)");
 }
 
 CharTokenizer CharTokenizer::from_text(std::string_view utf8) {
@@ -72,21 +80,32 @@ CharTokenizer CharTokenizer::from_text(std::string_view utf8) {
   return CharTokenizer(std::move(chars));
 }
 
-CharTokenizer::CharTokenizer(const std::vector<std::string>& tokens)
-    : CharTokenizer([&] {
-        std::u32string vocab;
-        for (const std::string& t : tokens) {
-          std::u32string c = decode_utf8(t);
-          if (c.size() != 1) throw_invalid("CharTokenizer", "token \"{}\" is not exactly one character", t);
-          vocab += c[0];
-        }
-        return vocab;
-      }()) {
-  // Ids are positions in the vocabulary, so a given list must already be in sorted order.
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    if (encode_utf8(std::u32string(1, vocab_[i])) != tokens[i])
-      throw_invalid("CharTokenizer", "the vocabulary must be sorted by code point; \"{}\" is out of order", tokens[i]);
+// A vocabulary read from a checkpoint: each entry one character, no character twice, in
+// code-point order (ids are positions, so any other order would give other ids).
+std::u32string CharTokenizer::checked_vocabulary(const std::vector<std::string>& tokens) {
+  std::u32string vocab;
+  std::map<char32_t, std::size_t> entry_of;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    std::u32string c;
+    try {
+      c = decode_utf8(tokens[i]);
+    } catch (const std::invalid_argument& e) {
+      throw_invalid("CharTokenizer", "entry {} of the vocabulary is not valid UTF-8: {}", i, e.what());
+    }
+    if (c.size() != 1)
+      throw_invalid("CharTokenizer", "token \"{}\" is not exactly one character (entry {} of the vocabulary)",
+                    tokens[i], i);
+    if (auto [at, first] = entry_of.try_emplace(c[0], i); !first)
+      throw_invalid("CharTokenizer", "the vocabulary lists {} twice (entries {} and {})", show(c[0]), at->second, i);
+    if (i > 0 && c[0] < vocab.back())
+      throw_invalid("CharTokenizer", "the vocabulary must be sorted by code point; entry {}, {}, comes after {}", i,
+                    show(c[0]), show(vocab.back()));
+    vocab += c[0];
+  }
+  return vocab;
 }
+
+CharTokenizer::CharTokenizer(const std::vector<std::string>& tokens) : CharTokenizer(checked_vocabulary(tokens)) {}
 
 std::vector<std::int64_t> CharTokenizer::encode(std::string_view utf8) const {
   std::u32string chars = decode_utf8(utf8);

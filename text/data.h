@@ -21,7 +21,8 @@ class CharTokenizer {
  public:
   // The vocabulary: every distinct code point of `text`, sorted.
   static CharTokenizer from_text(std::string_view utf8);
-  // A vocabulary given token by token, each one code point of UTF-8 (from a checkpoint).
+  // A vocabulary given token by token (from a checkpoint): each one code point of UTF-8, none
+  // twice, sorted by code point. Errors name the entry at fault.
   explicit CharTokenizer(const std::vector<std::string>& tokens);
 
   // Errors name the byte offset of invalid UTF-8, or the character missing from the
@@ -33,6 +34,7 @@ class CharTokenizer {
 
  private:
   explicit CharTokenizer(std::u32string vocab);
+  static std::u32string checked_vocabulary(const std::vector<std::string>& tokens);
   std::u32string vocab_;  // sorted
 };
 

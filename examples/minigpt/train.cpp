@@ -40,95 +40,6 @@ double estimate_loss(ag::nn::GPT& model, const ag::data::TextDataset& ds, Split 
   return total / static_cast<double>(o.eval_batches);
 }
 
-// Every Dropout in `module` with its path, e.g. "blocks.0.mlp.drop".
-void collect_dropouts(ag::nn::Module& module, const std::string& path,
-                      std::vector<std::pair<std::string, ag::nn::Dropout*>>& out) {
-  if (auto* d = dynamic_cast<ag::nn::Dropout*>(&module)) out.emplace_back(path, d);
-  for (const auto& [name, child] : module.named_children())
-    collect_dropouts(*child, path.empty() ? name : path + "." + name, out);
-}
-
-// Everything a run needs to continue exactly: the model, the optimizer's state, the step, the
-// schedule and every random generator. One file, written atomically, so a crash leaves either
-// the previous checkpoint or this one, never a model from one step and an optimizer from another.
-struct TrainingState {
-  ag::nn::GPT& model;
-  ag::optim::Optimizer& opt;
-  ag::optim::WarmupCosine& schedule;
-  ag::Generator& data_gen;
-};
-
-std::string schedule_json(const ag::optim::WarmupCosine& s) {
-  return fmt::format(R"({{"warmup": {}, "total": {}, "max_lr": {}, "min_lr": {}}})", s.warmup, s.total, s.max_lr,
-                     s.min_lr);
-}
-
-void save_training_state(const std::string& path, const TrainingState& st, const ag::data::CharTokenizer& tokenizer,
-                         std::int64_t step) {
-  std::vector<ag::nn::NamedTensor> tensors;
-  for (auto& [name, t] : ag::io::gpt_state_dict(st.model)) tensors.emplace_back("model." + name, t);
-  for (auto& [name, t] : st.opt.state()) tensors.emplace_back("optim." + name, t);
-  ag::io::Metadata meta = ag::io::gpt_metadata(st.model.config, tokenizer);
-  meta["format"] = "attograd-gpt-training";
-  meta["step"] = std::to_string(step);
-  meta["schedule"] = schedule_json(st.schedule);
-  meta["generator"] = st.data_gen.state();
-  std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
-  collect_dropouts(st.model, "", dropouts);
-  for (auto& [name, d] : dropouts) meta["generator." + name] = d->generator().state();
-  ag::io::save_safetensors(path, tensors, meta);
-}
-
-// Restores what save_training_state wrote and returns the step. Everything is read and checked
-// before the model or the optimizer changes.
-std::int64_t load_training_state(const std::string& path, const TrainingState& st,
-                                 const ag::data::CharTokenizer& tokenizer) {
-  ag::io::TensorFile file = ag::io::load_safetensors(path);
-  auto meta = [&](const std::string& key) -> const std::string& {
-    auto it = file.metadata.find(key);
-    if (it == file.metadata.end()) throw std::invalid_argument(fmt::format("{}: no \"{}\" in its metadata", path, key));
-    return it->second;
-  };
-  if (meta("format") != "attograd-gpt-training")
-    throw std::invalid_argument(fmt::format("{}: not a training checkpoint (format \"{}\")", path, meta("format")));
-  ag::io::TensorFile model_part, optim_part;
-  model_part.metadata = file.metadata;
-  for (auto& [name, t] : file.tensors) {
-    if (name.starts_with("model."))
-      model_part.tensors.emplace_back(name.substr(6), t);
-    else if (name.starts_with("optim."))
-      optim_part.tensors.emplace_back(name.substr(6), t);
-    else
-      throw std::invalid_argument(fmt::format("{}: unexpected tensor '{}'", path, name));
-  }
-  ag::io::GPTCheckpoint ckpt = ag::io::gpt_checkpoint(std::move(model_part), path);
-  if (ckpt.vocab != tokenizer.tokens())
-    throw std::invalid_argument(fmt::format("{} was trained on another vocabulary; resume with the same corpus", path));
-  std::int64_t step = 0;
-  const std::string& step_text = meta("step");
-  auto [end, ec] = std::from_chars(step_text.data(), step_text.data() + step_text.size(), step);
-  if (ec != std::errc() || end != step_text.data() + step_text.size() || step < 0)
-    throw std::invalid_argument(fmt::format("{}: step \"{}\" is not a non-negative integer", path, step_text));
-  std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
-  collect_dropouts(st.model, "", dropouts);
-  // Generators: parsed into copies first, so a bad state changes nothing.
-  ag::Generator data_gen = st.data_gen;
-  data_gen.set_state(meta("generator"));
-  std::vector<ag::Generator> dropout_gens;
-  for (auto& [name, d] : dropouts) {
-    dropout_gens.push_back(d->generator());
-    dropout_gens.back().set_state(meta("generator." + name));
-  }
-  if (meta("schedule") != schedule_json(st.schedule))
-    fmt::print("note: the learning-rate schedule was {}, it is now {}\n", meta("schedule"), schedule_json(st.schedule));
-
-  ag::io::load_gpt(st.model, ckpt);  // checks every tensor, then commits
-  st.opt.load_state(optim_part.tensors);
-  st.data_gen = data_gen;
-  for (std::size_t i = 0; i < dropouts.size(); ++i) dropouts[i].second->generator() = dropout_gens[i];
-  return step;
-}
-
 // The per-step log, one line per step: step, training loss (every digit, so two runs can be
 // compared exactly), learning rate, and the validation loss on the steps that have one.
 struct LossLog {
@@ -184,10 +95,14 @@ int train(const TrainOptions& o) {
   ag::optim::AdamW opt(ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99});
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
   std::string state_path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
-  TrainingState state{model, opt, schedule, data_gen};
+  ag::io::TrainingState state{model, opt, schedule, data_gen};  // saved and restored by io/training_state.cpp
   std::int64_t start = 0;
   if (o.resume) {
-    start = load_training_state(state_path, state, tokenizer);
+    ag::io::ResumedTraining resumed = ag::io::load_training_state(state_path, state, tokenizer);
+    start = resumed.step;
+    if (ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
+      fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
+                 ag::io::schedule_json(schedule));
     fmt::print("resuming from step {} of {}\n", start, state_path);
   }
   std::string log_path = (std::filesystem::path(o.out_dir) / "train_log.csv").string();
@@ -214,7 +129,7 @@ int train(const TrainOptions& o) {
   // first: it alone is what --resume reads; the model file beside it is for sample and eval.
   auto checkpoint = [&](std::int64_t done) {
     std::fflush(log);
-    save_training_state(state_path, state, tokenizer, done);
+    ag::io::save_training_state(state_path, state, tokenizer, done);
     ag::io::save_gpt(model_path, model, tokenizer);
   };
   for (; step < o.steps && !g_stop; ++step) {

@@ -69,13 +69,13 @@ def read_safetensors(path):
     return meta, [(k, v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in entries]
 
 
-def npy(descr, shape, data, version=1, fortran="False", raw_header=None):
+def npy(descr, shape, data, version=1, fortran="False", raw_header=None, end=b"\n"):
     if raw_header is None:
         raw_header = f"{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {tuple(shape)!r}, }}"
     header = raw_header.encode("latin-1")
     prefix_len = 10 if version == 1 else 12
     pad = (64 - (prefix_len + len(header) + 1) % 64) % 64
-    header += b" " * pad + b"\n"
+    header += b" " * pad + end
     length = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
     return b"\x93NUMPY" + bytes([version, 0]) + length + header + data
 
@@ -105,6 +105,12 @@ def seeds():
     write(d, "i64_v2.npy", npy("<i8", (4,), struct.pack("<4q", 0, 1, -1, 7), version=2))
     write(d, "bool.npy", npy("|b1", (3,), bytes([1, 0, 1])))
     write(d, "empty.npy", npy("<f4", (0, 2), b""))
+    write(d, "f32_v3.npy", npy("<f4", (1, 1), f32(0.5), version=3))
+    # Written differently from NumPy's writer but read the same by it: double quotes, other key
+    # order, no trailing comma, tabs and newlines between tokens.
+    write(d, "f64_spelled_differently.npy", npy(None, None, struct.pack("<2d", 1, 2),
+                                                 raw_header='{"shape":\t( 2 , ),\n "descr": "<f8",'
+                                                            ' "fortran_order" : False}'))
     d = os.path.join(FUZZ, "tokenizer")
     write(d, "ascii.txt", b"the cat sat on the mat.\n")
     write(d, "chinese.txt", "床前明月光，疑是地上霜。\n".encode())
@@ -219,27 +225,81 @@ def bad():
         safetensors({"__metadata__": {"step": 5}, "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
                     f32(1, 2)), "__metadata__ value")
 
-    # .npy
+    # .npy: the magic and version, then the header, a Python dict literal, one mistake each.
     add("npy_bad_magic.npy", "npy", b"\x93NUMPX\x01\x00" + b"\0" * 64, "missing the \\x93NUMPY magic")
     add("npy_short.npy", "npy", b"\x93NUMPY\x01", "missing the \\x93NUMPY magic")
     add("npy_version_9.npy", "npy", npy("<f4", (1,), f32(1), version=1).replace(b"NUMPY\x01", b"NUMPY\x09", 1),
-        "unsupported .npy version 9")
+        "unsupported .npy version 9.0")
+    add("npy_version_0.npy", "npy", npy("<f4", (1,), f32(1), version=1).replace(b"NUMPY\x01", b"NUMPY\x00", 1),
+        "unsupported .npy version 0.0")
+    add("npy_version_1_5.npy", "npy",
+        npy("<f4", (1,), f32(1), version=1).replace(b"NUMPY\x01\x00", b"NUMPY\x01\x05", 1), "unsupported .npy version 1.5")
     good = npy("<f4", (2,), f32(1, 2))
     add("npy_header_len_past_end.npy", "npy", good[:8] + struct.pack("<H", 60000) + good[10:],
         "header length 60000 is larger than")
     add("npy_v2_truncated.npy", "npy", b"\x93NUMPY\x02\x00\x10\x00\x00", "truncated header")
-    add("npy_no_descr.npy", "npy", npy(None, None, f32(1), raw_header="{'fortran_order': False, 'shape': (1,), }"),
-        "header has no 'descr' entry")
-    add("npy_dtype_f2.npy", "npy", npy("<f2", (2,), f32(1)), "dtype '<f2' is not supported")
-    add("npy_big_endian.npy", "npy", npy(">f4", (2,), f32(1, 2)), "dtype '>f4' is not supported")
-    add("npy_fortran.npy", "npy", npy("<f4", (2,), f32(1, 2), fortran="True"),
-        "Fortran-ordered arrays are not supported")
-    add("npy_shape_list.npy", "npy", npy(None, None, f32(1, 2),
-                                         raw_header="{'descr': '<f4', 'fortran_order': False, 'shape': [2], }"),
-        "shape must be a tuple")
-    add("npy_shape_negative.npy", "npy", npy(None, None, f32(1, 2),
-                                             raw_header="{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }"),
-        "shape entry is not a non-negative integer")
+    long_header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }" + " " * 10000
+    add("npy_header_too_long.npy", "npy", npy(None, None, f32(1), version=2, raw_header=long_header),
+        "is over the 10000 bytes NumPy reads")
+
+    def header(name, text, expected):
+        add(f"npy_{name}.npy", "npy", npy(None, None, f32(1, 2), raw_header=text), expected)
+
+    ok = {"descr": "'<f4'", "fortran_order": "False", "shape": "(2,)"}
+
+    def dict_with(**values):
+        d = dict(ok, **values)
+        return "{" + ", ".join(f"'{k}': {v}" for k, v in d.items() if v is not None) + ", }"
+
+    header("no_descr", dict_with(descr=None), "header has no 'descr' entry")
+    header("no_fortran_order", dict_with(fortran_order=None), "header has no 'fortran_order' entry")
+    header("no_shape", dict_with(shape=None), "header has no 'shape' entry")
+    header("unknown_key", dict_with(extra="1"), "header has an unknown key 'extra'")
+    header("key_twice", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+           "the key 'descr' is given twice")
+    header("key_not_string", "{1: 2, 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+           "expected a quoted key or '}', found '1'")
+    header("not_a_dict", "[('descr', '<f4')]", "the header must start with '{' (a Python dict)")
+    header("empty", "", "the header must start with '{'")
+    header("leading_space", " " + dict_with(), "the header must start with '{'")
+    header("missing_colon", "{'descr' '<f4', 'fortran_order': False, 'shape': (2,), }",
+           "expected ':' after the key 'descr'")
+    header("missing_comma", "{'descr': '<f4' 'fortran_order': False, 'shape': (2,), }",
+           "expected ',' or '}' after a value")
+    header("unclosed_dict", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), ",
+           "expected a quoted key or '}', found the end of the header")
+    header("unclosed_string", "{'descr: '<f4', 'fortran_order': False, 'shape': (2,), }",
+           "expected ':' after the key 'descr: '")
+    header("string_escape", "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,), }",
+           "escape sequences in strings are not read")
+    header("empty_value", "{'descr':      ", "expected a value")
+    add("npy_no_final_newline.npy", "npy", npy("<f4", (2,), f32(1, 2), end=b" "),
+        "the header must end with '\\n' after its padding")
+    header("text_after_dict", dict_with() + " x", "expected only spaces and a final '\\n' after the dict, found 'x'")
+    header("newline_before_padding", dict_with() + "\n  ", "the header must end at its '\\n'")
+    header("dtype_f2", dict_with(descr="'<f2'"), "dtype '<f2' is not supported")
+    header("big_endian", dict_with(descr="'>f4'"), "dtype '>f4' is not supported")
+    header("descr_not_string", dict_with(descr="4"), "'descr' must be a string, got the integer 4")
+    header("fortran", dict_with(fortran_order="True"), "Fortran-ordered arrays are not supported")
+    header("fortran_int", dict_with(fortran_order="0"), "'fortran_order' must be True or False, got the integer 0")
+    header("fortran_string", dict_with(fortran_order="'False'"),
+           "'fortran_order' must be True or False, got the string 'False'")
+    header("fortran_lowercase", dict_with(fortran_order="false"), "expected a value")
+    header("shape_list", dict_with(shape="[2]"), "shape must be a tuple such as (), (3,) or (2, 3), got the list [2]")
+    header("shape_int_in_parens", dict_with(shape="(2)"), "shape must be a tuple such as (), (3,) or (2, 3), got the "
+           "integer 2")  # (2) is the integer 2 in parentheses; (2,) is the tuple
+    header("shape_bare_int", dict_with(shape="2"), "got the integer 2")
+    header("shape_string", dict_with(shape="'(2,)'"), "shape must be a tuple such as (), (3,) or (2, 3), got the string")
+    header("shape_lone_comma", dict_with(shape="(,)"), "expected an integer, found ','")
+    header("shape_double_comma", dict_with(shape="(2,,)"), "expected an integer, found ','")
+    header("shape_nested", dict_with(shape="((2,),)"), "expected an integer, found '('")
+    header("shape_float", dict_with(shape="(2.0,)"), "an integer written in decimal digits only, found '.'")
+    header("shape_hex", dict_with(shape="(0x2,)"), "an integer written in decimal digits only, found 'x'")
+    header("shape_leading_zero", dict_with(shape="(02,)"), "an integer with a leading zero")
+    header("shape_bool", dict_with(shape="(True,)"), "expected an integer, found 'T'")
+    header("shape_beyond_int64", dict_with(shape="(9223372036854775808,)"), "an integer beyond the int64 range")
+    header("shape_unclosed", dict_with(shape="(2, 3"), "byte 57: expected an integer, found '}'")
+    header("shape_negative", dict_with(shape="(-2,)"), "shape entry -2 is negative")
     add("npy_shape_overflow.npy", "npy", npy("<f4", (1 << 40, 1 << 40), f32(1, 2)),
         "has an element count that overflows")
     add("npy_shape_huge.npy", "npy", npy("<f8", (1 << 30, 1 << 30), f32(1, 2)),
@@ -247,8 +307,6 @@ def bad():
     add("npy_data_short.npy", "npy", npy("<f4", (3,), f32(1, 2)), "needs 12 bytes of data, the file has 8")
     add("npy_data_long.npy", "npy", npy("<f4", (1,), f32(1, 2)), "needs 4 bytes of data, the file has 8")
     add("npy_bool_byte_2.npy", "npy", npy("|b1", (2,), bytes([0, 2])), "a bool byte is neither 0 nor 1")
-    add("npy_empty_values.npy", "npy", npy(None, None, b"",
-                                           raw_header="{'descr':      "), "is not supported")
 
     # GPT checkpoints: a good file made wrong in one way each.
     config = json.loads(meta["config"])
@@ -290,6 +348,21 @@ def bad():
     gpt("config_heads_indivisible", "needs positive sizes and n_embd divisible by n_head", n_head=3)
     gpt("config_huge", "but the config says [5, 1099511627776]", n_embd=1 << 40, n_head=1)
     gpt("vocab_not_array", "bad metadata", metadata=dict(meta, vocab="\"abcde\""))
+    vocab = json.loads(meta["vocab"])  # ["\n", " ", "a", "b", "c"]
+    gpt("vocab_duplicated", "bad vocab metadata: CharTokenizer: the vocabulary lists \"a\" (U+0061) twice "
+        "(entries 2 and 3)", metadata=dict(meta, vocab=json.dumps(vocab[:3] + ["a", "c"])))
+    gpt("vocab_unsorted", "the vocabulary must be sorted by code point; entry 3, \"a\" (U+0061), comes after \"b\"",
+        metadata=dict(meta, vocab=json.dumps(vocab[:2] + ["b", "a", "c"])))
+    gpt("vocab_multi_character", "bad vocab metadata: CharTokenizer: token \"ab\" is not exactly one character "
+        "(entry 2 of the vocabulary)", metadata=dict(meta, vocab=json.dumps(vocab[:2] + ["ab", "b", "c"])))
+    gpt("vocab_empty_string", "token \"\" is not exactly one character (entry 4",
+        metadata=dict(meta, vocab=json.dumps(vocab[:4] + [""])))
+    gpt("missing_bias_of_biased_model", "tensor 'transformer.h.0.attn.c_attn.bias' is missing from the checkpoint "
+        "(its config has bias = true", tensors=without("transformer.h.0.attn.c_attn.bias"))
+    gpt("nan_weight", "load_gpt: tensor 'transformer.ln_f.weight' holds nan at element 2 (1 non-finite values in all)",
+        tensors=replaced("transformer.ln_f.weight", raw=f32(1, 1, float("nan"), 1)))
+    gpt("inf_weight", "tensor 'transformer.wpe.weight' holds -inf at element 0",
+        tensors=replaced("transformer.wpe.weight", raw=f32(float("-inf"), *range(15))))
     gpt("missing_tensor", "tensor 'transformer.h.0.ln_2.bias' is missing from the checkpoint",
         tensors=without("transformer.h.0.ln_2.bias"))
     gpt("missing_wte", "tensor 'transformer.wte.weight' is missing from the checkpoint",

@@ -2,7 +2,8 @@
 // safetensors, the metadata's config and vocabulary are checked against the tensors, a model is
 // built from that config, and the tensors are loaded into it; a "generator" metadata entry is
 // read as a random generator's state, as `minigpt train --resume` does. Every failure must be a
-// std::invalid_argument, and a failed load must leave the model as it was.
+// std::invalid_argument, and a failed load must leave the model as it was; an accepted
+// vocabulary must make a tokenizer.
 #include <attograd/attograd.h>
 
 #include <cstdint>
@@ -35,6 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const std::invalid_argument&) {
     return 0;
   }
+  // gpt_checkpoint has checked the vocabulary: a tokenizer must take it as it is.
+  if (ag::data::CharTokenizer(ckpt.vocab).tokens() != ckpt.vocab) std::abort();
   // The config now matches the embedding tables in the file, so the model is no larger than
   // about 12 n_layer n_embd^2 parameters, with n_embd and n_layer bounded by the file's tensors.
   ag::nn::GPT model(ckpt.config);
@@ -43,6 +46,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ag::io::load_gpt(model, ckpt);
   } catch (const std::invalid_argument&) {
     if (snapshot(model) != before) std::abort();  // a partial load
+    try {  // refused for NaN or infinity alone? Then it loads when that is allowed.
+      ag::io::load_gpt(model, ckpt, {.allow_non_finite = true});
+    } catch (const std::invalid_argument&) {
+      if (snapshot(model) != before) std::abort();
+    }
   }
   return 0;
 }

@@ -1,10 +1,13 @@
 // libFuzzer target: the UTF-8 decoder and the character tokenizer on arbitrary bytes. Valid
 // UTF-8 must survive decode -> encode and tokenize -> detokenize unchanged; invalid UTF-8 must be
-// refused with std::invalid_argument by both.
+// refused with std::invalid_argument by both. A list of tokens makes a vocabulary exactly when
+// it is sorted and has no character twice.
 #include <attograd/attograd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -28,5 +31,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::int64_t id : ids)
     if (id < 0 || id >= tokenizer.size()) std::abort();
   if (tokenizer.decode(ids) != text) std::abort();
+  // Its vocabulary, as a checkpoint stores it, makes the same tokenizer again; the text's own
+  // characters in text order make one only if they are already sorted and distinct.
+  if (ag::data::CharTokenizer(tokenizer.tokens()).tokens() != tokenizer.tokens()) std::abort();
+  std::vector<std::string> in_order;
+  for (char32_t c : chars) in_order.push_back(ag::data::encode_utf8(std::u32string(1, c)));
+  bool sorted_distinct = std::adjacent_find(chars.begin(), chars.end(), std::greater_equal<>()) == chars.end();
+  try {
+    ag::data::CharTokenizer again(in_order);
+    if (!sorted_distinct) std::abort();
+  } catch (const std::invalid_argument&) {
+    if (sorted_distinct) std::abort();
+  }
   return 0;
 }

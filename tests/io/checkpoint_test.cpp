@@ -1,5 +1,7 @@
 // Checks io/checkpoint.cpp: safetensors and .npy against hand-built files, bit-exact round
 // trips, every kind of malformed file, and GPT checkpoints that load all or nothing.
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -10,6 +12,7 @@ namespace {
 
 using test::all_close;
 using test::throws_with;
+using namespace std::string_literals;
 
 // A scratch directory removed with the test.
 class Scratch {
@@ -130,6 +133,93 @@ TEST(Safetensors, RejectsEveryKindOfMalformedFile) {
 }
 
 // Offsets are integers read exactly: through a double, 2^53 + 1 would become 2^53.
+// Whatever save_safetensors accepts loads back unchanged; whatever it refuses, it refuses before
+// writing, naming the entry.
+TEST(Safetensors, MetadataThatSavesLoadsBackAndTheRestIsRefusedByName) {
+  Scratch dir;
+  std::vector<nn::NamedTensor> one = {{"a", ones({2})}};
+  std::vector<io::Metadata> good = {
+      {{"note", "plain"}},
+      {{"", "an empty key"}, {"empty value", ""}},
+      {{"__metadata__", "the reserved name, as a key inside the metadata"}},
+      {{"quotes \" and \\ backslashes", "tab\t newline\n nul"s + '\0' + " \x01 \x7f"}},
+      {{"注意力", "naïve café 😀"}},
+      {{"long", std::string(1 << 20, 'x')}},
+  };
+  for (const io::Metadata& meta : good) {
+    io::save_safetensors(dir.path("ok.safetensors"), one, meta);
+    EXPECT_EQ(io::load_safetensors(dir.path("ok.safetensors")).metadata, meta);
+  }
+  struct Bad {
+    io::Metadata meta;
+    std::vector<nn::NamedTensor> tensors;
+    std::string message;
+  };
+  std::vector<Bad> bad = {
+      {{{"bad\xff key", "v"}}, one, "metadata key 'bad\xff key' is not valid UTF-8"},
+      {{{"key", "bad \xc0\xaf value"}}, one, "the value of metadata key 'key' is not valid UTF-8"},  // overlong '/'
+      {{{"surrogate", "\xed\xa0\x80"}}, one, "the value of metadata key 'surrogate' is not valid UTF-8"},
+      {{{"cut", "\xe6\xb3"}}, one, "the value of metadata key 'cut' is not valid UTF-8"},
+      {{}, {{"w\xfe", ones({1})}}, "tensor name 'w\xfe' is not valid UTF-8"},
+      {{}, {{"__metadata__", ones({1})}}, "tensor name '__metadata__' is reserved or repeated"},
+      {{}, {{"a", ones({1})}, {"a", ones({1})}}, "tensor name 'a' is reserved or repeated"},
+  };
+  for (const Bad& b : bad) {
+    std::string path = dir.path("bad.safetensors");
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::save_safetensors(path, b.tensors, b.meta); }, b.message));
+    EXPECT_FALSE(std::filesystem::exists(path)) << b.message;
+  }
+}
+
+// The 100 MB limit of Hugging Face's reader: a header past it is refused when written, naming
+// the entry that makes it so large.
+TEST(Safetensors, RefusesToWriteAHeaderReadersRefuse) {
+  Scratch dir;
+  io::Metadata huge = {{"small", "x"}, {"big", std::string(io::kMaxHeaderBytes, 'x')}};
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::save_safetensors(dir.path("h.safetensors"), {}, huge); },
+                                                 "the largest metadata entry is 'big'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path("h.safetensors")));
+}
+
+TEST(Files, ErrorsNameThePath) {
+  Scratch dir;
+  std::string d = dir.path("a_directory");
+  std::filesystem::create_directories(d);
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::read_file(d); },
+                                              fmt::format("cannot read '{}': it is a directory, not a file", d)));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::load_safetensors(d); }, d));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::load_npy(d); }, d));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::read_gpt_checkpoint(d); }, d));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::read_text_file(d); }, d));
+  std::string missing = dir.path("missing.txt");
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::read_text_file(missing); },
+                                              fmt::format("cannot open '{}' for reading: No such file", missing)));
+  std::string empty = dir.path("empty.txt"), latin1 = dir.path("latin1.txt"), good = dir.path("good.txt");
+  io::write_file_atomically(empty, "");
+  io::write_file_atomically(latin1, "caf\xe9 au lait\n");  // é in Latin-1: a 3-byte lead, then a space
+  io::write_file_atomically(good, "café\n");
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_text_file(empty); },
+                                                 fmt::format("{}: the file is empty", empty)));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { io::read_text_file(latin1); },
+      fmt::format("{} is not valid UTF-8: utf8: invalid UTF-8: byte 0x20 at byte offset 4 should continue a character",
+                  latin1)));
+  EXPECT_EQ(io::read_text_file(good), "café\n");
+}
+
+TEST(Files, UnreadableFileNamesThePath) {
+  Scratch dir;
+  std::string path = dir.path("locked.txt");
+  io::write_file_atomically(path, "text");
+  std::filesystem::permissions(path, std::filesystem::perms::none);
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {  // root reads everything
+    std::fclose(f);
+    GTEST_SKIP() << "running with the right to read any file";
+  }
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { io::read_file(path); },
+                                              fmt::format("cannot open '{}' for reading: Permission denied", path)));
+}
+
 TEST(Safetensors, OffsetsAreReadExactly) {
   std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,9007199254740993]}})";
   std::string bytes = safetensors_bytes(header, floats({1, 2}));
@@ -162,6 +252,94 @@ TEST(Npy, RoundTripAndAHandBuiltFile) {
                                          "f.npy: shape [1, 3] of int64 needs 24 bytes of data, the file has 23"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { io::parse_npy("PK\x03\x04 not npy", "f.npy"); },
                                                  "f.npy: not a .npy file"));
+}
+
+// The header exactly as NumPy 1.24's np.save writes it for these arrays (header length 118, so
+// magic + version + length + header = 128 bytes, a multiple of 64, ending in '\n').
+TEST(Npy, WritesTheBytesNumPyWrites) {
+  auto numpy_header = [](std::string dict) {
+    dict.append(117 - dict.size(), ' ');
+    return std::string("\x93NUMPY\x01\x00\x76\x00", 10) + dict + '\n';
+  };
+  struct Case {
+    Tensor t;
+    std::string dict;
+  };
+  for (const Case& c :
+       {Case{zeros({2, 3}), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"},
+        Case{scalar(2.5, kFloat64), "{'descr': '<f8', 'fortran_order': False, 'shape': (), }"},
+        Case{from_vector<bool>({true, false, true}, {3}), "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }"},
+        Case{arange(4, kInt64), "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }"}}) {
+    SCOPED_TRACE(c.dict);
+    std::string bytes = io::npy_bytes(c.t);
+    ASSERT_GE(bytes.size(), 128u);
+    EXPECT_EQ(bytes.substr(0, 128), numpy_header(c.dict));
+    EXPECT_EQ(bytes.size(), 128 + static_cast<std::size_t>(c.t.numel()) * dtype_size(c.t.dtype()));
+  }
+}
+
+// A header built by hand: `dict`, padded to `align` bytes, in format version `major`.
+std::string npy_file(const std::string& dict, int major = 1, std::size_t align = 64,
+                     std::string data = floats({1, 2})) {
+  std::size_t prefix = major == 1 ? 10 : 12;
+  std::string header = dict;
+  header.append((align - (prefix + header.size() + 1) % align) % align, ' ');
+  header += '\n';
+  std::string out = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
+  auto n = static_cast<std::uint32_t>(header.size());
+  out.append(reinterpret_cast<const char*>(&n), major == 1 ? 2 : 4);
+  return out + header + data;
+}
+
+// Every way of writing the dict that Python reads as the same literal, and NumPy therefore reads.
+TEST(Npy, ReadsTheHeaderAsAPythonLiteral) {
+  for (const std::string dict : {
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",  // NumPy's own
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}",    // no trailing comma
+           "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2,)}",
+           "{'shape': (2,), 'fortran_order': False, 'descr': '<f4'}",  // any key order
+           "{'descr':'<f4','fortran_order':False,'shape':(2,)}",
+           "{ 'descr' :\t'<f4' ,\n 'fortran_order' : False ,\r\n 'shape' : ( 2 , ) , }",
+           "{'descr': '<f4', 'fortran_order': False, 'shape': (+2,), }",  // a unary plus is still 2
+       }) {
+    SCOPED_TRACE(dict);
+    for (int major : {1, 2, 3}) {
+      Tensor t = io::parse_npy(npy_file(dict, major));
+      EXPECT_EQ(t.shape(), (Shape{2}));
+      EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2}));
+    }
+  }
+  // NumPy before 1.9 aligned the data to 16 bytes; its reader still takes such files.
+  EXPECT_EQ(io::parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1, 16)).numel(), 2);
+  EXPECT_EQ(io::parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }")).shape(),
+            (Shape{1, 2}));
+  EXPECT_EQ(
+      io::parse_npy(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 1, 64, floats({3}))).shape(),
+      Shape{});
+}
+
+TEST(Npy, RefusesWhatPythonOrNumPyRefuses) {
+  auto refuses = [](const std::string& dict, const std::string& message) {
+    return throws_with<std::invalid_argument>([&] { io::parse_npy(npy_file(dict), "f.npy"); }, message);
+  };
+  // (2) is the integer 2 in parentheses, not a tuple: NumPy's "shape is not valid".
+  EXPECT_TRUE(refuses("{'descr': '<f4', 'fortran_order': False, 'shape': (2), }",
+                      "f.npy: shape must be a tuple such as (), (3,) or (2, 3), got the integer 2"));
+  // Byte 9 is the quote after "{'descr' ": the ':' should have come first.
+  EXPECT_TRUE(refuses("{'descr' '<f4', 'fortran_order': False, 'shape': (2,), }",
+                      "f.npy: .npy header, byte 9: expected ':' after the key 'descr', found '''"));
+  EXPECT_TRUE(refuses("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}",
+                      "f.npy: header has an unknown key 'extra'"));
+  EXPECT_TRUE(refuses("{'descr': '<f4', 'fortran_order': False}", "f.npy: header has no 'shape' entry"));
+  EXPECT_TRUE(refuses("{'descr': '<f4', 'fortran_order': 1, 'shape': (2,)}",
+                      "'fortran_order' must be True or False, got the integer 1"));
+  EXPECT_TRUE(refuses("{'descr': '<f4', 'fortran_order': False, 'shape': (2,,)}", "expected an integer, found ','"));
+  EXPECT_TRUE(refuses("{'descr': '<f4', 'fortran_order': False, 'shape': (1_0,)}",
+                      "an integer written in decimal digits only, found '_'"));
+  std::string v4 = npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 2);
+  v4[6] = 4;
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { io::parse_npy(v4, "f.npy"); }, "f.npy: unsupported .npy version 4.0"));
 }
 
 nn::GPTConfig small_gpt() { return {.vocab_size = 7, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 8}; }
@@ -264,6 +442,101 @@ TEST(GPTCheckpoint, MetadataErrors) {
   io::save_safetensors(dir.path("badconfig.safetensors"), state, meta);
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_gpt_checkpoint(dir.path("badconfig.safetensors")); },
                                                  "bad metadata: json: config.vocab_size must be an integer"));
+}
+
+// A checkpoint whose weights hold NaN or infinity is refused, naming the file, the tensor and
+// the element, unless the caller asks for it; the model is untouched by the refusal.
+TEST(GPTCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
+  Scratch dir;
+  Generator g1(1), g2(2);
+  nn::GPT source(small_gpt(), g1), target(small_gpt(), g2);
+  auto tok = data::CharTokenizer::from_text("abcdefg");
+  std::string path = dir.path("nan.safetensors");
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    Tensor w = (*source.blocks)[1].mlp->fc->weight;
+    w.data_ptr<float>()[5] = static_cast<float>(bad);
+    io::save_gpt(path, source, tok);
+    std::vector<float> before = target.named_parameters().front().second.to_vector<float>();
+    EXPECT_TRUE(throws_with<std::invalid_argument>(
+        [&] { io::load_gpt(target, io::read_gpt_checkpoint(path)); },
+        fmt::format("{}: load_gpt: tensor 'transformer.h.1.mlp.c_fc.weight' holds {} at element 5 (1 non-finite "
+                    "values in all); pass LoadOptions{{.allow_non_finite = true}}",
+                    path, bad)));
+    EXPECT_EQ(target.named_parameters().front().second.to_vector<float>(), before);
+    io::load_gpt(target, io::read_gpt_checkpoint(path), {.allow_non_finite = true});
+    float loaded = (*target.blocks)[1].mlp->fc->weight.data_ptr<float>()[5];
+    EXPECT_TRUE(std::isnan(bad) ? std::isnan(loaded) : loaded == static_cast<float>(bad));
+    w.data_ptr<float>()[5] = 0;
+  }
+  // A float64 weight beyond float32's range becomes infinite in the float32 model: refused too.
+  io::save_gpt(path, source, tok);  // finite again
+  io::GPTCheckpoint ckpt = io::read_gpt_checkpoint(path);
+  EXPECT_NO_THROW(io::load_gpt(target, ckpt));
+  for (auto& [name, t] : ckpt.file.tensors)
+    if (name == "transformer.ln_f.weight") t = full(t.shape(), 1e300, kFloat64);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(target, ckpt); },
+                                                 "tensor 'transformer.ln_f.weight' holds inf at element 0"));
+}
+
+// A GPT without biases saves none and needs none; a biased one needs every bias, and the error
+// names the missing tensor and the file.
+TEST(GPTCheckpoint, BiasFreeModelsNeedNoBiasTensors) {
+  Scratch dir;
+  nn::GPTConfig config = small_gpt();
+  config.bias = false;
+  Generator g1(1), g2(2);
+  nn::GPT source(config, g1), target(config, g2);
+  auto tok = data::CharTokenizer::from_text("abcdefg");
+  io::save_gpt(dir.path("nobias.safetensors"), source, tok);
+  io::GPTCheckpoint ckpt = io::read_gpt_checkpoint(dir.path("nobias.safetensors"));
+  for (const auto& [name, _] : ckpt.file.tensors) EXPECT_FALSE(name.ends_with(".bias")) << name;
+  EXPECT_FALSE(ckpt.config.bias);
+  io::load_gpt(target, ckpt);
+  auto pa = source.named_parameters(), pb = target.named_parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].second.to_vector<float>(), pb[i].second.to_vector<float>());
+  // A bias in a bias-free checkpoint is a stray tensor.
+  io::GPTCheckpoint stray = ckpt;
+  stray.file.tensors.emplace_back("transformer.ln_f.bias", zeros({8}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { io::load_gpt(target, stray); },
+      "unexpected tensor 'transformer.ln_f.bias' in the checkpoint (its config has bias = false)"));
+  // A biased model and a checkpoint missing one bias.
+  nn::GPT biased(small_gpt(), g1), other(small_gpt(), g2);
+  std::string path = dir.path("bias.safetensors");
+  io::save_gpt(path, biased, tok);
+  io::GPTCheckpoint missing = io::read_gpt_checkpoint(path);
+  std::erase_if(missing.file.tensors, [](const auto& nt) { return nt.first == "transformer.h.1.attn.c_proj.bias"; });
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { io::load_gpt(other, missing); },
+      fmt::format("{}: load_gpt: tensor 'transformer.h.1.attn.c_proj.bias' is missing from the checkpoint (its config "
+                  "has bias = true",
+                  path)));
+}
+
+// Vocabulary metadata that is not one character per entry, has a character twice or is out of
+// order is refused when the checkpoint is read, naming the file and the entry.
+TEST(GPTCheckpoint, VocabularyMetadataErrorsNameTheFileAndEntry) {
+  Scratch dir;
+  nn::GPT model(small_gpt());
+  auto meta = io::gpt_metadata(model.config, data::CharTokenizer::from_text("abcdefg"));
+  std::string path = dir.path("vocab.safetensors");
+  struct Case {
+    std::string vocab, message;
+  };
+  for (const Case& c : {
+           Case{R"(["a", "b", "c", "c", "e", "f", "g"])", "lists \"c\" (U+0063) twice (entries 2 and 3)"},
+           Case{R"(["a", "c", "b", "d", "e", "f", "g"])",
+                "must be sorted by code point; entry 2, \"b\" (U+0062), comes after \"c\" (U+0063)"},
+           Case{R"(["a", "bc", "d", "e", "f", "g", "h"])", "token \"bc\" is not exactly one character (entry 1"},
+           Case{R"(["a", "", "d", "e", "f", "g", "h"])", "token \"\" is not exactly one character (entry 1"},
+       }) {
+    meta["vocab"] = c.vocab;
+    io::save_safetensors(path, io::gpt_state_dict(model), meta);
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_gpt_checkpoint(path); },
+                                                   fmt::format("{}: bad vocab metadata: CharTokenizer: ", path)));
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_gpt_checkpoint(path); }, c.message));
+  }
 }
 
 // The vocabulary is written as a JSON array and read back: quotes, backslashes, control

@@ -62,6 +62,29 @@ TEST(CharTokenizer, Errors) {
                                                  "CharTokenizer: token \"ab\" is not exactly one character"));
 }
 
+// A vocabulary read from a checkpoint: each error names the entry at fault and shows the
+// character with its code point, so a newline or a space is visible.
+TEST(CharTokenizer, VocabularyErrorsNameTheEntry) {
+  auto refuses = [](std::vector<std::string> tokens, const std::string& message) {
+    return throws_with<std::invalid_argument>([&] { data::CharTokenizer{tokens}; }, message);
+  };
+  EXPECT_TRUE(
+      refuses({"\n", " ", " ", "a"}, "CharTokenizer: the vocabulary lists \" \" (U+0020) twice (entries 1 and 2)"));
+  EXPECT_TRUE(refuses({"a", "b", "a"}, "the vocabulary lists \"a\" (U+0061) twice (entries 0 and 2)"));
+  EXPECT_TRUE(
+      refuses({"a", "c", "b"},
+              "the vocabulary must be sorted by code point; entry 2, \"b\" (U+0062), comes after \"c\" (U+0063)"));
+  EXPECT_TRUE(refuses({"中", "a"}, "entry 1, \"a\" (U+0061), comes after \"中\" (U+4E2D)"));
+  EXPECT_TRUE(refuses({"a", "xy"}, "token \"xy\" is not exactly one character (entry 1 of the vocabulary)"));
+  EXPECT_TRUE(refuses({"a", ""}, "token \"\" is not exactly one character (entry 1 of the vocabulary)"));
+  EXPECT_TRUE(refuses({"a", "\xff"}, "entry 1 of the vocabulary is not valid UTF-8: utf8: invalid UTF-8: byte 0xff"));
+  EXPECT_TRUE(refuses({}, "CharTokenizer: the vocabulary is empty"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([] { data::CharTokenizer::from_text(""); },
+                                         "CharTokenizer: the vocabulary is empty (an empty text has no characters)"));
+  EXPECT_EQ(data::CharTokenizer(std::vector<std::string>{"\n", " ", "a", "中"}).size(), 4);
+}
+
 TEST(TextDataset, WindowsAreShiftedPairsFromTheRightSplit) {
   std::vector<std::int64_t> ids(100);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);

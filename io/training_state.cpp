@@ -1,0 +1,210 @@
+// A run's training state (io/checkpoint.h): the model, the optimizer, the step, the schedule and
+// every random generator in one safetensors file. It is read whole and every part is checked
+// before any is applied, so a resume either continues the run exactly or changes nothing.
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <set>
+
+#include "../autograd/error.h"
+#include "../nn/layers.h"
+#include "checkpoint.h"
+#include "json.h"
+#include "staging.h"
+
+namespace ag::io {
+
+namespace {
+
+constexpr const char* kFormat = "attograd-gpt-training";
+
+// Every Dropout in `module` with its path, e.g. "blocks.0.mlp.drop". (A module tree is a few
+// levels deep, so recursion is safe here.)
+void collect_dropouts(nn::Module& module, const std::string& path,
+                      std::vector<std::pair<std::string, nn::Dropout*>>& out) {
+  if (auto* d = dynamic_cast<nn::Dropout*>(&module)) out.emplace_back(path, d);
+  for (const auto& [name, child] : module.named_children())
+    collect_dropouts(*child, path.empty() ? name : path + "." + name, out);
+}
+
+// A count written plainly: decimal digits, no sign, no leading zero ("0" itself aside).
+std::optional<std::int64_t> plain_count(std::string_view text) {
+  std::int64_t n = 0;
+  if (text.empty() || (text[0] == '0' && text.size() > 1)) return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 0) return std::nullopt;
+  return n;
+}
+
+optim::WarmupCosine parse_schedule(const std::string& text, std::string_view source) {
+  optim::WarmupCosine s;
+  try {
+    json::value v = json::parse(text);
+    const json::object& fields = json::as_object(v, "schedule");
+    auto field = [&](const char* key) -> const json::value& {
+      const json::value* f = fields.if_contains(key);
+      if (!f) throw_invalid("schedule", "missing \"{}\"", key);
+      return *f;
+    };
+    s.warmup = json::as_int(field("warmup"), "schedule.warmup");
+    s.total = json::as_int(field("total"), "schedule.total");
+    s.max_lr = json::as_double(field("max_lr"), "schedule.max_lr");
+    s.min_lr = json::as_double(field("min_lr"), "schedule.min_lr");
+    if (fields.size() != 4) throw_invalid("schedule", "holds more than warmup, total, max_lr and min_lr");
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(source, "bad schedule metadata: {}", e.what());
+  }
+  if (s.warmup < 0 || s.total < 0 || !(s.max_lr >= 0) || !(s.min_lr >= 0))
+    throw_invalid(source, "schedule {} needs non-negative steps and learning rates", text);
+  return s;
+}
+
+// The state entries `opt` keeps for each parameter from its first step on, under the names
+// Optimizer::state gives them; nullopt for a kind of optimizer not known here. (Every parameter
+// of a GPT gets a gradient at every step, so after one step each has all of them.)
+std::optional<std::vector<std::string>> slots_after_a_step(const optim::Optimizer& opt) {
+  if (dynamic_cast<const optim::Adam*>(&opt)) return std::vector<std::string>{"exp_avg", "exp_avg_sq"};
+  if (const auto* sgd = dynamic_cast<const optim::SGD*>(&opt))
+    return sgd->options.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+  return std::nullopt;
+}
+
+// Checks the optimizer's entries ("step", "INDEX.SLOT") against the model and the step, before
+// Optimizer::load_state checks them against the optimizer itself.
+void check_optimizer_state(const std::vector<nn::NamedTensor>& entries, const optim::Optimizer& opt,
+                           std::size_t parameters, std::int64_t step, const LoadOptions& options,
+                           std::string_view source) {
+  std::optional<std::int64_t> optimizer_step;
+  std::vector<std::set<std::string>> slots(parameters);
+  for (const auto& [name, t] : entries) {
+    std::string entry = "optim." + name;
+    if (name == "step") {
+      if (t.dtype() != kInt64 || t.numel() != 1)
+        throw_invalid(source, "tensor '{}' must be one int64, not {} {}", entry, dtype_name(t.dtype()),
+                      shape_str(t.shape()));
+      optimizer_step = t.item<std::int64_t>();
+      continue;
+    }
+    auto dot = name.find('.');
+    std::optional<std::int64_t> index = plain_count(std::string_view(name).substr(0, dot));
+    if (dot == std::string::npos || !index)
+      throw_invalid(source, "tensor '{}' is not named INDEX.SLOT with a plain parameter index", entry);
+    if (static_cast<std::size_t>(*index) >= parameters)
+      throw_invalid(source, "tensor '{}' is for parameter {}, but the model has {} parameters", entry, *index,
+                    parameters);
+    slots[static_cast<std::size_t>(*index)].insert(name.substr(dot + 1));
+    if (!options.allow_non_finite) detail::check_finite(t, entry, source);
+  }
+  if (!optimizer_step) throw_invalid(source, "tensor 'optim.step' is missing");
+  if (*optimizer_step != step)
+    throw_invalid(source, "the optimizer has taken {} steps but the metadata says step {}", *optimizer_step, step);
+  auto needed = slots_after_a_step(opt);
+  if (!needed) return;
+  for (std::size_t i = 0; i < parameters; ++i)
+    for (const std::string& slot : slots[i])
+      if (std::find(needed->begin(), needed->end(), slot) == needed->end())
+        throw_invalid(source, "tensor 'optim.{}.{}' is no state this optimizer keeps ({})", i, slot,
+                      needed->empty() ? "it keeps none" : fmt::format("{}", fmt::join(*needed, ", ")));
+  for (std::size_t i = 0; i < parameters; ++i)
+    for (const std::string& slot : *needed)
+      if (step > 0 && !slots[i].count(slot))
+        throw_invalid(source, "tensor 'optim.{}.{}' is missing: after step {} every parameter has its {}", i, slot,
+                      step, slot);
+}
+
+}  // namespace
+
+std::string schedule_json(const optim::WarmupCosine& s) {
+  return fmt::format(R"({{"warmup": {}, "total": {}, "max_lr": {}, "min_lr": {}}})", s.warmup, s.total, s.max_lr,
+                     s.min_lr);
+}
+
+void save_training_state(const std::string& path, const TrainingState& st, const data::CharTokenizer& tokenizer,
+                         std::int64_t step) {
+  std::vector<nn::NamedTensor> tensors;
+  for (auto& [name, t] : gpt_state_dict(st.model)) tensors.emplace_back("model." + name, t);
+  for (auto& [name, t] : st.opt.state()) tensors.emplace_back("optim." + name, t);
+  Metadata meta = gpt_metadata(st.model.config, tokenizer);
+  meta["format"] = kFormat;
+  meta["step"] = std::to_string(step);
+  meta["schedule"] = schedule_json(st.schedule);
+  meta["generator"] = st.data_gen.state();
+  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
+  collect_dropouts(st.model, "", dropouts);
+  for (auto& [name, d] : dropouts) meta["generator." + name] = d->generator().state();
+  save_safetensors(path, tensors, meta);
+}
+
+ResumedTraining load_training_state(const std::string& path, const TrainingState& st,
+                                    const data::CharTokenizer& tokenizer, const LoadOptions& options) {
+  TensorFile file = load_safetensors(path);
+  auto meta = [&](const std::string& key) -> const std::string& {
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) throw_invalid(path, "no \"{}\" in its metadata", key);
+    return it->second;
+  };
+  if (meta("format") != kFormat)
+    throw_invalid(path, "not a training checkpoint (format \"{}\"); a training state's format is \"{}\"",
+                  meta("format"), kFormat);
+
+  // The model's part, checked as load_gpt checks a checkpoint, and the vocabulary.
+  TensorFile model_part;
+  std::vector<nn::NamedTensor> optim_part;
+  model_part.metadata = file.metadata;
+  for (auto& [name, t] : file.tensors) {
+    if (name.starts_with("model."))
+      model_part.tensors.emplace_back(name.substr(6), t);
+    else if (name.starts_with("optim."))
+      optim_part.emplace_back(name.substr(6), t);
+    else
+      throw_invalid(path, "unexpected tensor '{}' (neither model. nor optim.)", name);
+  }
+  GPTCheckpoint ckpt = gpt_checkpoint(std::move(model_part), path);
+  if (ckpt.vocab != tokenizer.tokens())
+    throw_invalid(path,
+                  "was trained on another vocabulary ({} tokens, this corpus has {}); resume with the same corpus",
+                  ckpt.vocab.size(), tokenizer.size());
+  std::map<std::string, Tensor> staged = detail::stage_gpt(st.model, ckpt, options);
+
+  // The step, the schedule, the optimizer's state.
+  std::optional<std::int64_t> step = plain_count(meta("step"));
+  if (!step) throw_invalid(path, "step \"{}\" is not a non-negative integer", meta("step"));
+  ResumedTraining resumed{*step, parse_schedule(meta("schedule"), path)};
+  check_optimizer_state(optim_part, st.opt, st.model.named_parameters().size(), *step, options, path);
+
+  // Generators: restored into copies first, so a bad state changes nothing.
+  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
+  collect_dropouts(st.model, "", dropouts);
+  auto restore = [&](Generator gen, const std::string& key) {
+    try {
+      gen.set_state(meta(key));
+    } catch (const std::invalid_argument& e) {
+      throw_invalid(path, "metadata \"{}\": {}", key, e.what());
+    }
+    return gen;
+  };
+  Generator data_gen = restore(st.data_gen, "generator");
+  std::vector<Generator> dropout_gens;
+  std::set<std::string> known{"generator"};
+  for (auto& [name, d] : dropouts) {
+    dropout_gens.push_back(restore(d->generator(), "generator." + name));
+    known.insert("generator." + name);
+  }
+  for (const auto& [key, _] : file.metadata)
+    if (key.starts_with("generator") && !known.count(key))
+      throw_invalid(path, "metadata \"{}\" names a generator the model does not have", key);
+
+  // Apply. The optimizer checks its part against itself and commits only if all is well; after
+  // it nothing can fail.
+  try {
+    st.opt.load_state(optim_part);
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(path, "{}", e.what());
+  }
+  detail::commit_gpt(st.model, staged);
+  st.data_gen = data_gen;
+  for (std::size_t i = 0; i < dropouts.size(); ++i) dropouts[i].second->generator() = dropout_gens[i];
+  return resumed;
+}
+
+}  // namespace ag::io
