@@ -25,7 +25,9 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: the clone picker runs while the library is relocated, before the
+// sanitizer's runtime is ready, and its instrumented code crashes there.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define AG_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define AG_SIMD_CLONES
