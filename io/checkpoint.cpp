@@ -157,7 +157,9 @@ void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt) {
     staged[name] = t->dtype() == current.dtype() ? *t : t->to(current.dtype());
   }
   if (const Tensor* head = ckpt.file.find("lm_head.weight")) {  // allowed only as the tied copy of wte
-    const Tensor& wte = staged["transformer.wte.weight"];
+    // Compared with wte as stored, before either is converted to the model's dtype: a float64
+    // head is the copy of a float64 wte, not of its float32 rounding.
+    const Tensor& wte = *ckpt.file.find("transformer.wte.weight");
     if (head->shape() != wte.shape() || !is_floating(head->dtype()))
       throw_invalid("load_gpt", "lm_head.weight has shape {} but must equal wte's {}", shape_str(head->shape()),
                     shape_str(wte.shape()));
