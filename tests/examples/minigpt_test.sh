@@ -53,5 +53,5 @@ grep -q "kernels" "$dir/err" || { echo "unclear --kernels error: $(cat "$dir/err
 
 # Errors are clear and non-zero.
 if "$minigpt" sample --checkpoint "$dir/missing.safetensors" 2> "$dir/err"; then echo "missing checkpoint accepted"; exit 1; fi
-grep -q "cannot open" "$dir/err" || { echo "unclear error: $(cat "$dir/err")"; exit 1; }
+grep -q -- "--checkpoint $dir/missing.safetensors: no such file" "$dir/err" || { echo "unclear error: $(cat "$dir/err")"; exit 1; }
 echo "minigpt: train, sample and eval all work ($l32 / $l64)"
