@@ -341,10 +341,10 @@ int train(const TrainOptions& o) {
     ag::examples::stop_point();
     std::string loss_png = out("loss.png");
     if (!history.losses.empty()) {
-      ag::plot::line_plot_png(
-          loss_png,
-          {{"train (per step)", history.steps, history.losses}, {"validation", history.val_steps, history.val_losses}},
-          "Mini-GPT training", "step", "cross-entropy (nats per character)");
+      // A run stopped during its first evaluation, and resumed, has no validation loss to draw.
+      std::vector<ag::plot::Series> series{{"train (per step)", history.steps, history.losses}};
+      if (!history.val_losses.empty()) series.push_back({"validation", history.val_steps, history.val_losses});
+      ag::plot::line_plot_png(loss_png, series, "Mini-GPT training", "step", "cross-entropy (nats per character)");
       fmt::print("wrote {}\n", loss_png);
     }
     StopBetweenOps stop_points;
