@@ -13,9 +13,9 @@ namespace {
 
 void check_sampling(const char* where, double temperature, std::int64_t top_k) {
   if (!(temperature >= 0))  // NaN fails this too
-    throw_invalid(where, "temperature must be >= 0 (0: the most likely token; inf: uniform over the top k), got {}",
+    throw_invalid(where, "temperature must be >= 0, got {} (0: the most likely token; inf: uniform over the top k)",
                   temperature);
-  if (top_k < 0) throw_invalid(where, "top_k must be >= 0 (0: every token), got {}", top_k);
+  if (top_k < 0) throw_invalid(where, "top_k must be >= 0, got {} (0: every token)", top_k);
 }
 
 }  // namespace

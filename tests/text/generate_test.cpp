@@ -138,7 +138,7 @@ TEST(Generate, RefusesBadSamplingOptionsUpFront) {
                                                  "generate: temperature must be >= 0"));
   nn::SamplingOptions negative_k{.max_new_tokens = 5, .top_k = -3};
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { nn::generate(model, {0}, negative_k, gen); },
-                                                 "generate: top_k must be >= 0 (0: every token), got -3"));
+                                                 "generate: top_k must be >= 0, got -3 (0: every token)"));
   // Infinite temperature runs, and draws only tokens of the vocabulary.
   nn::SamplingOptions flat{.max_new_tokens = 30, .temperature = INFINITY, .top_k = 3};
   for (std::int64_t id : nn::generate(model, {0}, flat, gen)) EXPECT_TRUE(id >= 0 && id < 9);
