@@ -28,9 +28,10 @@ std::string kind_of(fs::file_type type) {
 
 // access() answers for this process's user (root passes almost everything, but not a read-only
 // file system); the lock file is the real test of a directory (examples/common/output_dir.h).
-void check_writable_dir(const std::string& option, const fs::path& dir, const std::string& role) {
+void check_writable_dir(const std::string& option, const std::string& value, const fs::path& dir,
+                        const std::string& role) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    refuse("{} {}: cannot write in {} '{}': {}", option, dir.string(), role, dir.string(), std::strerror(errno));
+    refuse("{} {}: cannot write in {} '{}': {}", option, value, role, dir.string(), std::strerror(errno));
 }
 
 // The file `path` will be replaced atomically (written as path + ".tmp", then renamed): neither
@@ -75,13 +76,13 @@ void check_output_dir(const std::string& option, const std::string& dir, const s
     if (!fs::is_directory(parent, ec))
       refuse("{} {}: '{}' is {}, so the directory cannot be created", option, dir, parent.string(),
              kind_of(fs::status(parent, ec).type()));
-    check_writable_dir(option, parent, "its parent");
+    check_writable_dir(option, dir, parent, "its parent");
     return;
   }
   if (ec) refuse("{} {}: cannot look at it: {}", option, dir, ec.message());
   if (s.type() != fs::file_type::directory)
     refuse("{} {}: it exists and is {}, not a directory", option, dir, kind_of(s.type()));
-  check_writable_dir(option, dir, "the directory");
+  check_writable_dir(option, dir, dir, "the directory");
   for (const std::string& name : files) check_replaceable(option, fs::path(dir) / name);
 }
 
@@ -95,7 +96,7 @@ void check_output_file(const std::string& option, const std::string& path) {
     refuse("{} {}: the directory '{}' does not exist", option, path, parent.string());
   if (s.type() != fs::file_type::directory)
     refuse("{} {}: '{}' is {}, not a directory", option, path, parent.string(), kind_of(s.type()));
-  check_writable_dir(option, parent, "the directory");
+  check_writable_dir(option, path, parent, "the directory");
   check_replaceable(option, path);
 }
 

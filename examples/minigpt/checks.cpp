@@ -135,7 +135,7 @@ std::vector<std::int64_t> encode_prompt(const ag::data::CharTokenizer& tokenizer
   try {
     return tokenizer.encode(prompt);
   } catch (const std::invalid_argument& e) {
-    refuse("{}: {} (the vocabulary is the corpus's {} characters)", option, e.what(), tokenizer.size());
+    refuse("{}: {} (a vocabulary of {} characters)", option, e.what(), tokenizer.size());
   }
 }
 

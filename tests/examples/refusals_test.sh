@@ -110,11 +110,26 @@ rmdir "$dir/run/loss.png" && mv "$dir/loss.png" "$dir/run/loss.png"
 before=$(snapshot "$dir/run")
 fresh "--resume without a checkpoint" "--resume $dir/new/minigpt.train.safetensors: no such file" --resume
 train "--resume past --steps" "is at step 4, past --steps 2; pass --steps 4 or more" --resume --steps 2 --warmup 0
-if [ "$(id -u)" -ne 0 ]; then
+# Places this user may not write in or read: as root, which may write anywhere, the runs are
+# made as nobody (when setpriv can, and nobody can reach the program).
+as_user=()
+[ "$(id -u)" -ne 0 ] || as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [ ${#as_user[@]} -eq 0 ] || (chmod 755 "$dir" && "${as_user[@]}" "$minigpt" --help > /dev/null 2>&1); then
   chmod a-w "$dir/run"
   before=$(snapshot "$dir/run")
-  train "read-only --out" "cannot write in the directory '$dir/run'"
+  args_with
+  refused "read-only --out" "--out $dir/run: cannot write in the directory '$dir/run'" "${as_user[@]}" "$minigpt" train "${args[@]}"
+  args_with --out "$dir/run/sub"
+  refused "--out under a read-only directory" "--out $dir/run/sub: cannot write in its parent '$dir/run'" \
+    "${as_user[@]}" "$minigpt" train "${args[@]}"
   chmod u+w "$dir/run"
+  cp "$dir/corpus.txt" "$dir/secret.txt" && chmod 600 "$dir/secret.txt"
+  [ ${#as_user[@]} -gt 0 ] || chmod 000 "$dir/secret.txt"
+  args_with --corpus "$dir/secret.txt" --out "$dir/new"
+  refused "unreadable corpus" "--corpus $dir/secret.txt: cannot open it for reading: Permission denied" \
+    "${as_user[@]}" "$minigpt" train "${args[@]}"
+else
+  echo "(not checked: an unwritable directory and an unreadable corpus, for want of another user)"
 fi
 
 # sample, eval and explore: the same rules, before the checkpoint is even read.
