@@ -61,9 +61,8 @@ int train_command(int argc, char** argv) {
       "lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")(
       "min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup),
-      "warm-up steps (at most --steps; unless given, "
-      "100 or --steps when that is fewer)")("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay),
-                                            "AdamW weight decay (matrices only)")(
+      "warm-up steps, at most --steps (unless given: 100, or --steps when fewer)")(
+      "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")(
       "eval-interval", po::value(&o.eval_interval)->default_value(o.eval_interval),
       "steps between validation estimates (each also writes a checkpoint)")(
       "checkpoint-interval", po::value(&o.checkpoint_interval)->default_value(o.checkpoint_interval),
