@@ -13,6 +13,7 @@
 // A signal is answered within one op (examples/common/stop.h): a step it cuts short is dropped,
 // its random draws undone, so the checkpoint is the one the last complete step left.
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -298,10 +299,19 @@ int train(const TrainOptions& o) {
       draws.undo();
       break;
     }
+    double l = loss.item();
+    // A loss that is no longer finite would make every weight NaN at this update, and the next
+    // checkpoint would write them over the last good one: stop before the update instead.
+    if (!std::isfinite(l)) {
+      std::string kept = saved >= 0 ? fmt::format("{} keeps step {}", state_path, saved)
+                         : o.resume ? fmt::format("{} keeps step {}", state_path, start)
+                                    : "no checkpoint was written";
+      throw std::runtime_error(
+          fmt::format("the loss of step {} is {}: training diverged (a smaller --lr may help); {}", step + 1, l, kept));
+    }
     ag::optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
 
-    double l = loss.item();
     smoothed = step == start ? l : 0.95 * smoothed + 0.05 * l;
     history.steps.push_back(static_cast<double>(step + 1));
     history.losses.push_back(l);

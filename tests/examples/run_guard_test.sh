@@ -5,6 +5,7 @@
 #     the middle of a long step, of an evaluation, or of the final sample alike;
 #   - a write that fails (here: a file-size limit) stops it with an error naming the file, and
 #     the checkpoint left behind resumes;
+#   - a loss that is no longer finite stops it before the update that would spread the NaN;
 # and seq2seq also ends within 2 s of SIGTERM.
 # Usage: run_guard_test.sh MINIGPT SEQ2SEQ
 set -euo pipefail
@@ -61,9 +62,10 @@ grep -q "interrupted at step $done_steps: saved" "$dir/a.log" || { echo "no chec
 resumes "$dir/a" "$done_steps"
 echo "lock: second run refused; SIGTERM between steps: stopped in $ms ms at step $done_steps"
 
-# 2b. In the middle of a long step (about 3 s each here, of many ops): the step is dropped, the
+# 2b. In the middle of a long step (about 3 s each here, of many ops, on a small model whose
+# checkpoint is quick to write): the step is dropped, the
 # checkpoint is the previous step's.
-big=(--corpus "$dir/corpus.txt" --batch 16 --block 256 --layers 8 --heads 4 --embd 256 --warmup 0)
+big=(--corpus "$dir/corpus.txt" --batch 32 --block 512 --layers 4 --heads 4 --embd 128 --warmup 0)
 "$minigpt" train "${big[@]}" --out "$dir/b" --steps 50 --eval-interval 1000 > "$dir/b.log" 2>&1 &
 b=$!
 pids+=("$b")
@@ -103,9 +105,10 @@ grep -q "after training: .* holds step 3, complete" "$dir/d.log" || { echo "samp
 resumes "$dir/d" 3
 echo "SIGTERM in the final sample: stopped in $ms ms"
 
-# 3. A failed write stops the run: the log first (no checkpoint until the end), then a
-# checkpoint (every 5 steps; it is larger than the limit). ulimit -f counts 1024-byte blocks;
-# SIGXFSZ is ignored so that the write returns an error instead of killing the process.
+# 3. A failed write stops the run: the log's first (128 KiB hold about 2800 lines, and the
+# checkpoints of about 75 KiB every 20 steps fit), then a checkpoint's (every 5 steps, over 40 KiB).
+# ulimit -f counts 1024-byte blocks; SIGXFSZ is ignored so that the write returns an error
+# instead of killing the process.
 run_limited() {
   local out=$1
   shift
@@ -116,9 +119,12 @@ run_limited() {
   ) > /dev/null 2> "$dir/err"
 }
 code=0
-run_limited "$dir/e" 8 --eval-interval 100000 --checkpoint-interval 100000 || code=$?
+run_limited "$dir/e" 128 --eval-interval 100000 --checkpoint-interval 20 || code=$?
 [ $code -eq 1 ] || { echo "a failing log write: status $code, expected 1"; cat "$dir/err"; exit 1; }
 grep -q "cannot write '$dir/e/train_log.csv': File too large" "$dir/err" || { echo "unclear: $(cat "$dir/err")"; exit 1; }
+# The last checkpoint is of the last multiple of 20 among the complete lines, and resumes.
+logged=$(grep -c '^[0-9]*,[^,]*,[^,]*,$' "$dir/e/train_log.csv")
+resumes "$dir/e" $((logged / 20 * 20))
 code=0
 run_limited "$dir/f" 40 --eval-interval 100000 --checkpoint-interval 5 || code=$?
 [ $code -eq 1 ] || { echo "a failing checkpoint write: status $code, expected 1"; cat "$dir/err"; exit 1; }
@@ -126,6 +132,17 @@ grep -q "cannot write '$dir/f/minigpt.train.safetensors.tmp': File too large" "$
   { echo "unclear: $(cat "$dir/err")"; exit 1; }
 [ ! -e "$dir/f/minigpt.train.safetensors.tmp" ] || { echo "a partial checkpoint was left behind"; exit 1; }
 echo "failed writes: the log's and a checkpoint's stop the run with status 1"
+
+# A run whose loss stops being finite (--lr 1e300 sends the weights to infinity in one update)
+# stops before the update, and logs and saves no NaN.
+code=0
+"$minigpt" train "${tiny[@]}" --out "$dir/g" --steps 50 --lr 1e300 --weight-decay 0 --min-lr 0 --checkpoint-interval 1 \
+  > /dev/null 2> "$dir/err" || code=$?
+[ $code -eq 1 ] || { echo "a diverged run: status $code, expected 1"; cat "$dir/err"; exit 1; }
+grep -q "the loss of step [0-9]* is -*nan: training diverged (a smaller --lr may help)" "$dir/err" ||
+  { echo "unclear: $(cat "$dir/err")"; exit 1; }
+if grep -qi nan "$dir/g/train_log.csv"; then echo "a NaN loss was logged"; exit 1; fi
+echo "a diverged run stops before its NaN update"
 
 # 4. seq2seq.
 "$seq2seq" --steps 100000 --out "$dir/s" > "$dir/s.log" 2>&1 &
