@@ -10,6 +10,9 @@
 //
 // Held-out sequences are never trained on: a sequence is held out when its hash says so, and
 // the training sampler skips those. The last line reports exact-sequence accuracy on them.
+//
+// Every option is checked before the model is built (status 2 when refused); SIGINT and
+// SIGTERM stop it at the next op (status 130).
 #include <attograd/attograd.h>
 
 #include <boost/program_options.hpp>
@@ -19,7 +22,10 @@
 
 #include "common/digit_tasks.h"
 #include "common/kernels_option.h"
+#include "common/memory_budget.h"
 #include "common/plot.h"
+#include "common/preflight.h"
+#include "common/stop.h"
 
 namespace po = boost::program_options;
 using ag::Tensor;
@@ -39,34 +45,67 @@ struct Options {
   double min_accuracy = 0;  // exit non-zero below this (for tests)
 };
 
+// Everything checked before the model is built: a run that starts can finish.
+void check(const Options& o, const ag::nn::TransformerConfig& config) {
+  using ag::examples::refuse;
+  if (o.task != "reverse" && o.task != "sort") refuse("--task must be reverse or sort, got '{}'", o.task);
+  if (o.min_len < 1 || o.max_len < o.min_len)
+    refuse("need 1 <= --min-len <= --max-len, got --min-len {} and --max-len {}", o.min_len, o.max_len);
+  // The picture has a cell per pair of source and output digits, at least a pixel each, in at most
+  // 16384 pixels a side (examples/common/image.cpp).
+  if (o.max_len > 4096) refuse("--max-len must be at most 4096 (the cross-attention picture), got {}", o.max_len);
+  if (o.steps < 0) refuse("--steps must be at least 0 (0: evaluate the untrained model), got {}", o.steps);
+  for (auto [name, value] :
+       {std::pair{"--batch", o.batch}, {"--held-out", o.held_out}, {"--d-model", o.d_model}, {"--heads", o.heads}})
+    if (value < 1) refuse("{} must be positive, got {}", name, value);
+  // Without a layer the decoder has no cross-attention: it cannot see the source at all.
+  if (o.layers < 1)
+    refuse(
+        "--layers must be at least 1, got {}: the decoder sees the source only through the cross-attention of "
+        "its layers",
+        o.layers);
+  if (o.d_model % o.heads != 0)
+    refuse("--d-model {} must be a multiple of --heads {}: each head takes an equal share of the width", o.d_model,
+           o.heads);
+  if (!(std::isfinite(o.lr) && o.lr > 0)) refuse("--lr must be a positive finite number, got {}", o.lr);
+  if (!(o.min_accuracy >= 0 && o.min_accuracy <= 1))
+    refuse("--min-accuracy must be a fraction from 0 to 1, got {}", o.min_accuracy);
+  ag::examples::check_fits_in_memory(
+      fmt::format("the model (--layers {} --d-model {} --heads {}) at --batch {} and --max-len {}", o.layers, o.d_model,
+                  o.heads, o.batch, o.max_len),
+      ag::examples::transformer_training_memory(config, o.batch, o.max_len));
+  ag::examples::check_output_dir("--out", o.out, {"cross_attention.png"});
+}
+
 int run(const Options& o) {
-  if (o.task != "reverse" && o.task != "sort") throw std::invalid_argument("--task must be reverse or sort");
   Task task{.kind = o.task, .min_len = o.min_len, .max_len = o.max_len};
-  if (o.min_len < 1 || o.max_len < o.min_len) throw std::invalid_argument("need 1 <= --min-len <= --max-len");
+  ag::nn::TransformerConfig config{.src_vocab = kVocab,
+                                   .tgt_vocab = kVocab,
+                                   .d_model = o.d_model,
+                                   .n_heads = o.heads,
+                                   .d_ff = 2 * o.d_model,
+                                   .n_encoder_layers = o.layers,
+                                   .n_decoder_layers = o.layers,
+                                   .max_len = o.max_len + 2};
+  check(o, config);
   ag::Generator init(o.seed), data(o.seed + 1), eval_gen(o.seed + 2);
-  ag::nn::Transformer model({.src_vocab = kVocab,
-                             .tgt_vocab = kVocab,
-                             .d_model = o.d_model,
-                             .n_heads = o.heads,
-                             .d_ff = 2 * o.d_model,
-                             .n_encoder_layers = o.layers,
-                             .n_decoder_layers = o.layers,
-                             .max_len = o.max_len + 2},
-                            init);
+  // Drawn before training (from a generator of its own, so the same set): an empty one is
+  // known now, not after the training it would make useless.
+  std::vector<Sequence> held_out = held_out_set(task, o.held_out, eval_gen);
+  if (held_out.empty())
+    ag::examples::refuse("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len);
+  ag::nn::Transformer model(config, init);
   fmt::print(
       "task: {} digit sequences of length {} to {}; model: {} + {} layers, d_model {}, {} heads, {} parameters\n",
       o.task, o.min_len, o.max_len, o.layers, o.layers, o.d_model, o.heads, model.parameter_count());
+  if (o.steps == 0) fmt::print("--steps 0: the untrained model, as a baseline\n");
   train(model, task, {.steps = o.steps, .batch = o.batch, .lr = o.lr}, data);
 
-  std::vector<Sequence> held_out = held_out_set(task, o.held_out, eval_gen);
-  if (held_out.empty())
-    throw std::invalid_argument(
-        fmt::format("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len));
   double accuracy = exact_accuracy(model, task, held_out);
   auto correct = static_cast<std::int64_t>(std::lround(accuracy * static_cast<double>(held_out.size())));
 
   // The cross-attention map of one held-out example: last decoder layer, averaged over heads.
-  std::filesystem::create_directories(o.out);
+  std::filesystem::create_directories(o.out);  // the first write
   const Sequence& example = *std::max_element(held_out.begin(), held_out.end(),
                                               [](const auto& a, const auto& b) { return a.size() < b.size(); });
   std::vector<Tensor> cross;
@@ -107,11 +146,11 @@ int main(int argc, char** argv) {
       "heads", po::value(&o.heads)->default_value(o.heads), "attention heads")(
       "layers", po::value(&o.layers)->default_value(o.layers), "encoder and decoder layers (each)")(
       "lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "random seed")("out", po::value(&o.out)->default_value(o.out),
-                                                                        "directory for the cross-attention picture")(
+      "seed", ag::examples::seed_value(&o.seed), "random seed")("out", po::value(&o.out)->default_value(o.out),
+                                                                "directory for the cross-attention picture")(
       "min-accuracy", po::value(&o.min_accuracy)->default_value(o.min_accuracy),
-      "exit with status 1 when the held-out accuracy is below this fraction")(
-      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
+      "exit with status 1 when the held-out accuracy is below this fraction")("kernels", ag::examples::kernels_value(),
+                                                                              ag::examples::kKernelsHelp);
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -120,10 +159,25 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
-    return run(o);
+    // A signal stops the run at the next op (nothing is saved: the run is short and has no
+    // checkpoint); a second one at once.
+    ag::examples::StopOnSignal stop;
+    ag::examples::StopBetweenOps stop_points;
+    int code = run(o);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::cerr << "seq2seq: cannot write to standard output\n";
+      return 1;
+    }
+    return code;
   } catch (const po::error& e) {
     std::cerr << "seq2seq: " << e.what() << "\n\n" << opts << "\n";
     return 2;
+  } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
+    std::cerr << "seq2seq: " << e.what() << "\n";
+    return 2;
+  } catch (const ag::examples::Interrupted&) {
+    std::cerr << "\nseq2seq: interrupted by " << ag::examples::StopOnSignal::signal_name() << "; nothing was saved\n";
+    return 130;
   } catch (const std::exception& e) {
     std::cerr << "seq2seq: " << e.what() << "\n";
     return 1;

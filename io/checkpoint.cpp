@@ -188,7 +188,9 @@ std::map<std::string, Tensor> stage_gpt(const nn::GPT& model, const GPTCheckpoin
     if (!options.allow_non_finite) check_finite(staged[name], name, where);  // after the cast: F64 1e300 is F32 inf
   }
   if (const Tensor* head = ckpt.file.find("lm_head.weight")) {  // allowed only as the tied copy of wte
-    const Tensor& wte = staged["transformer.wte.weight"];
+    // Compared with wte as stored, before either is converted to the model's dtype: a float64
+    // head is the copy of a float64 wte, not of its float32 rounding.
+    const Tensor& wte = *ckpt.file.find("transformer.wte.weight");
     if (head->shape() != wte.shape() || !is_floating(head->dtype()))
       throw_invalid(where, "lm_head.weight has shape {} but must equal wte's {}", shape_str(head->shape()),
                     shape_str(wte.shape()));

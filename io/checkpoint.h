@@ -99,6 +99,11 @@ void load_gpt(nn::GPT& model, const GPTCheckpoint& checkpoint, const LoadOptions
 // vocabulary (as gpt_metadata), "step", "schedule" (schedule_json), "generator" (the batch
 // generator's state) and "generator." + path for each Dropout in the model.
 
+// Every Dropout in `module` with its dotted path ("generator.blocks.0.mlp.drop"), appended to
+// `out`: the generators a training state saves, and a step draws from.
+void collect_dropouts(nn::Module& module, const std::string& path,
+                      std::vector<std::pair<std::string, nn::Dropout*>>& out);
+
 struct TrainingState {
   nn::GPT& model;
   optim::Optimizer& opt;

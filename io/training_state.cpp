@@ -14,18 +14,17 @@
 
 namespace ag::io {
 
-namespace {
-
-constexpr const char* kFormat = "attograd-gpt-training";
-
-// Every Dropout in `module` with its path, e.g. "blocks.0.mlp.drop". (A module tree is a few
-// levels deep, so recursion is safe here.)
+// (A module tree is a few levels deep, so recursion is safe here.)
 void collect_dropouts(nn::Module& module, const std::string& path,
                       std::vector<std::pair<std::string, nn::Dropout*>>& out) {
   if (auto* d = dynamic_cast<nn::Dropout*>(&module)) out.emplace_back(path, d);
   for (const auto& [name, child] : module.named_children())
     collect_dropouts(*child, path.empty() ? name : path + "." + name, out);
 }
+
+namespace {
+
+constexpr const char* kFormat = "attograd-gpt-training";
 
 // A count written plainly: decimal digits, no sign, no leading zero ("0" itself aside).
 std::optional<std::int64_t> plain_count(std::string_view text) {

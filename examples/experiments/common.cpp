@@ -2,6 +2,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/preflight.h"
 #include "../common/progress.h"
 #include "experiments.h"
 
@@ -17,7 +18,7 @@ Text load_text(std::int64_t chars) {
   // The English fortune files, concatenated in name order, '%' separator lines dropped.
   const std::filesystem::path dir = "/usr/share/games/fortunes";
   if (!std::filesystem::is_directory(dir))
-    throw std::runtime_error(fmt::format("{} does not exist: install Debian's `fortunes` package", dir.string()));
+    ag::examples::refuse("{} does not exist: install Debian's `fortunes` package", dir.string());
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.is_regular_file() && e.path().filename().string().find('.') == std::string::npos) files.push_back(e.path());
@@ -35,8 +36,15 @@ Text load_text(std::int64_t chars) {
   std::string ascii;
   for (char c : text)
     if (static_cast<unsigned char>(c) < 128) ascii += c;
+  if (ascii.empty()) ag::examples::refuse("--corpus-chars {}: no ASCII text in the first {} characters", chars, chars);
   auto tokenizer = ag::data::CharTokenizer::from_text(ascii);
-  return {tokenizer, ag::data::TextDataset(tokenizer.encode(ascii), 0.1)};
+  ag::data::TextDataset dataset(tokenizer.encode(ascii), 0.1);
+  // Every language model here reads windows of up to 32 characters (small_gpt), from both splits.
+  std::int64_t need = small_gpt(1).block_size + 1;
+  if (dataset.size(ag::data::TextDataset::Split::Validation) < need)
+    ag::examples::refuse("--corpus-chars {}: its validation tenth has {} characters, fewer than the {} a window needs",
+                         chars, dataset.size(ag::data::TextDataset::Split::Validation), need);
+  return {tokenizer, std::move(dataset)};
 }
 
 ag::nn::GPTConfig small_gpt(std::int64_t vocab_size) {

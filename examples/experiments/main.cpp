@@ -14,7 +14,11 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <map>
+#include <set>
 
+#include "../common/memory_budget.h"
+#include "../common/preflight.h"
+#include "../common/stop.h"
 #include "experiments.h"
 
 namespace po = boost::program_options;
@@ -39,7 +43,7 @@ int main(int argc, char** argv) {
       "steps", po::value(&o.steps)->default_value(o.steps),
       "training steps per model (baselines: 2400 unless given, its models need them to separate)")(
       "batch", po::value(&o.batch)->default_value(o.batch), "sequences per step (language models)")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "random seed")(
+      "seed", ag::examples::seed_value(&o.seed), "random seed")(
       "corpus-chars", po::value(&o.corpus_chars)->default_value(o.corpus_chars),
       "characters of the English fortunes to train on")("out", po::value(&o.out)->default_value(o.out),
                                                         "directory for pictures")(
@@ -72,12 +76,37 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (command == "baselines" && vm["steps"].defaulted()) o.steps = 2400;
-    if (o.steps < 1 || o.batch < 1) throw std::invalid_argument("--steps and --batch must be positive");
-    return it->second.first(o);
+    using ag::examples::refuse;
+    if (o.steps < 1 || o.batch < 1) refuse("--steps and --batch must be positive, got {} and {}", o.steps, o.batch);
+    if (o.corpus_chars < 1) refuse("--corpus-chars must be positive, got {}", o.corpus_chars);
+    // The widest language model the experiments train (scaling's), at --batch.
+    ag::examples::check_fits_in_memory(
+        fmt::format("--batch {}", o.batch),
+        ag::examples::gpt_training_memory(
+            {.vocab_size = 128, .block_size = 32, .n_layer = 2, .n_head = 1, .n_embd = 256}, o.batch));
+    ag::examples::check_output_dir("--out", o.out, {});
+    // The experiments on text read it when they get to it; too short a text is refused now.
+    static const std::set<std::string> on_text{"baselines", "scaling", "causal", "mask-fill", "heads", "importance"};
+    if (on_text.count(command)) load_text(o.corpus_chars);
+    // A signal stops the experiment at the next op (status 130); a second one at once.
+    ag::examples::StopOnSignal stop;
+    ag::examples::StopBetweenOps stop_points;
+    int code = it->second.first(o);
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::cerr << "experiments: cannot write to standard output\n";
+      return 1;
+    }
+    return code;
   } catch (const po::error& e) {
     std::cerr << "experiments: " << e.what() << "\n\n";
     usage(std::cerr);
     return 2;
+  } catch (const ag::examples::Refused& e) {  // before any work
+    std::cerr << "experiments: " << e.what() << "\n";
+    return 2;
+  } catch (const ag::examples::Interrupted&) {
+    std::cerr << "\nexperiments: interrupted by " << ag::examples::StopOnSignal::signal_name() << "\n";
+    return 130;
   } catch (const std::exception& e) {
     std::cerr << "experiments: " << e.what() << "\n";
     return 1;

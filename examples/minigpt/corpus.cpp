@@ -2,6 +2,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/memory_budget.h"
+#include "../common/preflight.h"
 #include "minigpt.h"
 
 namespace minigpt {
@@ -29,8 +31,7 @@ std::string without_ansi_colors(const std::string& line) {
 std::vector<std::string> default_corpus() {
   std::vector<std::string> files;
   if (!std::filesystem::is_directory(kFortunes))
-    throw std::runtime_error(
-        fmt::format("{} does not exist: install Debian's `fortunes` package, or pass --corpus FILE", kFortunes));
+    ag::examples::refuse("{} does not exist: install Debian's `fortunes` package, or pass --corpus FILE", kFortunes);
   for (const auto& entry : std::filesystem::directory_iterator(kFortunes)) {
     std::string name = entry.path().filename().string();
     // Skip the index files (.dat), the .u8 links, and fortunes-zh's Chinese collections.
@@ -40,18 +41,29 @@ std::vector<std::string> default_corpus() {
     files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
-  if (files.empty()) throw std::runtime_error(fmt::format("no fortune files found in {}", kFortunes));
+  if (files.empty()) ag::examples::refuse("no fortune files found in {}; pass --corpus FILE", kFortunes);
   return files;
 }
 
 std::string read_corpus(const std::vector<std::string>& files) {
+  if (files.empty()) ag::examples::refuse("--corpus: no file given");
+  ag::examples::Size bytes = 0;
+  for (const std::string& path : files) {
+    std::int64_t size = ag::examples::check_input_file("--corpus", path);
+    if (size == 0) ag::examples::refuse("--corpus {}: the file is empty", path);
+    bytes = bytes + size;
+  }
+  // The text, its code points (4 bytes each) twice over while it is tokenized, and its ids
+  // (8 bytes each) twice, in the dataset and on the way there.
+  ag::examples::check_fits_in_memory(fmt::format("the corpus ({} in {} files)", format_bytes(bytes), files.size()),
+                                     bytes * 26);
   std::string text;
   for (const std::string& path : files) {
     std::string content = ag::io::read_file(path);
     try {
       ag::data::decode_utf8(content);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("{} is not valid UTF-8: {}", path, e.what()));
+      ag::examples::refuse("--corpus {}: not valid UTF-8: {}", path, e.what());
     }
     // A fortune file separates its entries with lines holding a single '%': keep a blank line.
     std::istringstream lines(content);

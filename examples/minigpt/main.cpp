@@ -6,15 +6,20 @@
 //
 // train, sample and eval take --kernels fast|reference (ops/kernels.h).
 //
-// `minigpt SUBCOMMAND --help` lists every option.
+// `minigpt SUBCOMMAND --help` lists every option. Exit status: 0 done, 2 refused before any
+// work (a bad option, input or output place: examples/common/preflight.h), 1 failed during the
+// run, 130 stopped by SIGINT or SIGTERM (train saves its checkpoint first).
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
 
 #include "../common/kernels_option.h"
+#include "../common/memory_budget.h"
+#include "../common/preflight.h"
 #include "minigpt.h"
 
 namespace po = boost::program_options;
+using ag::examples::refuse;
 
 namespace {
 
@@ -55,13 +60,14 @@ int train_command(int argc, char** argv) {
       "dropout", po::value(&o.model.dropout)->default_value(o.model.dropout), "dropout probability")(
       "lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")(
       "min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")(
-      "warmup", po::value(&o.warmup)->default_value(o.warmup), "warm-up steps")(
+      "warmup", po::value(&o.warmup)->default_value(o.warmup),
+      "warm-up steps, at most --steps (unless given: 100, or --steps when fewer)")(
       "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")(
       "eval-interval", po::value(&o.eval_interval)->default_value(o.eval_interval),
       "steps between validation estimates (each also writes a checkpoint)")(
       "checkpoint-interval", po::value(&o.checkpoint_interval)->default_value(o.checkpoint_interval),
       "steps between checkpoints")("eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches),
-                                   "batches per validation estimate")("seed", po::value(&o.seed)->default_value(o.seed),
+                                   "batches per validation estimate")("seed", ag::examples::seed_value(&o.seed),
                                                                       "seed for initialisation, batches and sampling")(
       "prompt", po::value(&o.prompt), "text for the attention maps (default: a stretch of validation text)")(
       "sample-tokens", po::value(&o.sample_tokens)->default_value(o.sample_tokens), "length of the final sample")(
@@ -70,6 +76,7 @@ int train_command(int argc, char** argv) {
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  if (vm["warmup"].defaulted()) o.warmup = std::min(o.warmup, std::max<std::int64_t>(o.steps, 0));
   return minigpt::train(o);
 }
 
@@ -84,17 +91,20 @@ int sample_command(int argc, char** argv) {
                                                  "the .safetensors file minigpt train wrote")(
       "prompt", po::value(&prompt)->default_value(prompt), "text to continue")(
       "tokens", po::value(&tokens)->default_value(tokens), "characters to generate")(
-      "temperature", po::value(&temperature)->default_value(temperature), "0 = always the most likely character")(
+      "temperature", po::value(&temperature)->default_value(temperature),
+      "0 = always the most likely character, inf = uniformly among the top k")(
       "top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely characters (0 = all)")(
-      "seed", po::value(&seed)->default_value(seed), "sampling seed")(
-      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
+      "seed", ag::examples::seed_value(&seed), "sampling seed")("kernels", ag::examples::kernels_value(),
+                                                                ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  minigpt::check_sampling_options(tokens, temperature, top_k);
+  ag::examples::check_input_file("--checkpoint", checkpoint);
   minigpt::Loaded m = minigpt::load(checkpoint);
+  std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, "--prompt", prompt);
   ag::Generator gen(seed);
-  auto ids = ag::nn::generate(*m.model, m.tokenizer.encode(prompt),
-                              {.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k}, gen);
+  ids = ag::nn::generate(*m.model, ids, {.max_new_tokens = tokens, .temperature = temperature, .top_k = top_k}, gen);
   fmt::print("{}\n", m.tokenizer.decode(ids));
   return 0;
 }
@@ -110,23 +120,20 @@ int eval_command(int argc, char** argv) {
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
-  if (vm.count("text") == vm.count("file")) {
-    std::cerr << "minigpt eval: give exactly one of --text and --file\n";
-    return 2;
+  if (vm.count("text") == vm.count("file")) refuse("give exactly one of --text and --file");
+  if (dtype != "f32" && dtype != "f64") refuse("--dtype must be f32 or f64, got '{}'", dtype);
+  ag::examples::check_input_file("--checkpoint", checkpoint);
+  if (vm.count("file")) {
+    // The text, and its ids (8 bytes a character) and code points (4) on the way to them.
+    ag::examples::check_fits_in_memory(fmt::format("--file {}", file),
+                                       ag::examples::Size(ag::examples::check_input_file("--file", file)) * 14);
+    text = ag::io::read_file(file);
   }
-  if (dtype != "f32" && dtype != "f64") {
-    std::cerr << "minigpt eval: --dtype must be f32 or f64, got " << dtype << "\n";
-    return 2;
-  }
-  if (vm.count("file")) text = ag::io::read_file(file);
   minigpt::Loaded m = minigpt::load(checkpoint, dtype == "f64" ? ag::kFloat64 : ag::kFloat32);
-  std::vector<std::int64_t> ids = m.tokenizer.encode(text);
+  const char* source = vm.count("file") ? "--file" : "--text";
+  std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, source, text);
   std::int64_t t = m.model->config.block_size, n = static_cast<std::int64_t>(ids.size());
-  if (n < t + 1) {
-    std::cerr << fmt::format("minigpt eval: the text has {} characters; it needs at least block_size + 1 = {}\n", n,
-                             t + 1);
-    return 2;
-  }
+  if (n < t + 1) refuse("{}: the text has {} characters; it needs at least block_size + 1 = {}", source, n, t + 1);
   // Windows t[i : i+T] -> t[i+1 : i+T+1] for i = 0, T, 2T, ... while i + T + 1 <= n. Every window
   // has T targets, so the mean over windows is the mean over all of them.
   ag::NoGradGuard no_grad;
@@ -153,7 +160,15 @@ int explore_command(int argc, char** argv) {
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  ag::examples::check_input_file("--checkpoint", checkpoint);
+  ag::examples::check_output_file("--out", out);
   minigpt::Loaded m = minigpt::load(checkpoint);
+  std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, "--prompt", prompt);
+  // The page holds every weight as text (about 9 bytes each) after holding them as doubles.
+  const ag::nn::GPTConfig& c = m.model->config;
+  ag::examples::Size t = std::min<std::int64_t>(static_cast<std::int64_t>(ids.size()), c.block_size);
+  ag::examples::check_fits_in_memory(fmt::format("the page for a prompt of {} characters", t.value()),
+                                     ag::examples::Size(c.n_layer) * c.n_head * t * t * 21);
   minigpt::PromptAttention attention = minigpt::attention_for_prompt(*m.model, m.tokenizer, prompt);
   ag::io::write_file_atomically(
       out, minigpt::attention_html(attention, std::filesystem::path(checkpoint).filename().string()));
@@ -172,15 +187,29 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
+  int code = 2;
   try {
-    if (command == "train") return train_command(argc, argv);
-    if (command == "sample") return sample_command(argc, argv);
-    if (command == "eval") return eval_command(argc, argv);
-    if (command == "explore") return explore_command(argc, argv);
+    if (command == "train")
+      code = train_command(argc, argv);
+    else if (command == "sample")
+      code = sample_command(argc, argv);
+    else if (command == "eval")
+      code = eval_command(argc, argv);
+    else if (command == "explore")
+      code = explore_command(argc, argv);
+    else
+      std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
+  } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
+    std::cerr << "minigpt " << command << ": " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "minigpt " << command << ": " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
-  return 2;
+  // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "minigpt " << command << ": cannot write to standard output\n";
+    return 1;
+  }
+  return code;
 }

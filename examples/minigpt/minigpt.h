@@ -24,10 +24,38 @@ struct TrainOptions {
   bool resume = false;
 };
 
-// The text of `files` (fortune files lose their '%' separator lines), checked as UTF-8.
+// The text of `files` (fortune files lose their '%' separator lines). Each must be a regular,
+// non-empty file of UTF-8; errors name it.
 std::string read_corpus(const std::vector<std::string>& files);
 // The English fortune files of Debian's `fortunes` package, sorted by name.
 std::vector<std::string> default_corpus();
+
+// --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
+// Every check throws ag::examples::Refused naming the option or the file.
+
+// The options alone: ranges, finiteness, combinations, and the learning-rate schedule over
+// every step of the run.
+void check_train_options(const TrainOptions& options);
+// The corpus, read and checked: its files (each regular, readable, non-empty UTF-8, and all
+// of them small enough to hold in memory), both splits at least block + 1 characters, and the
+// --prompt's characters in its vocabulary.
+struct Corpus {
+  std::vector<std::string> files;
+  ag::data::CharTokenizer tokenizer;
+  ag::data::TextDataset dataset;
+};
+Corpus read_training_corpus(const TrainOptions& options);
+// The model and the run fit in memory, and every file the run writes can be written:
+// `config` is the model, its vocabulary known.
+void check_train_resources(const TrainOptions& options, const ag::nn::GPTConfig& config);
+// The files a run writes in --out, for check_output_dir.
+std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config);
+// Sampling options (sample, and train's final sample): at least 0 tokens that fit in memory, a
+// temperature >= 0 (0: the most likely token; inf: uniform over the top k), top_k >= 0.
+void check_sampling_options(std::int64_t tokens, double temperature, std::int64_t top_k);
+// `prompt` (given as `option`) is not empty and every character is in the vocabulary.
+std::vector<std::int64_t> encode_prompt(const ag::data::CharTokenizer& tokenizer, const std::string& option,
+                                        const std::string& prompt);
 
 int train(const TrainOptions& options);
 

@@ -1,42 +1,61 @@
 // minigpt train: the training loop, with evaluation, checkpoints and pictures.
 //
-//   for each step:  lr from the warm-up + cosine schedule
-//                   x, y = a random batch of windows;  loss = cross_entropy(model(x), y)
-//                   zero_grad; backward; clip the gradient norm; AdamW step
+//   before anything:  every option, the corpus, the memory the model needs and the output
+//                     directory are checked (checks.cpp); then the directory is locked
+//   for each step:    lr from the warm-up + cosine schedule
+//                     x, y = a random batch of windows;  loss = cross_entropy(model(x), y)
+//                     zero_grad; backward; clip the gradient norm; AdamW step
 //   every eval_interval steps: mean loss on held-out windows, and a checkpoint
 //   every checkpoint_interval steps, and on SIGINT / SIGTERM: a checkpoint (model, optimizer,
 //   step, schedule and generators in one file, written atomically), from which --resume
 //   continues exactly as if the run had not stopped
+//
+// A signal is answered within one op (examples/common/stop.h): a step it cuts short is dropped,
+// its random draws undone, so the checkpoint is the one the last complete step left.
 #include <charconv>
-#include <csignal>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "../common/plot.h"
+#include "../common/preflight.h"
 #include "../common/progress.h"
+#include "../common/run_lock.h"
+#include "../common/stop.h"
 #include "minigpt.h"
 
 namespace minigpt {
 
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
-
 using Split = ag::data::TextDataset::Split;
+using ag::examples::Interrupted;
+using ag::examples::StopBetweenOps;
 
-// Mean loss over `batches` random batches of one split, without a graph and in eval mode.
-double estimate_loss(ag::nn::GPT& model, const ag::data::TextDataset& ds, Split split, const TrainOptions& o,
-                     ag::Generator& gen) {
+// Mean loss over `batches` random batches of one split, without a graph and in eval mode; none
+// when a stop request cut it short. Every batch is drawn either way, so `gen` ends where an
+// evaluation that ran to the end leaves it, and a resumed run draws the same batches.
+std::optional<double> estimate_loss(ag::nn::GPT& model, const ag::data::TextDataset& ds, Split split,
+                                    const TrainOptions& o, ag::Generator& gen) {
   ag::NoGradGuard no_grad;
   model.eval();
   double total = 0;
+  bool cut = false;
   for (std::int64_t i = 0; i < o.eval_batches; ++i) {
     auto b = ds.sample(split, o.batch, o.model.block_size, gen);
-    total += model.loss(b.x, b.y).item();
+    if (cut) continue;
+    try {
+      StopBetweenOps stop_points;
+      total += model.loss(b.x, b.y).item();
+    } catch (const Interrupted&) {
+      cut = true;
+    }
   }
   model.train();
+  if (cut) return std::nullopt;
   return total / static_cast<double>(o.eval_batches);
 }
 
@@ -72,46 +91,94 @@ LossLog truncate_log(const std::string& path, std::int64_t upto) {
   return log;
 }
 
+// The random generators a step draws from: the batch sampler's and every Dropout's. A step cut
+// short by a stop request puts them back as they were before it.
+class DrawsOfAStep {
+ public:
+  DrawsOfAStep(ag::nn::GPT& model, ag::Generator& data_gen) : live_{&data_gen} {
+    std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
+    ag::io::collect_dropouts(model, "", dropouts);
+    for (auto& [_, d] : dropouts) live_.push_back(&d->generator());
+  }
+  void remember() {
+    saved_.clear();
+    for (const ag::Generator* g : live_) saved_.push_back(*g);
+  }
+  void undo() {
+    for (std::size_t i = 0; i < live_.size(); ++i) *live_[i] = saved_[i];
+  }
+
+ private:
+  std::vector<ag::Generator*> live_;
+  std::vector<ag::Generator> saved_;
+};
+
+// The log is on disk line by line, so a crash loses no step that finished; a write that fails
+// (a full disk, a file-size limit) stops the run rather than leaving holes in the log.
+void write_log_line(std::FILE* log, const std::string& path, const std::string& line) {
+  if (std::fputs(line.c_str(), log) == EOF || std::fflush(log) != 0)
+    throw std::runtime_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+}
+
 }  // namespace
 
 int train(const TrainOptions& o) {
-  for (auto [name, value] : {std::pair{"--steps", o.steps},
-                             {"--batch", o.batch},
-                             {"--eval-interval", o.eval_interval},
-                             {"--eval-batches", o.eval_batches},
-                             {"--checkpoint-interval", o.checkpoint_interval}})
-    if (value <= 0) throw std::invalid_argument(fmt::format("{} must be positive, got {}", name, value));
-  std::vector<std::string> files = o.corpus.empty() ? default_corpus() : o.corpus;
-  std::string text = read_corpus(files);
-  auto tokenizer = ag::data::CharTokenizer::from_text(text);
-  ag::data::TextDataset ds(tokenizer.encode(text), o.val_fraction);
+  // Everything that can be known before the first step is checked first; nothing is written
+  // until all of it has passed.
+  check_train_options(o);
+  Corpus corpus = read_training_corpus(o);
+  const ag::data::CharTokenizer& tokenizer = corpus.tokenizer;
+  const ag::data::TextDataset& ds = corpus.dataset;
   ag::nn::GPTConfig config = o.model;
   config.vocab_size = tokenizer.size();
+  check_train_resources(o, config);
 
-  std::filesystem::create_directories(o.out_dir);
-  std::string model_path = (std::filesystem::path(o.out_dir) / "minigpt.safetensors").string();
+  // From here on SIGINT and SIGTERM are requests to stop, answered at the next stop point.
+  ag::examples::StopOnSignal stop;
+  auto out = [&](const char* name) { return (std::filesystem::path(o.out_dir) / name).string(); };
+  std::string model_path = out("minigpt.safetensors"), state_path = out("minigpt.train.safetensors"),
+              log_path = out("train_log.csv");
   ag::Generator init_gen(o.seed), data_gen(o.seed + 1);
-  ag::nn::GPT model(config, init_gen);
+  std::unique_ptr<ag::nn::GPT> model_ptr;
+  try {
+    StopBetweenOps stop_points;  // a large model takes a while to initialise
+    model_ptr = std::make_unique<ag::nn::GPT>(config, init_gen);
+  } catch (const Interrupted&) {
+    fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
+    return 130;
+  }
+  ag::nn::GPT& model = *model_ptr;
   ag::optim::AdamW opt(ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99});
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
-  std::string state_path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
   ag::io::TrainingState state{model, opt, schedule, data_gen};  // saved and restored by io/training_state.cpp
   std::int64_t start = 0;
   if (o.resume) {
-    ag::io::ResumedTraining resumed = ag::io::load_training_state(state_path, state, tokenizer);
+    ag::io::ResumedTraining resumed{};
+    try {
+      resumed = ag::io::load_training_state(state_path, state, tokenizer);
+    } catch (const std::invalid_argument& e) {
+      ag::examples::refuse("--resume: {}", e.what());
+    }
     start = resumed.step;
+    if (start > o.steps)
+      ag::examples::refuse("--resume: {} is at step {}, past --steps {}; pass --steps {} or more to continue it",
+                           state_path, start, o.steps, start);
     if (ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
       fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
                  ag::io::schedule_json(schedule));
     fmt::print("resuming from step {} of {}\n", start, state_path);
   }
-  std::string log_path = (std::filesystem::path(o.out_dir) / "train_log.csv").string();
+  if (stop.requested()) {
+    fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
+    return 130;
+  }
+  // The first write: the directory, and the lock that keeps a second run out of it.
+  ag::examples::RunLock lock(o.out_dir, "minigpt.lock");
   LossLog history = truncate_log(log_path, start);
-  std::FILE* log = std::fopen(log_path.c_str(), "a");
-  if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending", log_path));
-  std::setvbuf(log, nullptr, _IOLBF, 0);  // a line per step, on disk as soon as it is written
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(std::fopen(log_path.c_str(), "a"), &std::fclose);
+  if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
 
-  fmt::print("corpus: {} files, {:.2f} M characters, vocabulary of {} characters\n", files.size(),
+  fmt::print("corpus: {} files, {:.2f} M characters, vocabulary of {} characters\n", corpus.files.size(),
              static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6, tokenizer.size());
   fmt::print("model: {} layers, {} heads, n_embd {}, block {}: {:.2f} M parameters\n", config.n_layer, config.n_head,
              config.n_embd, config.block_size, static_cast<double>(model.parameter_count()) / 1e6);
@@ -120,83 +187,117 @@ int train(const TrainOptions& o) {
   if (ag::kernels() == ag::Kernels::Reference)
     fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
 
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   ag::examples::ProgressBar bar(o.steps - start);
   double smoothed = 0;
-  std::int64_t step = start;
+  std::int64_t step = start, saved = -1;
   // `done`: how many steps are complete; a resumed run starts there. The training state goes
   // first: it alone is what --resume reads; the model file beside it is for sample and eval.
   auto checkpoint = [&](std::int64_t done) {
-    std::fflush(log);
     ag::io::save_training_state(state_path, state, tokenizer, done);
     ag::io::save_gpt(model_path, model, tokenizer);
+    saved = done;
   };
-  for (; step < o.steps && !g_stop; ++step) {
-    opt.set_lr(schedule.lr_at(step));
-    auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
-    ag::Tensor loss = model.loss(batch.x, batch.y);
-    opt.zero_grad();
-    loss.backward();
+  DrawsOfAStep draws(model, data_gen);
+  bool eval_cut = false;
+  for (; step < o.steps && !stop.requested(); ++step) {
+    // The step's forward and backward passes stop at the next op when asked; the update after
+    // them never stops half-way, so the model is always the one a whole number of steps made.
+    draws.remember();
+    ag::Tensor loss;
+    try {
+      StopBetweenOps stop_points;
+      opt.set_lr(schedule.lr_at(step));
+      auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
+      loss = model.loss(batch.x, batch.y);
+      opt.zero_grad();
+      loss.backward();
+    } catch (const Interrupted&) {
+      draws.undo();
+      break;
+    }
+    double l = loss.item();
+    // A loss that is no longer finite would make every weight NaN at this update, and the next
+    // checkpoint would write them over the last good one: stop before the update instead.
+    if (!std::isfinite(l)) {
+      std::string kept = saved >= 0 ? fmt::format("{} keeps step {}", state_path, saved)
+                         : o.resume ? fmt::format("{} keeps step {}", state_path, start)
+                                    : "no checkpoint was written";
+      throw std::runtime_error(
+          fmt::format("the loss of step {} is {}: training diverged (a smaller --lr may help); {}", step + 1, l, kept));
+    }
     ag::optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
 
-    double l = loss.item();
     smoothed = step == start ? l : 0.95 * smoothed + 0.05 * l;
     history.steps.push_back(static_cast<double>(step + 1));
     history.losses.push_back(l);
     bar.update(step + 1 - start, (step + 1 - start) * o.batch * config.block_size,
                fmt::format("loss {:.4f}", smoothed));
     bool evaluate = (step + 1) % o.eval_interval == 0 || step + 1 == o.steps;
-    double val = evaluate ? estimate_loss(model, ds, Split::Validation, o, data_gen) : 0;
-    fmt::print(log, "{},{},{},{}\n", step + 1, l, opt.lr(), evaluate ? fmt::format("{}", val) : "");
-    if (evaluate) {
+    std::optional<double> val = evaluate ? estimate_loss(model, ds, Split::Validation, o, data_gen) : std::nullopt;
+    eval_cut = evaluate && !val;
+    write_log_line(log.get(), log_path,
+                   fmt::format("{},{},{},{}\n", step + 1, l, opt.lr(), val ? fmt::format("{}", *val) : ""));
+    if (val) {
       history.val_steps.push_back(static_cast<double>(step + 1));
-      history.val_losses.push_back(val);
+      history.val_losses.push_back(*val);
     }
     if (evaluate || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
-    if (evaluate) {
+    if (val) {
       bar.print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}  (saved {})", step + 1,
-                                 smoothed, val, model_path));
+                                 smoothed, *val, model_path));
     }
   }
   bar.finish();
-  std::signal(SIGINT, SIG_DFL);  // from here on, Ctrl-C simply stops the program
-  std::signal(SIGTERM, SIG_DFL);
-  if (g_stop) {
-    checkpoint(step);
-    std::fclose(log);
+  if (stop.requested()) {
+    if (saved != step) checkpoint(step);
     fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
+    if (eval_cut)
+      fmt::print("(the {} cut its evaluation short: the log has no validation loss for that step)\n",
+                 stop.signal_name());
     return 130;
   }
-  std::fclose(log);
+  if (std::fclose(log.release()) != 0)
+    throw std::runtime_error(fmt::format("cannot write '{}': {}", log_path, std::strerror(errno)));
   fmt::print("trained {} steps in {}\n", step - start, ag::examples::format_duration(bar.elapsed_seconds()));
 
-  std::string loss_png = (std::filesystem::path(o.out_dir) / "loss.png").string();
-  if (!history.losses.empty()) {
-    ag::plot::line_plot_png(
-        loss_png,
-        {{"train (per step)", history.steps, history.losses}, {"validation", history.val_steps, history.val_losses}},
-        "Mini-GPT training", "step", "cross-entropy (nats per character)");
-    fmt::print("wrote {}\n", loss_png);
-  }
-  // A prompt from held-out text: the first 32 characters of a random validation window.
-  std::string prompt = o.prompt;
-  if (prompt.empty()) {
-    std::string val_text = tokenizer.decode([&] {
-      ag::Generator g(o.seed + 2);
-      return ds.sample(Split::Validation, 1, config.block_size, g).x.to_vector<std::int64_t>();
-    }());
-    std::u32string chars = ag::data::decode_utf8(val_text);
-    prompt = ag::data::encode_utf8(chars.substr(0, std::min<std::size_t>(chars.size(), 32)));
-  }
-  auto maps = write_attention_maps(model, tokenizer, prompt, o.out_dir);
-  fmt::print("wrote {} attention maps, {} ... {}\n", maps.size(), maps.front(), maps.back());
+  // The pictures and the sample: the checkpoint of the last step is already complete, so a
+  // stop request here only skips what is left.
+  try {
+    ag::examples::stop_point();
+    std::string loss_png = out("loss.png");
+    if (!history.losses.empty()) {
+      // A run stopped during its first evaluation, and resumed, has no validation loss to draw.
+      std::vector<ag::plot::Series> series{{"train (per step)", history.steps, history.losses}};
+      if (!history.val_losses.empty()) series.push_back({"validation", history.val_steps, history.val_losses});
+      ag::plot::line_plot_png(loss_png, series, "Mini-GPT training", "step", "cross-entropy (nats per character)");
+      fmt::print("wrote {}\n", loss_png);
+    }
+    StopBetweenOps stop_points;
+    // A prompt from held-out text: the first 32 characters of a random validation window.
+    std::string prompt = o.prompt;
+    if (prompt.empty()) {
+      std::string val_text = tokenizer.decode([&] {
+        ag::Generator g(o.seed + 2);
+        return ds.sample(Split::Validation, 1, config.block_size, g).x.to_vector<std::int64_t>();
+      }());
+      std::u32string chars = ag::data::decode_utf8(val_text);
+      prompt = ag::data::encode_utf8(chars.substr(0, std::min<std::size_t>(chars.size(), 32)));
+    }
+    auto maps = write_attention_maps(model, tokenizer, prompt, o.out_dir);
+    fmt::print("wrote {} attention maps, {} ... {}\n", maps.size(), maps.front(), maps.back());
 
-  ag::Generator sample_gen(o.seed + 3);
-  auto ids = ag::nn::generate(model, tokenizer.encode("\n"),
-                              {.max_new_tokens = o.sample_tokens, .temperature = 0.8, .top_k = 20}, sample_gen);
-  fmt::print("\nsample (temperature 0.8, top-k 20):\n{}\n", tokenizer.decode(ids));
+    ag::Generator sample_gen(o.seed + 3);
+    auto ids = ag::nn::generate(model, tokenizer.encode("\n"),
+                                {.max_new_tokens = o.sample_tokens, .temperature = 0.8, .top_k = 20}, sample_gen);
+    fmt::print("\nsample (temperature 0.8, top-k 20):\n{}\n", tokenizer.decode(ids));
+  } catch (const Interrupted&) {
+    fmt::print(
+        "\ninterrupted ({}) after training: {} holds step {}, complete; the pictures and the sample left "
+        "undone were skipped\n",
+        stop.signal_name(), model_path, step);
+    return 130;
+  }
   if (!history.val_losses.empty()) fmt::print("\nfinal validation loss: {:.4f}\n", history.val_losses.back());
   fmt::print("checkpoint: {}\n", model_path);
   return 0;

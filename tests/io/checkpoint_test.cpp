@@ -426,6 +426,34 @@ TEST(GPTCheckpoint, FailedLoadLeavesTheModelUntouched) {
   EXPECT_NO_THROW(io::load_gpt(target, tied));
 }
 
+// A float64 checkpoint (from PyTorch in double precision, say) with its tied head stored: the
+// head equals wte as stored, and a float32 model loads it. Comparing the head with wte after
+// wte was rounded to float32 refused it.
+TEST(GPTCheckpoint, Float64TiedHeadLoadsIntoAFloat32Model) {
+  Generator gen(5);
+  nn::GPT source(small_gpt(), gen), target(small_gpt());
+  source.to(kFloat64);
+  io::GPTCheckpoint ckpt;
+  ckpt.config = source.config;
+  ckpt.file.tensors = io::gpt_state_dict(source);
+  // Off the float32 grid, as weights trained in float64 are (float32 values widened would
+  // survive the rounding and hide the bug).
+  Tensor wte;
+  for (auto& [name, t] : ckpt.file.tensors)
+    if (name == "transformer.wte.weight") wte = t = (t * (1 + 1e-9)).detach();
+  ASSERT_EQ(wte.dtype(), kFloat64);
+  ASSERT_NE(wte.to(kFloat32).to(kFloat64).to_vector<double>(), wte.to_vector<double>());
+  ckpt.file.tensors.emplace_back("lm_head.weight", wte.clone());
+  ASSERT_NO_THROW(io::load_gpt(target, ckpt));
+  EXPECT_EQ(target.wte->weight.to_vector<float>(), wte.to(kFloat32).to_vector<float>());
+  // A head that differs from the float64 wte, even by less than float32 can show, is still refused.
+  Tensor nudged = wte.clone();
+  nudged.data_ptr<double>()[0] += 1e-12;
+  ckpt.file.tensors.back().second = nudged;
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(target, ckpt); },
+                                                 "lm_head.weight differs from transformer.wte.weight"));
+}
+
 TEST(GPTCheckpoint, MetadataErrors) {
   Scratch dir;
   nn::GPT model(small_gpt());

@@ -69,6 +69,81 @@ TEST(SampleToken, TemperatureAndTopK) {
       "expects one row of logits [V]"));
 }
 
+// Infinite temperature flattens the top k completely: each of the k is drawn with probability
+// 1/k and nothing else is drawn (inf / inf once made every weight NaN, and the argmax came back
+// every time). With a fixed seed the counts are fixed too; the bound is five standard deviations
+// of the binomial count, n p (1 - p) under p = 1/k.
+TEST(SampleToken, InfiniteTemperatureIsUniformOverTheTopK) {
+  Tensor logits = tensor({0.5, 4.0, -2.0, 3.0, 1.0, 2.5, -1.0, 3.5, 0.0, 2.0}, {10}, kFloat64);
+  const std::vector<std::int64_t> top5 = {1, 7, 3, 5, 9};  // 4.0, 3.5, 3.0, 2.5, 2.0
+  Generator gen(11);
+  const int n = 10000, k = 5;
+  std::vector<int> counts(10, 0);
+  for (int i = 0; i < n; ++i) ++counts[static_cast<std::size_t>(nn::sample_token(logits, INFINITY, k, gen))];
+  const double p = 1.0 / k, bound = 5 * std::sqrt(n * p * (1 - p));
+  int in_top = 0;
+  for (std::int64_t t : top5) {
+    EXPECT_NEAR(counts[static_cast<std::size_t>(t)], n * p, bound) << "token " << t;
+    in_top += counts[static_cast<std::size_t>(t)];
+  }
+  EXPECT_EQ(in_top, n) << "a token outside the top 5 was drawn";
+  // top_k = 0 (or >= V): uniform over all ten.
+  std::vector<int> all(10, 0);
+  for (int i = 0; i < n; ++i) ++all[static_cast<std::size_t>(nn::sample_token(logits, INFINITY, 0, gen))];
+  for (int t = 0; t < 10; ++t) EXPECT_NEAR(all[static_cast<std::size_t>(t)], n / 10.0, 5 * std::sqrt(n * 0.1 * 0.9));
+  // Temperature 0 is the argmax whatever top_k says.
+  for (std::int64_t top_k : {0, 1, 5, 20}) EXPECT_EQ(nn::sample_token(logits, 0.0, top_k, gen), 1);
+}
+
+TEST(SampleToken, InfinitiesAndNaN) {
+  Generator gen(12);
+  // -inf logits (masked tokens) are never drawn, even at infinite temperature.
+  Tensor masked = tensor({-INFINITY, 1.0, -INFINITY, 0.0}, {4}, kFloat64);
+  for (double t : {0.5, 1.0, 1e6, static_cast<double>(INFINITY)})
+    for (int i = 0; i < 200; ++i) {
+      std::int64_t id = nn::sample_token(masked, t, 0, gen);
+      ASSERT_TRUE(id == 1 || id == 3) << "temperature " << t << " drew " << id;
+    }
+  // A +inf logit takes all the weight, shared equally with any other +inf.
+  Tensor two_inf = tensor({INFINITY, 5.0, INFINITY}, {3}, kFloat64);
+  int first = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::int64_t id = nn::sample_token(two_inf, 1.0, 0, gen);
+    ASSERT_NE(id, 1);
+    first += id == 0;
+  }
+  EXPECT_NEAR(first, 1000, 5 * std::sqrt(2000 * 0.25));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        nn::sample_token(tensor({1.0, NAN}, {2}, kFloat64), 1.0, 0, gen);
+      },
+      "logit 1 of 2 is NaN"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        nn::sample_token(tensor({-INFINITY, -INFINITY}, {2}, kFloat64), 1.0, 0, gen);
+      },
+      "every one of the 2 logits is -inf"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { nn::sample_token(masked, NAN, 0, gen); }, "temperature must be >= 0"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { nn::sample_token(masked, 1.0, -1, gen); }, "top_k must be >= 0"));
+}
+
+// generate refuses bad sampling options before it runs the model, not at the first token.
+TEST(Generate, RefusesBadSamplingOptionsUpFront) {
+  nn::GPT model(config());
+  Generator gen(13);
+  nn::SamplingOptions nan_temperature{.max_new_tokens = 5, .temperature = NAN};
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { nn::generate(model, {0}, nan_temperature, gen); },
+                                                 "generate: temperature must be >= 0"));
+  nn::SamplingOptions negative_k{.max_new_tokens = 5, .top_k = -3};
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { nn::generate(model, {0}, negative_k, gen); },
+                                                 "generate: top_k must be >= 0, got -3 (0: every token)"));
+  // Infinite temperature runs, and draws only tokens of the vocabulary.
+  nn::SamplingOptions flat{.max_new_tokens = 30, .temperature = INFINITY, .top_k = 3};
+  for (std::int64_t id : nn::generate(model, {0}, flat, gen)) EXPECT_TRUE(id >= 0 && id < 9);
+}
+
 TEST(Generate, SameSeedSameText) {
   nn::GPT model(config());
   Generator a(5), b(5), c(6);

@@ -1,0 +1,48 @@
+#include "run_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "preflight.h"
+
+namespace ag::examples {
+
+RunLock::RunLock(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) refuse("cannot create the directory '{}': {}", dir, ec.message());
+  std::string path = (std::filesystem::path(dir) / name).string();
+  // No O_TRUNC: while another run holds the lock, its pid in the file must survive this open.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) refuse("cannot write in '{}': creating its lock file {} failed: {}", dir, path, std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char pid[32] = {};
+    ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) refuse("cannot lock {}: {}", path, std::strerror(err));
+    std::string holder = n > 0 ? std::string(pid, static_cast<std::size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    refuse("{} is in use by another run{}, which holds {}; wait for it to finish or use another directory", dir,
+           holder.empty() ? "" : fmt::format(" (pid {})", holder), path);
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
+}
+
+}  // namespace ag::examples
