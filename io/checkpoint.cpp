@@ -216,4 +216,49 @@ void load_gpt(nn::GPT& model, const GPTCheckpoint& ckpt, const LoadOptions& opti
   detail::commit_gpt(model, detail::stage_gpt(model, ckpt, options));  // all checks first, then the copy
 }
 
+namespace {
+std::vector<nn::NamedTensor> module_tensors(const nn::Module& module) {
+  std::vector<nn::NamedTensor> all = module.named_parameters(), buffers = module.named_buffers();
+  all.insert(all.end(), buffers.begin(), buffers.end());
+  return all;
+}
+}  // namespace
+
+void save_module(const std::string& path, const nn::Module& module, const Metadata& metadata) {
+  save_safetensors(path, module_tensors(module), metadata);
+}
+
+void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& options, std::string_view source) {
+  const std::string where = source.empty() ? "load_module" : fmt::format("{}: load_module", source);
+  std::vector<nn::NamedTensor> expected = module_tensors(module);
+  std::set<std::string> wanted;
+  for (const auto& [name, _] : expected) wanted.insert(name);
+  for (const auto& [name, _] : file.tensors)
+    if (!wanted.count(name))
+      throw_invalid(where, "unexpected tensor '{}': the module has no such parameter or buffer", name);
+  // Every tensor checked and converted before the first one is copied in.
+  std::vector<Tensor> staged;
+  for (const auto& [name, current] : expected) {
+    const Tensor* t = file.find(name);
+    if (!t) throw_invalid(where, "tensor '{}' is missing from the file", name);
+    if (t->shape() != current.shape())
+      throw_invalid(where, "tensor '{}' has shape {} in the file, the module needs {}", name, shape_str(t->shape()),
+                    shape_str(current.shape()));
+    if (is_floating(t->dtype()) != is_floating(current.dtype()) ||
+        (!is_floating(t->dtype()) && t->dtype() != current.dtype()))
+      throw_invalid(where, "tensor '{}' is {} in the file, the module holds {}", name, dtype_name(t->dtype()),
+                    dtype_name(current.dtype()));
+    staged.push_back(t->dtype() == current.dtype() ? *t : t->to(current.dtype()));
+    if (is_floating(current.dtype()) && !options.allow_non_finite) detail::check_finite(staged.back(), name, where);
+  }
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    Tensor target = expected[i].second;
+    target.set_data(staged[i].clone().detach());
+  }
+}
+
+void load_module(nn::Module& module, const std::string& path, const LoadOptions& options) {
+  load_module(module, load_safetensors(path), options, path);
+}
+
 }  // namespace ag::io

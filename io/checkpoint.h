@@ -92,6 +92,20 @@ struct LoadOptions {
 // tensor. A model without biases (config.bias false) needs no bias tensors, and takes none.
 void load_gpt(nn::GPT& model, const GPTCheckpoint& checkpoint, const LoadOptions& options = {});
 
+// --- Any module ------------------------------------------------------------------------------
+// A module's parameters and buffers, under the names named_parameters() and named_buffers()
+// give them ("blocks.0.attn.qkv_proj.weight"), in one safetensors file: the checkpoint of a
+// model of one's own (docs/models.md).
+void save_module(const std::string& path, const nn::Module& module, const Metadata& metadata = {});
+// Loads such a file back into a module built the same way. The file must hold exactly the
+// module's tensors, each with its shape; float32 and float64 convert to the module's dtype.
+// Everything is checked before anything is copied: on any error the module is left as it was,
+// and the error names the file and the tensor.
+void load_module(nn::Module& module, const std::string& path, const LoadOptions& options = {});
+// `source` names the file in errors.
+void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& options = {},
+                 std::string_view source = {});
+
 // --- Training state -------------------------------------------------------------------------
 // Everything a run needs to continue exactly (io/training_state.cpp), in one safetensors file:
 // the model's tensors as "model." + their checkpoint names, the optimizer's as "optim." + the

@@ -583,3 +583,116 @@ TEST(GPTCheckpoint, VocabularySurvivesJson) {
 
 }  // namespace
 }  // namespace ag
+
+namespace ag {
+namespace {
+
+// A model of one's own, as docs/models.md builds them: a buffer besides the parameters, and
+// submodules in a ModuleList.
+class OwnModel : public nn::Module {
+ public:
+  explicit OwnModel(Generator& gen) {
+    embed = register_module("embed", std::make_shared<nn::Embedding>(5, 4, gen));
+    layers = register_module("layers", std::make_shared<nn::ModuleList<nn::Linear>>());
+    layers->push_back(std::make_shared<nn::Linear>(4, 4, true, gen));
+    layers->push_back(std::make_shared<nn::Linear>(4, 3, false, gen));
+    scale = register_buffer("scale", randn({3}, gen));
+  }
+  Tensor forward(const Tensor& ids) {
+    Tensor x = embed->forward(ids);
+    for (const auto& layer : *layers) x = layer->forward(x).tanh();
+    return x * scale;
+  }
+  std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::ModuleList<nn::Linear>> layers;
+  Tensor scale;
+};
+
+std::vector<std::vector<double>> values_of(const nn::Module& m) {
+  std::vector<std::vector<double>> out;
+  for (const auto& [_, t] : m.named_parameters()) out.push_back(t.to(kFloat64).to_vector<double>());
+  for (const auto& [_, t] : m.named_buffers()) out.push_back(t.to(kFloat64).to_vector<double>());
+  return out;
+}
+
+TEST(ModuleCheckpoint, RoundTripRestoresEveryParameterAndBuffer) {
+  Scratch dir;
+  Generator g1(1), g2(2);
+  OwnModel source(g1), target(g2);
+  ASSERT_NE(values_of(source), values_of(target));
+  io::save_module(dir.path("own.safetensors"), source);
+  io::TensorFile file = io::load_safetensors(dir.path("own.safetensors"));
+  std::vector<std::string> names;
+  for (const auto& [name, _] : file.tensors) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"embed.weight", "layers.0.bias", "layers.0.weight", "layers.1.weight", "scale"}));
+  io::load_module(target, dir.path("own.safetensors"));
+  EXPECT_EQ(values_of(source), values_of(target));
+  Tensor ids = from_vector<std::int64_t>({0, 4, 2}, {3});
+  EXPECT_TRUE(test::all_close(target.forward(ids), source.forward(ids), 0.0));
+  // Loaded parameters are still parameters: they train.
+  target.forward(ids).sum().backward();
+  EXPECT_TRUE(target.layers->operator[](1).weight.grad().defined());
+}
+
+TEST(ModuleCheckpoint, Float64FileLoadsIntoAFloat32Module) {
+  Scratch dir;
+  Generator g1(1), g2(2);
+  OwnModel source(g1), target(g2);
+  source.to(kFloat64);
+  io::save_module(dir.path("own64.safetensors"), source);
+  io::load_module(target, dir.path("own64.safetensors"));
+  EXPECT_EQ(target.embed->weight.dtype(), kFloat32);
+  auto a = values_of(source), b = values_of(target);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < a[i].size(); ++j) EXPECT_EQ(static_cast<float>(a[i][j]), b[i][j]);
+}
+
+TEST(ModuleCheckpoint, FailedLoadLeavesTheModuleUntouched) {
+  Scratch dir;
+  Generator g1(1), g2(2);
+  OwnModel source(g1), target(g2);
+  io::save_module(dir.path("own.safetensors"), source);
+  const io::TensorFile good = io::load_safetensors(dir.path("own.safetensors"));
+  const auto before = values_of(target);
+  auto mutate = [&](auto change) {
+    io::TensorFile f = good;
+    change(f);
+    return f;
+  };
+  auto replace = [](io::TensorFile& f, const std::string& name, const Tensor& t) {
+    for (auto& [n, v] : f.tensors)
+      if (n == name) v = t;
+  };
+  struct Case {
+    io::TensorFile file;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {mutate([](auto& f) { f.tensors.pop_back(); }), "is missing from the file"},
+      {mutate([](auto& f) { f.tensors.emplace_back("layers.2.weight", ones({1})); }),
+       "unexpected tensor 'layers.2.weight': the module has no such parameter or buffer"},
+      {mutate([&](auto& f) { replace(f, "layers.0.bias", zeros({5})); }),
+       "tensor 'layers.0.bias' has shape [5] in the file, the module needs [4]"},
+      {mutate([&](auto& f) { replace(f, "scale", zeros({3}, kInt64)); }),
+       "tensor 'scale' is int64 in the file, the module holds float32"},
+      {mutate([&](auto& f) {
+         replace(f, "embed.weight", full({5, 4}, std::nan("")));
+       }),
+       "embed.weight"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_module(target, c.file, {}, "own.safetensors"); },
+                                                   "own.safetensors: load_module"))
+        << c.message;
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_module(target, c.file); }, c.message));
+    ASSERT_EQ(values_of(target), before) << c.message;
+  }
+  // NaN weights load when asked for.
+  io::load_module(target, cases.back().file, {.allow_non_finite = true});
+  EXPECT_TRUE(std::isnan(target.embed->weight.to_vector<float>()[0]));
+}
+
+}  // namespace
+}  // namespace ag
