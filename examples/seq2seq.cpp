@@ -122,9 +122,14 @@ int run(const Options& o) {
     grid.push_back(row);
   }
   std::string png = (std::filesystem::path(o.out) / "cross_attention.png").string();
-  ag::plot::heatmap_png(
-      png, grid, rows, cols,
-      fmt::format("cross-attention, last layer (mean of heads): {} -> {}", to_string(example), to_string(predicted)));
+  ag::plot::heatmap_png(png, {.values = grid,
+                              .row_labels = rows,
+                              .col_labels = cols,
+                              .title = fmt::format("cross-attention, last layer (mean of heads): {} -> {}",
+                                                   to_string(example), to_string(predicted)),
+                              .row_title = "query: decoder input",
+                              .col_title = "key: source digit",
+                              .value_title = "attention weight"});
   fmt::print("example: {} -> {} ({})\nwrote {}\n", to_string(example), to_string(predicted),
              predicted == answer(task, example) ? "right" : "wrong", png);
   fmt::print("held-out exact-sequence accuracy: {:.2f}% ({} of {})\n", 100 * accuracy, correct, held_out.size());

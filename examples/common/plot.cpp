@@ -75,8 +75,8 @@ std::vector<double> colorbar_values(double lo, double hi) {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-void check_heatmap_args(const std::vector<std::vector<double>>& values, const std::vector<std::string>& row_labels,
-                        const std::vector<std::string>& col_labels) {
+void check_heatmap(const Heatmap& map) {
+  const auto& values = map.values;
   if (values.empty() || values[0].empty())
     throw std::invalid_argument("heatmap: values is empty; expected rows x cols with rows, cols >= 1");
   std::size_t cols = values[0].size();
@@ -89,13 +89,37 @@ void check_heatmap_args(const std::vector<std::vector<double>>& values, const st
         throw std::invalid_argument(
             fmt::format("heatmap: value [{}][{}] is {}; values must be finite", i, j, values[i][j]));
   }
-  if (!row_labels.empty() && row_labels.size() != values.size())
+  if (!map.row_labels.empty() && map.row_labels.size() != values.size())
     throw std::invalid_argument(fmt::format("heatmap: {} row labels for {} rows (pass one per row, or none)",
-                                            row_labels.size(), values.size()));
-  if (!col_labels.empty() && col_labels.size() != cols)
+                                            map.row_labels.size(), values.size()));
+  if (!map.col_labels.empty() && map.col_labels.size() != cols)
     throw std::invalid_argument(fmt::format("heatmap: {} column labels for {} columns (pass one per column, or none)",
-                                            col_labels.size(), cols));
+                                            map.col_labels.size(), cols));
+  if (map.row_title.empty() || map.col_title.empty() || map.value_title.empty())
+    throw std::invalid_argument(
+        "heatmap: every axis needs a title: row_title, col_title and value_title (what a colour means)");
+  if (!map.masked.empty()) {
+    if (map.masked.size() != values.size())
+      throw std::invalid_argument(
+          fmt::format("heatmap: {} rows of mask flags for {} rows (pass one per value, or none)", map.masked.size(),
+                      values.size()));
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (map.masked[i].size() != cols)
+        throw std::invalid_argument(
+            fmt::format("heatmap: mask row {} has {} flags for {} columns", i, map.masked[i].size(), cols));
+  }
 }
+
+bool is_masked(const Heatmap& map, std::size_t i, std::size_t j) { return !map.masked.empty() && map.masked[i][j]; }
+
+// A masked cell: grey with dark grey diagonals. The hatch follows the image's pixel grid, so that
+// neighbouring masked cells read as one hatched region.
+void fill_masked(Image& image, int x, int y, int w, int h) {
+  for (int py = y; py < y + h; ++py)
+    for (int px = x; px < x + w; ++px) image.set(px, py, (px + py) % 6 == 0 ? kMaskedHatch : kMaskedFill);
+}
+
+constexpr const char* kMaskedName = "masked";
 
 }  // namespace
 
@@ -121,35 +145,48 @@ Color colormap(double t) {
   return {mix(a.r, b.r), mix(a.g, b.g), mix(a.b, b.b)};
 }
 
-HeatmapLayout heatmap_layout(const std::vector<std::vector<double>>& values, const std::vector<std::string>& row_labels,
-                             const std::vector<std::string>& col_labels, const std::string& title) {
-  check_heatmap_args(values, row_labels, col_labels);
+HeatmapLayout heatmap_layout(const Heatmap& map) {
+  check_heatmap(map);
+  const auto& values = map.values;
   const int rows = static_cast<int>(values.size()), cols = static_cast<int>(values[0].size());
   HeatmapLayout L;
-  L.lo = L.hi = values[0][0];
-  for (const auto& row : values)
-    for (double v : row) L.lo = std::min(L.lo, v), L.hi = std::max(L.hi, v);
+  // Colours start at 0: an attention weight of 0.01 is nearly nothing, and a bar starting at the
+  // smallest weight (2.5e-15, say) would paint it as if it were far from it.
+  bool any_value = false;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    for (std::size_t j = 0; j < values[i].size(); ++j) {
+      if (is_masked(map, i, j)) {
+        L.any_masked = true;
+        continue;
+      }
+      L.lo = std::min(L.lo, values[i][j]), L.hi = std::max(L.hi, values[i][j]);
+      any_value = true;
+    }
+  if (!any_value) throw std::invalid_argument("heatmap: every cell is masked; there is nothing to show");
 
-  std::vector<std::u32string> row_text = visible_tokens(row_labels), col_text = visible_tokens(col_labels);
-  L.title_scale = title_scale_for(title, kHeatmapMaxSide);
-  const int title_height = title.empty() ? 0 : kGlyphHeight * L.title_scale + 3 * kGap;
+  std::vector<std::u32string> row_text = visible_tokens(map.row_labels), col_text = visible_tokens(map.col_labels);
+  L.title_scale = title_scale_for(map.title, kHeatmapMaxSide);
+  const int title_height = map.title.empty() ? 0 : kGlyphHeight * L.title_scale + 3 * kGap;
+  const int col_title_height = kGlyphHeight + kGap, row_title_width = kGlyphHeight + kGap;
   int tick_text = 0;
   for (double v : colorbar_values(L.lo, L.hi)) tick_text = std::max(tick_text, text_width(value_label(v)));
-  const int bar_part = kBarGap + kBarWidth + kTickLength + 4 + tick_text + kPad;
+  const int bar_text = std::max(kTickLength + 4 + tick_text + kGap + kGlyphHeight,  // ticks, then the turned title
+                                L.any_masked ? kGap + text_width(kMaskedName) : 0);
+  const int bar_part = kBarGap + kBarWidth + bar_text + kPad;
 
   // Big labels if the cells come out big enough to hold them, else small ones.
   int row_label_width = 0, header = 0;
   for (int scale : {2, 1}) {
     L.label_scale = scale;
     row_label_width = row_text.empty() ? 0 : widest(row_text, scale) + kGap;
-    L.grid_left = kPad + row_label_width;
+    L.grid_left = kPad + row_title_width + row_label_width;
     L.cell = std::clamp((kHeatmapMaxSide - L.grid_left - bar_part) / cols, 1, kMaxCell);
     // Column labels lie flat when each fits in its cell or is one character (then every k-th
     // column is labelled); longer ones are turned to read upwards.
     int col_width = widest(col_text, scale);
     L.col_labels_turned = col_width > std::max(L.cell - 2, kGlyphHeight * scale);
     header = col_text.empty() ? 0 : (L.col_labels_turned ? col_width : kGlyphHeight * scale) + kGap;
-    int room_below = kHeatmapMaxSide - (kPad + title_height + header) - kPad;
+    int room_below = kHeatmapMaxSide - (kPad + title_height + col_title_height + header) - kPad;
     L.cell = std::max(1, std::min(L.cell, room_below / rows));
     if (scale == 1 || L.cell >= kBigLabelCell) break;
   }
@@ -158,47 +195,65 @@ HeatmapLayout heatmap_layout(const std::vector<std::vector<double>>& values, con
   const int col_width = L.col_labels_turned ? glyph : widest(col_text, L.label_scale);
   L.col_label_every = col_width + 2 <= L.cell ? 1 : ceil_div(col_width + 2, L.cell);
 
-  L.grid_top = kPad + title_height + header;
+  L.row_title_left = kPad;
+  L.col_title_top = kPad + title_height;
+  L.grid_top = L.col_title_top + col_title_height + header;
   const int grid_width = cols * L.cell, grid_height = rows * L.cell;
   L.colorbar_left = L.grid_left + grid_width + kBarGap;
   L.colorbar_top = L.grid_top;
   L.colorbar_height = std::max(grid_height, kMinBarHeight);
-  L.width = std::max(L.colorbar_left + bar_part - kBarGap, text_width(title, L.title_scale) + 2 * kPad);
-  L.height = L.grid_top + L.colorbar_height + kGlyphHeight / 2 + kPad;  // the min tick label hangs below
+  L.value_title_left = L.colorbar_left + kBarWidth + kTickLength + 4 + tick_text + kGap;
+  int bottom = L.grid_top + L.colorbar_height + kGlyphHeight / 2;  // the lowest tick label hangs below the bar
+  if (L.any_masked) {
+    L.masked_key_side = kBarWidth;
+    L.masked_key_left = L.colorbar_left;
+    L.masked_key_top = bottom + kGap;
+    bottom = L.masked_key_top + std::max(L.masked_key_side, kGlyphHeight);
+  }
+  L.width = std::max(L.colorbar_left + bar_part - kBarGap, text_width(map.title, L.title_scale) + 2 * kPad);
+  L.height = std::max(bottom, L.grid_top + grid_height) + kPad;
   return L;
 }
 
-Image heatmap_image(const std::vector<std::vector<double>>& values, const std::vector<std::string>& row_labels,
-                    const std::vector<std::string>& col_labels, const std::string& title) {
-  const HeatmapLayout L = heatmap_layout(values, row_labels, col_labels, title);
+Image heatmap_image(const Heatmap& map) {
+  const HeatmapLayout L = heatmap_layout(map);
   Image image(L.width, L.height);
-  draw_text(image, (L.width - text_width(title, L.title_scale)) / 2, kPad + kGap, title, kInk, L.title_scale);
+  draw_text(image, (L.width - text_width(map.title, L.title_scale)) / 2, kPad + kGap, map.title, kInk, L.title_scale);
 
-  // Cells: a constant map has no "more" or "less", so it gets the middle colour.
+  // Cells: a map of zeros has no "more" or "less", so it gets the middle colour.
   const double span = L.hi - L.lo;
+  const auto& values = map.values;
   const int rows = static_cast<int>(values.size()), cols = static_cast<int>(values[0].size());
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
-      double v = values[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
-      image.fill_rect(L.grid_left + j * L.cell, L.grid_top + i * L.cell, L.cell, L.cell,
-                      colormap(span > 0 ? (v - L.lo) / span : 0.5));
+      const auto r = static_cast<std::size_t>(i), c = static_cast<std::size_t>(j);
+      const int x = L.grid_left + j * L.cell, y = L.grid_top + i * L.cell;
+      if (is_masked(map, r, c))
+        fill_masked(image, x, y, L.cell, L.cell);
+      else
+        image.fill_rect(x, y, L.cell, L.cell, colormap(span > 0 ? (values[r][c] - L.lo) / span : 0.5));
     }
-  image.draw_rect(L.grid_left - 1, L.grid_top - 1, cols * L.cell + 2, rows * L.cell + 2, kFrame);
+  const int grid_width = cols * L.cell, grid_height = rows * L.cell;
+  image.draw_rect(L.grid_left - 1, L.grid_top - 1, grid_width + 2, grid_height + 2, kFrame);
 
-  // Labels, centred on their row or column.
+  // Labels, centred on their row or column; the axis titles outside them.
   const int s = L.label_scale, glyph = kGlyphHeight * s;
-  for (int i = 0; i < static_cast<int>(row_labels.size()); i += L.row_label_every) {
-    std::u32string t = visible_token(row_labels[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < static_cast<int>(map.row_labels.size()); i += L.row_label_every) {
+    std::u32string t = visible_token(map.row_labels[static_cast<std::size_t>(i)]);
     draw_text(image, L.grid_left - kGap - text_width(t, s), L.grid_top + i * L.cell + (L.cell - glyph) / 2, t, kInk, s);
   }
-  for (int j = 0; j < static_cast<int>(col_labels.size()); j += L.col_label_every) {
-    std::u32string t = visible_token(col_labels[static_cast<std::size_t>(j)]);
+  for (int j = 0; j < static_cast<int>(map.col_labels.size()); j += L.col_label_every) {
+    std::u32string t = visible_token(map.col_labels[static_cast<std::size_t>(j)]);
     int centre = L.grid_left + j * L.cell + L.cell / 2, w = text_width(t, s);
     if (L.col_labels_turned)
       draw_text_up(image, centre - glyph / 2, L.grid_top - kGap - w, t, kInk, s);
     else
       draw_text(image, centre - w / 2, L.grid_top - kGap - glyph, t, kInk, s);
   }
+  draw_text(image, std::max(kPad, L.grid_left + (grid_width - text_width(map.col_title)) / 2), L.col_title_top,
+            map.col_title, kInk);
+  draw_text_up(image, L.row_title_left,
+               std::max(L.grid_top, L.grid_top + (grid_height - text_width(map.row_title)) / 2), map.row_title, kInk);
 
   // Colour bar: the largest value at the top, with its value, the middle one and the smallest.
   const int bar_x = L.colorbar_left, bar_y = L.colorbar_top, bar_h = L.colorbar_height;
@@ -212,14 +267,18 @@ Image heatmap_image(const std::vector<std::vector<double>>& values, const std::v
     image.draw_line(bar_x + kBarWidth, y, bar_x + kBarWidth + kTickLength, y, kFrame);
     draw_text(image, bar_x + kBarWidth + kTickLength + 4, y - kGlyphHeight / 2, value_label(value), kInk);
   }
+  draw_text_up(image, L.value_title_left, std::max(bar_y, bar_y + (bar_h - text_width(map.value_title)) / 2),
+               map.value_title, kInk);
+  if (L.any_masked) {
+    fill_masked(image, L.masked_key_left, L.masked_key_top, L.masked_key_side, L.masked_key_side);
+    image.draw_rect(L.masked_key_left - 1, L.masked_key_top - 1, L.masked_key_side + 2, L.masked_key_side + 2, kFrame);
+    draw_text(image, L.masked_key_left + L.masked_key_side + kGap,
+              L.masked_key_top + (L.masked_key_side - kGlyphHeight) / 2, kMaskedName, kInk);
+  }
   return image;
 }
 
-void heatmap_png(const std::string& path, const std::vector<std::vector<double>>& values,
-                 const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-                 const std::string& title) {
-  write_png(heatmap_image(values, row_labels, col_labels, title), path);
-}
+void heatmap_png(const std::string& path, const Heatmap& map) { write_png(heatmap_image(map), path); }
 
 // --- line plot --------------------------------------------------------------------------------
 
@@ -360,51 +419,79 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   return ticks;
 }
 
-Image line_plot_image(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
-                      const std::string& y_label) {
+Axis data_axis(double lo, double hi) {
+  if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
+    throw std::invalid_argument(fmt::format("data_axis: need finite lo <= hi, got [{}, {}]", lo, hi));
+  // A single value (one point, a flat curve) has no extent of its own: widen it around the value.
+  if (hi - lo <= 1e-12 * std::max({1.0, std::abs(lo), std::abs(hi)})) {
+    double half = lo == 0 ? 1.0 : 0.1 * std::abs(lo);
+    lo -= half, hi += half;
+  }
+  // Finer steps until at least four round values fall inside the data's range.
+  const double slack = 1e-9 * (hi - lo);
+  Axis axis{lo, hi, {}};
+  for (int target = 6; target <= 12 && axis.ticks.size() < 4; ++target) {
+    axis.ticks.clear();
+    for (double t : nice_ticks(lo, hi, target))
+      if (t >= lo - slack && t <= hi + slack) axis.ticks.push_back(t);
+  }
+  return axis;
+}
+
+LinePlotLayout line_plot_layout(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
+                                const std::string& y_label) {
   check_series(series);
+  if (x_label.empty() || y_label.empty())
+    throw std::invalid_argument("line_plot: both axes need a title (x_label and y_label)");
   double x_lo = series[0].x[0], x_hi = x_lo, y_lo = series[0].y[0], y_hi = y_lo;
   for (const Series& s : series)
     for (std::size_t i = 0; i < s.x.size(); ++i) {
       x_lo = std::min(x_lo, s.x[i]), x_hi = std::max(x_hi, s.x[i]);
       y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
     }
-  const std::vector<double> x_ticks = nice_ticks(x_lo, x_hi), y_ticks = nice_ticks(y_lo, y_hi);
-  const std::vector<std::string> x_text = tick_labels(x_ticks), y_text = tick_labels(y_ticks);
+  LinePlotLayout L;
+  L.x = data_axis(x_lo, x_hi);
+  L.y = data_axis(y_lo, y_hi);
+  L.width = kPlotWidth, L.height = kPlotHeight;
 
-  // Margins hold, from the outside in: axis label, tick labels, tick marks.
+  // Margins hold, from the outside in: axis title, tick labels, tick marks.
   int y_text_width = 0;
-  for (const std::string& t : y_text) y_text_width = std::max(y_text_width, text_width(t));
+  for (const std::string& t : tick_labels(L.y.ticks)) y_text_width = std::max(y_text_width, text_width(t));
+  int x_text_half = 0;
+  for (const std::string& t : tick_labels(L.x.ticks)) x_text_half = std::max(x_text_half, text_width(t) / 2);
   const int title_scale = title_scale_for(title, kPlotWidth);
-  const int top = kPad + (title.empty() ? 0 : kGlyphHeight * title_scale + 2 * kGap) + kGlyphHeight / 2;
-  const int left = kPad + (y_label.empty() ? 0 : kGlyphHeight + 2 * kGap) + y_text_width + 4 + kTickLength;
-  const int bottom = kTickLength + 4 + kGlyphHeight + (x_label.empty() ? 0 : 2 * kGap + kGlyphHeight) + kPad;
-  const int right = kPad + std::max(text_width(x_text.back()) / 2, kGap);
-  const Frame f{left,
-                top,
-                kPlotWidth - left - right,
-                kPlotHeight - top - bottom,
-                x_ticks.front(),
-                x_ticks.back(),
-                y_ticks.front(),
-                y_ticks.back()};
+  L.plot_top = kPad + (title.empty() ? 0 : kGlyphHeight * title_scale + 2 * kGap) + kGlyphHeight / 2;
+  L.plot_left = kPad + kGlyphHeight + 2 * kGap + y_text_width + 4 + kTickLength;
+  const int bottom = kTickLength + 4 + kGlyphHeight + 2 * kGap + kGlyphHeight + kPad;
+  const int right = kPad + std::max(x_text_half, kGap);  // a tick label at the right end stays inside
+  L.plot_width = kPlotWidth - L.plot_left - right;
+  L.plot_height = kPlotHeight - L.plot_top - bottom;
+  return L;
+}
 
-  Image image(kPlotWidth, kPlotHeight);
-  draw_text(image, (kPlotWidth - text_width(title, title_scale)) / 2, kPad + kGap, title, kInk, title_scale);
-  for (std::size_t i = 0; i < x_ticks.size(); ++i) {
-    int x = f.px(x_ticks[i]);
+Image line_plot_image(const std::vector<Series>& series, const std::string& title, const std::string& x_label,
+                      const std::string& y_label) {
+  const LinePlotLayout L = line_plot_layout(series, title, x_label, y_label);
+  const std::vector<std::string> x_text = tick_labels(L.x.ticks), y_text = tick_labels(L.y.ticks);
+  const Frame f{L.plot_left, L.plot_top, L.plot_width, L.plot_height, L.x.lo, L.x.hi, L.y.lo, L.y.hi};
+
+  Image image(L.width, L.height);
+  const int title_scale = title_scale_for(title, kPlotWidth);
+  draw_text(image, (L.width - text_width(title, title_scale)) / 2, kPad + kGap, title, kInk, title_scale);
+  for (std::size_t i = 0; i < L.x.ticks.size(); ++i) {
+    int x = f.px(L.x.ticks[i]);
     image.draw_line(x, f.top, x, f.top + f.h - 1, kGridLine);
     image.draw_line(x, f.top + f.h, x, f.top + f.h + kTickLength, kFrame);
     draw_text(image, x - text_width(x_text[i]) / 2, f.top + f.h + kTickLength + 4, x_text[i], kInk);
   }
-  for (std::size_t i = 0; i < y_ticks.size(); ++i) {
-    int y = f.py(y_ticks[i]);
+  for (std::size_t i = 0; i < L.y.ticks.size(); ++i) {
+    int y = f.py(L.y.ticks[i]);
     image.draw_line(f.left, y, f.left + f.w - 1, y, kGridLine);
     image.draw_line(f.left - kTickLength - 1, y, f.left - 1, y, kFrame);
     draw_text(image, f.left - kTickLength - 4 - text_width(y_text[i]), y - kGlyphHeight / 2, y_text[i], kInk);
   }
   image.draw_rect(f.left - 1, f.top - 1, f.w + 2, f.h + 2, kFrame);
-  draw_text(image, f.left + (f.w - text_width(x_label)) / 2, kPlotHeight - kPad - kGlyphHeight, x_label, kInk);
+  draw_text(image, f.left + (f.w - text_width(x_label)) / 2, L.height - kPad - kGlyphHeight, x_label, kInk);
   draw_text_up(image, kPad, f.top + (f.h - text_width(y_label)) / 2, y_label, kInk);
 
   for (std::size_t k = 0; k < series.size(); ++k) {

@@ -87,7 +87,13 @@ int shapes(const Options& o) {
   for (auto d : {3, 1, 4, 1, 5, 9}) cols.push_back(std::to_string(d));
   std::filesystem::create_directories(o.out);
   std::string png = (std::filesystem::path(o.out) / "cross_attention_shapes.png").string();
-  ag::plot::heatmap_png(png, grid, rows, cols, "cross-attention [B, H, T, S]: batch 0, mean of 4 heads");
+  ag::plot::heatmap_png(png, {.values = grid,
+                              .row_labels = rows,
+                              .col_labels = cols,
+                              .title = "cross-attention [B, H, T, S]: batch 0, mean of 4 heads",
+                              .row_title = "query: decoder input (T)",
+                              .col_title = "key: source digit (S)",
+                              .value_title = "attention weight"});
   fmt::print("wrote {}\n", png);
   if (o.check) {
     expect(shape(enc_self.weights) == "[2, 4, 6, 6]", "encoder self-attention weights are [B, H, S, S]");

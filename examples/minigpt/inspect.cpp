@@ -40,16 +40,24 @@ std::vector<std::string> write_attention_maps(ag::nn::GPT& model, const ag::data
   for (std::size_t layer = 0; layer < a.weights.size(); ++layer) {
     const ag::Tensor& w = a.weights[layer];
     for (std::int64_t head = 0; head < w.size(1); ++head) {
-      std::vector<std::vector<double>> grid;
+      // The GPT is causal: key j > query i is hidden by the mask, which is not a weight of 0.
+      ag::plot::Heatmap map{.row_labels = a.tokens,
+                            .col_labels = a.tokens,
+                            .title = fmt::format("layer {}, head {}", layer, head),
+                            .row_title = "query position (the character attending)",
+                            .col_title = "key position (the character attended to)",
+                            .value_title = "attention weight"};
       for (std::int64_t i = 0; i < w.size(2); ++i) {
-        std::vector<double> row;
-        for (std::int64_t j = 0; j < w.size(3); ++j) row.push_back(w.at<double>({0, head, i, j}));
-        grid.push_back(row);
+        map.values.emplace_back();
+        map.masked.emplace_back();
+        for (std::int64_t j = 0; j < w.size(3); ++j) {
+          map.values.back().push_back(w.at<double>({0, head, i, j}));
+          map.masked.back().push_back(j > i);
+        }
       }
       std::string path =
           (std::filesystem::path(out_dir) / fmt::format("attention_layer{}_head{}.png", layer, head)).string();
-      ag::plot::heatmap_png(path, grid, a.tokens, a.tokens,
-                            fmt::format("layer {}, head {}: row = query, column = key", layer, head));
+      ag::plot::heatmap_png(path, map);
       paths.push_back(path);
     }
   }

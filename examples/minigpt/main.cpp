@@ -3,6 +3,7 @@
 //   minigpt train  [--corpus FILE ...] [--steps N] [--out DIR] ...
 //   minigpt sample --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
+//   minigpt explore --checkpoint FILE --prompt TEXT [--out DIR]
 //
 // train, sample and eval take --kernels fast|reference (ops/kernels.h).
 //
@@ -151,17 +152,17 @@ int eval_command(int argc, char** argv) {
 }
 
 int explore_command(int argc, char** argv) {
-  std::string checkpoint, prompt, out = "attention.html";
+  std::string checkpoint, prompt, out_dir = "minigpt-out";
   po::options_description opts(
       "minigpt explore: the attention of every layer and head for a prompt, as one self-contained HTML page");
   opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
       "prompt", po::value(&prompt)->required(), "the text whose attention to show (at most block_size characters)")(
-      "out", po::value(&out)->default_value(out), "the HTML file to write");
+      "out", po::value(&out_dir)->default_value(out_dir), "directory for attention.html");
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
   ag::examples::check_input_file("--checkpoint", checkpoint);
-  ag::examples::check_output_file("--out", out);
+  ag::examples::check_output_dir("--out", out_dir, {"attention.html"});
   minigpt::Loaded m = minigpt::load(checkpoint);
   std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, "--prompt", prompt);
   // The page holds every weight as text (about 9 bytes each) after holding them as doubles.
@@ -170,6 +171,8 @@ int explore_command(int argc, char** argv) {
   ag::examples::check_fits_in_memory(fmt::format("the page for a prompt of {} characters", t.value()),
                                      ag::examples::Size(c.n_layer) * c.n_head * t * t * 21);
   minigpt::PromptAttention attention = minigpt::attention_for_prompt(*m.model, m.tokenizer, prompt);
+  std::filesystem::create_directories(out_dir);
+  const std::string out = (std::filesystem::path(out_dir) / "attention.html").string();
   ag::io::write_file_atomically(
       out, minigpt::attention_html(attention, std::filesystem::path(checkpoint).filename().string()));
   fmt::print("wrote {}: {} layers x {} heads over {} characters; open it in a browser\n", out, attention.weights.size(),

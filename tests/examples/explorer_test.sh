@@ -12,9 +12,9 @@ trap 'rm -rf "$dir"' EXIT
 for i in $(seq 1 40); do printf 'the cat sat on the mat. <b>&"\n'; done > "$dir/corpus.txt"
 "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/out" --steps 20 --eval-interval 20 --eval-batches 1 \
   --batch 4 --block 16 --layers 2 --heads 3 --embd 12 --sample-tokens 5 > "$dir/train.log"
-"$minigpt" explore --checkpoint "$dir/out/minigpt.safetensors" --prompt 'the <b>&"mat' --out "$dir/attention.html" \
+"$minigpt" explore --checkpoint "$dir/out/minigpt.safetensors" --prompt 'the <b>&"mat' --out "$dir/page" \
   > "$dir/explore.log"
-html="$dir/attention.html"
+html="$dir/page/attention.html"
 grep -q "2 layers x 3 heads over 12 characters" "$dir/explore.log" || { cat "$dir/explore.log"; exit 1; }
 
 # Self-contained: no address to fetch, no external script or style.

@@ -251,13 +251,36 @@ TEST(Colormap, RisesInBrightness) {
   EXPECT_EQ(colormap(7), colormap(1));
 }
 
-TEST_F(PlotFiles, IdentityHeatmapHasBrightDiagonal) {
-  std::vector<std::vector<double>> identity{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-  std::vector<std::string> labels{"中", " ", "a"};
-  std::string path = file("identity.png");
-  heatmap_png(path, identity, labels, labels, "identity 单位矩阵");
+// A heat map with the required axis titles.
+Heatmap titled(std::vector<std::vector<double>> values, std::vector<std::string> row_labels = {},
+               std::vector<std::string> col_labels = {}, std::string title = "") {
+  return {.values = std::move(values),
+          .row_labels = std::move(row_labels),
+          .col_labels = std::move(col_labels),
+          .title = std::move(title),
+          .row_title = "query position",
+          .col_title = "key position",
+          .value_title = "attention weight"};
+}
 
-  HeatmapLayout layout = heatmap_layout(identity, labels, labels, "identity 单位矩阵");
+Color cell_centre(const Image& image, const HeatmapLayout& layout, int i, int j) {
+  return image.at(layout.grid_left + j * layout.cell + layout.cell / 2,
+                  layout.grid_top + i * layout.cell + layout.cell / 2);
+}
+
+bool any_ink(const Image& image, int x0, int y0, int x1, int y1) {
+  for (int y = y0; y < y1; ++y)
+    for (int x = x0; x < x1; ++x)
+      if (image.at(x, y) != kWhite) return true;
+  return false;
+}
+
+TEST_F(PlotFiles, IdentityHeatmapHasBrightDiagonal) {
+  Heatmap map = titled({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, {"中", " ", "a"}, {"中", " ", "a"}, "identity 单位矩阵");
+  std::string path = file("identity.png");
+  heatmap_png(path, map);
+
+  HeatmapLayout layout = heatmap_layout(map);
   Decoded back = read_png(path);
   ASSERT_EQ(back.width, layout.width);
   ASSERT_EQ(back.height, layout.height);
@@ -275,19 +298,109 @@ TEST_F(PlotFiles, IdentityHeatmapHasBrightDiagonal) {
   EXPECT_EQ(back.at(bar_x, layout.colorbar_top + layout.colorbar_height - 1), colormap(0.0));
 }
 
-TEST(Heatmap, LabelsAreDrawnLeftAndAbove) {
-  std::vector<std::vector<double>> values{{0.2, 0.8}, {0.6, 0.4}};
-  std::vector<std::string> labels{"中", "x"};
-  HeatmapLayout layout = heatmap_layout(values, labels, labels, "");
-  Image image = heatmap_image(values, labels, labels, "");
-  auto any_ink = [&](int x0, int y0, int x1, int y1) {
-    for (int y = y0; y < y1; ++y)
-      for (int x = x0; x < x1; ++x)
-        if (image.at(x, y) != kWhite) return true;
-    return false;
+TEST(Heatmap, ColourBarStartsAtZero) {
+  // No weight is 0 here, yet the bar starts there: 0.3 is not "nothing".
+  Heatmap map = titled({{0.3, 0.5}, {0.4, 0.9}});
+  HeatmapLayout layout = heatmap_layout(map);
+  EXPECT_EQ(layout.lo, 0.0);
+  EXPECT_EQ(layout.hi, 0.9);
+  Image image = heatmap_image(map);
+  EXPECT_EQ(cell_centre(image, layout, 0, 0), colormap(0.3 / 0.9));
+  EXPECT_EQ(cell_centre(image, layout, 1, 1), colormap(1.0));
+  EXPECT_NE(cell_centre(image, layout, 0, 0), colormap(0.0));
+  // A negative value extends the scale below 0.
+  HeatmapLayout signed_layout = heatmap_layout(titled({{-0.5, 2.0}}));
+  EXPECT_EQ(signed_layout.lo, -0.5);
+  EXPECT_EQ(signed_layout.hi, 2.0);
+}
+
+TEST(Heatmap, MaskedCellsAreGreyHatchedAndNamedInTheLegend) {
+  // Causal 3 x 3 weights: the future is masked; the unmasked weight [2][0] is exactly 0.
+  Heatmap map = titled({{1, 0, 0}, {0.4, 0.6, 0}, {0, 0.5, 0.5}});
+  map.masked = {{false, true, true}, {false, false, true}, {false, false, false}};
+  map.values[0][2] = 7;  // a masked cell's value is ignored: it does not stretch the scale
+  HeatmapLayout layout = heatmap_layout(map);
+  EXPECT_TRUE(layout.any_masked);
+  EXPECT_EQ(layout.hi, 1.0);
+  Image image = heatmap_image(map);
+
+  auto cell_only_masked_colours = [&](int i, int j) {
+    int hatch = 0;
+    for (int y = 0; y < layout.cell; ++y)
+      for (int x = 0; x < layout.cell; ++x) {
+        Color c = image.at(layout.grid_left + j * layout.cell + x, layout.grid_top + i * layout.cell + y);
+        if (c != kMaskedFill && c != kMaskedHatch) return false;
+        hatch += c == kMaskedHatch;
+      }
+    return hatch > 0;
   };
-  EXPECT_TRUE(any_ink(0, layout.grid_top, layout.grid_left - 2, layout.grid_top + layout.cell));   // row "中"
-  EXPECT_TRUE(any_ink(layout.grid_left, 0, layout.grid_left + layout.cell, layout.grid_top - 2));  // column "中"
+  EXPECT_TRUE(cell_only_masked_colours(0, 1));
+  EXPECT_TRUE(cell_only_masked_colours(0, 2));
+  EXPECT_TRUE(cell_only_masked_colours(1, 2));
+  EXPECT_EQ(cell_centre(image, layout, 2, 0), colormap(0.0));  // weight 0, not masked
+  // Neither grey is on the colour map, so a masked cell can never be read as a weight.
+  for (int k = 0; k <= 1000; ++k) {
+    EXPECT_NE(colormap(k / 1000.0), kMaskedFill) << k;
+    EXPECT_NE(colormap(k / 1000.0), kMaskedHatch) << k;
+  }
+  // The legend: a hatched square under the colour bar, with its name ("masked") beside it.
+  ASSERT_GT(layout.masked_key_side, 0);
+  EXPECT_GT(layout.masked_key_top, layout.colorbar_top + layout.colorbar_height);
+  EXPECT_LE(layout.masked_key_top + layout.masked_key_side, layout.height);
+  int fill = 0, hatch = 0;
+  for (int y = 0; y < layout.masked_key_side; ++y)
+    for (int x = 0; x < layout.masked_key_side; ++x) {
+      Color c = image.at(layout.masked_key_left + x, layout.masked_key_top + y);
+      fill += c == kMaskedFill, hatch += c == kMaskedHatch;
+    }
+  EXPECT_EQ(fill + hatch, layout.masked_key_side * layout.masked_key_side);
+  EXPECT_GT(hatch, 0);
+  const int text_left = layout.masked_key_left + layout.masked_key_side + 2;
+  EXPECT_TRUE(any_ink(image, text_left, layout.masked_key_top, std::min(layout.width, text_left + 48),
+                      layout.masked_key_top + layout.masked_key_side));
+  EXPECT_LE(text_left + text_width("masked"), layout.width);
+
+  // Without a mask there is no grey and no legend.
+  map.masked.clear();
+  map.values[0][2] = 0;
+  EXPECT_FALSE(heatmap_layout(map).any_masked);
+  Image plain = heatmap_image(map);
+  EXPECT_FALSE(contains_color(plain, kMaskedFill));
+  EXPECT_FALSE(contains_color(plain, kMaskedHatch));
+  EXPECT_LT(heatmap_layout(map).height, layout.height);
+}
+
+TEST(Heatmap, AxisTitlesAreRequiredAndDrawn) {
+  Heatmap map = titled({{0.2, 0.8}, {0.6, 0.4}});
+  HeatmapLayout layout = heatmap_layout(map);
+  Image image = heatmap_image(map);
+  const int grid_side = 2 * layout.cell;
+  // The row title runs up the left edge beside the grid, the column title above the grid, and the
+  // colour bar's title to the right of its tick labels.
+  EXPECT_TRUE(any_ink(image, layout.row_title_left, layout.grid_top, layout.row_title_left + kGlyphHeight,
+                      layout.grid_top + grid_side));
+  EXPECT_TRUE(any_ink(image, layout.grid_left, layout.col_title_top, layout.grid_left + grid_side,
+                      layout.col_title_top + kGlyphHeight));
+  EXPECT_LT(layout.col_title_top + kGlyphHeight, layout.grid_top);
+  EXPECT_TRUE(any_ink(image, layout.value_title_left, layout.colorbar_top, layout.value_title_left + kGlyphHeight,
+                      layout.colorbar_top + layout.colorbar_height));
+  EXPECT_LE(layout.value_title_left + kGlyphHeight, layout.width);
+
+  for (std::string Heatmap::*title : {&Heatmap::row_title, &Heatmap::col_title, &Heatmap::value_title}) {
+    Heatmap untitled = map;
+    untitled.*title = "";
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(untitled); }, "title"));
+  }
+}
+
+TEST(Heatmap, LabelsAreDrawnLeftAndAbove) {
+  Heatmap map = titled({{0.2, 0.8}, {0.6, 0.4}}, {"中", "x"}, {"中", "x"});
+  HeatmapLayout layout = heatmap_layout(map);
+  Image image = heatmap_image(map);
+  const int labels_left = layout.row_title_left + kGlyphHeight;  // right of the row title
+  EXPECT_TRUE(any_ink(image, labels_left, layout.grid_top, layout.grid_left - 2, layout.grid_top + layout.cell));
+  EXPECT_TRUE(any_ink(image, layout.grid_left, layout.col_title_top + kGlyphHeight, layout.grid_left + layout.cell,
+                      layout.grid_top - 2));
 }
 
 TEST(Heatmap, ManyTokensStayWithinTheWidth) {
@@ -295,22 +408,26 @@ TEST(Heatmap, ManyTokensStayWithinTheWidth) {
   std::vector<std::vector<double>> values(n, std::vector<double>(n, 0.0));
   for (std::size_t i = 0; i < n; ++i) values[i][i] = 1;
   std::vector<std::string> labels(n, "t");
-  HeatmapLayout layout = heatmap_layout(values, labels, labels, "many");
+  HeatmapLayout layout = heatmap_layout(titled(values, labels, labels, "many"));
   EXPECT_LE(layout.width, 1250);
   EXPECT_GT(layout.row_label_every, 1);  // 4-pixel rows cannot each hold a 16-pixel label
 }
 
 TEST(Heatmap, BadInputThrows) {
-  std::vector<std::string> none;
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image({}, none, none, ""); }, "empty"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image({{1, 2}, {3}}, none, none, ""); }, "row 1"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(titled({})); }, "empty"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(titled({{1, 2}, {3}})); }, "row 1"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        heatmap_image({{1, std::numeric_limits<double>::quiet_NaN()}}, none, none, "");
+        heatmap_image(titled({{1, std::numeric_limits<double>::quiet_NaN()}}));
       },
       "[0][1]"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image({{1, 2}}, {"a", "b"}, none, ""); }, "row labels"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image({{1, 2}}, none, {"a"}, ""); }, "column labels"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(titled({{1, 2}}, {"a", "b"})); }, "row labels"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(titled({{1, 2}}, {}, {"a"})); }, "column labels"));
+  Heatmap bad_mask = titled({{1, 2}});
+  bad_mask.masked = {{true}};
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(bad_mask); }, "mask row 0"));
+  bad_mask.masked = {{true, true}};
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { heatmap_image(bad_mask); }, "every cell is masked"));
 }
 
 // --- plot.cpp: line plot ------------------------------------------------------------------------
@@ -345,23 +462,80 @@ TEST_F(PlotFiles, LossCurvesUseOneColourPerSeries) {
   EXPECT_FALSE(contains_color(image, series_color(2)));
 }
 
+TEST(DataAxis, EndsAtTheDataWithRoundTicksInside) {
+  Axis steps = data_axis(1, 1200);  // a 1200-step run: the axis ends at 1200, not at 1500
+  EXPECT_EQ(steps.lo, 1);
+  EXPECT_EQ(steps.hi, 1200);
+  EXPECT_EQ(steps.ticks, (std::vector<double>{200, 400, 600, 800, 1000, 1200}));
+  for (auto [lo, hi] : {std::pair{1.85, 4.74}, {0.0, 2.3}, {-3.0, 0.01}, {1e-7, 3e-7}}) {
+    Axis axis = data_axis(lo, hi);
+    EXPECT_EQ(axis.lo, lo);
+    EXPECT_EQ(axis.hi, hi);
+    EXPECT_GE(axis.ticks.size(), 4u) << lo << " to " << hi;
+    for (double t : axis.ticks) {
+      EXPECT_GE(t, lo - 1e-12) << lo << " to " << hi;
+      EXPECT_LE(t, hi + 1e-12) << lo << " to " << hi;
+    }
+  }
+  Axis flat = data_axis(2, 2);  // one value still gets an axis around it
+  EXPECT_LT(flat.lo, 2);
+  EXPECT_GT(flat.hi, 2);
+  EXPECT_THROW(data_axis(3, 1), std::invalid_argument);
+}
+
+TEST(LinePlot, AxesEndAtTheData) {
+  Series train{"train", {}, {}}, validation{"validation", {}, {}};
+  for (int step = 1; step <= 1200; ++step) {
+    train.x.push_back(step);
+    train.y.push_back(2.0 + 2.7 * std::exp(-step / 50.0));
+    if (step % 200 == 0) validation.x.push_back(step), validation.y.push_back(1.9 + 0.5 * std::exp(-step / 300.0));
+  }
+  LinePlotLayout layout = line_plot_layout({train, validation}, "", "step", "loss");
+  EXPECT_EQ(layout.x.lo, 1);
+  EXPECT_EQ(layout.x.hi, 1200);
+  EXPECT_EQ(layout.y.lo, validation.y.back());
+  EXPECT_EQ(layout.y.hi, train.y.front());
+  // The last validation point sits on the right edge of the frame, the lowest point on its bottom.
+  Image image = line_plot_image({train, validation}, "", "step", "loss");
+  const int right = layout.plot_left + layout.plot_width - 1, bottom = layout.plot_top + layout.plot_height - 1;
+  bool on_right_edge = false;
+  for (int dy = -2; dy <= 2; ++dy) on_right_edge = on_right_edge || image.at(right, bottom + dy) == series_color(1);
+  EXPECT_TRUE(on_right_edge);
+}
+
 TEST(LinePlot, SinglePointIsDrawn) {
-  Image image = line_plot_image({{"one", {3}, {0.5}}}, "", "", "");
+  Image image = line_plot_image({{"one", {3}, {0.5}}}, "", "x", "y");
   EXPECT_TRUE(contains_color(image, series_color(0)));
 }
 
+TEST(LinePlot, AxisTitlesAreRequired) {
+  std::vector<Series> one{{"one", {0, 1}, {0.5, 0.25}}};
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { line_plot_image(one, "t", "", "loss"); }, "title"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { line_plot_image(one, "t", "step", ""); }, "title"));
+  LinePlotLayout layout = line_plot_layout(one, "t", "step", "loss");
+  Image image = line_plot_image(one, "t", "step", "loss");
+  // The y title runs up the left margin, the x title along the bottom.
+  EXPECT_TRUE(any_ink(image, 0, layout.plot_top, 16 + kGlyphHeight, layout.plot_top + layout.plot_height));
+  EXPECT_TRUE(any_ink(image, layout.plot_left, layout.height - 16 - kGlyphHeight, layout.plot_left + layout.plot_width,
+                      layout.height - 16));
+}
+
 TEST(LinePlot, BadInputThrows) {
-  EXPECT_TRUE(throws_with<std::invalid_argument>([] { line_plot_image({}, "", "", ""); }, "no series"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { line_plot_image({}, "", "x", "y"); }, "no series"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] {
-        line_plot_image({{"train", {1, 2}, {1}}}, "", "", "");
+        line_plot_image({{"train", {1, 2}, {1}}}, "", "x", "y");
       },
       "'train'"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([] { line_plot_image({{"val", {}, {}}}, "", "", ""); }, "no points"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        line_plot_image({{"val", {}, {}}}, "", "x", "y");
+      },
+      "no points"));
   double nan = std::numeric_limits<double>::quiet_NaN();
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        line_plot_image({{"v", {0, 1}, {1, nan}}}, "", "", "");
+        line_plot_image({{"v", {0, 1}, {1, nan}}}, "", "x", "y");
       },
       "point 1"));
 }

@@ -149,10 +149,11 @@ refused "eval --text too short" "--text: the text has 3 characters; it needs at 
 refused "eval --file missing" "--file $dir/none.txt: no such file" "$minigpt" eval --checkpoint "$ckpt" --file "$dir/none.txt"
 refused "eval --dtype f16" "--dtype must be f32 or f64, got 'f16'" "$minigpt" eval --checkpoint "$ckpt" --text abc --dtype f16
 refused "eval --text and --file" "give exactly one of --text and --file" "$minigpt" eval --checkpoint "$ckpt"
-refused "explore --out in a missing directory" "the directory '$dir/none' does not exist" \
-  "$minigpt" explore --checkpoint "$ckpt" --prompt "the" --out "$dir/none/a.html"
-refused "explore --out is a directory" "'$dir/run' is in the way: it is a directory" \
-  "$minigpt" explore --checkpoint "$ckpt" --prompt "the" --out "$dir/run"
+refused "explore --out is a file" "it exists and is a regular file, not a directory" \
+  "$minigpt" explore --checkpoint "$ckpt" --prompt "the" --out "$dir/corpus.txt"
+mkdir -p "$dir/page/attention.html"
+refused "explore: a directory in place of attention.html" "'$dir/page/attention.html' is in the way: it is a directory" \
+  "$minigpt" explore --checkpoint "$ckpt" --prompt "the" --out "$dir/page"
 
 # seq2seq: --layers 0 has no cross-attention to see the source with; --steps 0 is the untrained
 # baseline, and runs.
