@@ -60,11 +60,16 @@ optim::WarmupCosine parse_schedule(const std::string& text, std::string_view sou
 
 // The state entries `opt` keeps for each parameter from its first step on, under the names
 // Optimizer::state gives them; nullopt for a kind of optimizer not known here. (Every parameter
-// of a GPT gets a gradient at every step, so after one step each has all of them.)
+// of a GPT gets a gradient at every step, so after one step each has all of them.) An SGD whose
+// groups differ in having momentum is not checked here; Optimizer::load_state still is.
 std::optional<std::vector<std::string>> slots_after_a_step(const optim::Optimizer& opt) {
   if (dynamic_cast<const optim::Adam*>(&opt)) return std::vector<std::string>{"exp_avg", "exp_avg_sq"};
-  if (const auto* sgd = dynamic_cast<const optim::SGD*>(&opt))
-    return sgd->options.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+  if (const auto* sgd = dynamic_cast<const optim::SGD*>(&opt)) {
+    std::size_t with_momentum = 0;
+    for (std::size_t g = 0; g < sgd->group_count(); ++g) with_momentum += sgd->group_options(g).momentum != 0;
+    if (with_momentum == sgd->group_count()) return std::vector<std::string>{"momentum_buffer"};
+    if (with_momentum == 0) return std::vector<std::string>{};
+  }
   return std::nullopt;
 }
 

@@ -17,9 +17,8 @@
 namespace ag::optim {
 
 namespace {
-std::vector<ParamGroup> one_group(std::vector<Tensor> params, double weight_decay) {
-  return {ParamGroup{std::move(params), weight_decay}};
-}
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{std::move(params)}}; }
+
 // "0", "17": a parameter's index as state() writes it. Not "01", "+1" or "1x", which stoul
 // would take, so that one index has one spelling.
 bool plain_index(const std::string& text, std::size_t& index) {
@@ -30,19 +29,80 @@ bool plain_index(const std::string& text, std::size_t& index) {
   return true;
 }
 
+AdamOptions as_adam(const AdamWOptions& o) { return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay}; }
+
+// Resolving a group's options: each option the group sets replaces the optimizer's; an option
+// this optimizer has no use for is refused rather than silently ignored.
+template <class T>
+void take(T& option, const std::optional<T>& group_value) {
+  if (group_value) option = *group_value;
+}
+template <class T>
+void refuse(const std::optional<T>& group_value, const char* option, const std::string& name, std::size_t group) {
+  if (group_value) throw_invalid(name, "group {} sets {}, which {} does not have", group, option, name);
+}
+
+SGDOptions resolve(SGDOptions o, const ParamGroup& g, const std::string& name, std::size_t group) {
+  refuse(g.beta1, "beta1", name, group);
+  refuse(g.beta2, "beta2", name, group);
+  refuse(g.eps, "eps", name, group);
+  take(o.lr, g.lr);
+  take(o.weight_decay, g.weight_decay);
+  take(o.momentum, g.momentum);
+  take(o.dampening, g.dampening);
+  take(o.nesterov, g.nesterov);
+  return o;
+}
+
+AdamOptions resolve(AdamOptions o, const ParamGroup& g, const std::string& name, std::size_t group) {
+  refuse(g.momentum, "momentum", name, group);
+  refuse(g.dampening, "dampening", name, group);
+  refuse(g.nesterov, "nesterov", name, group);
+  take(o.lr, g.lr);
+  take(o.weight_decay, g.weight_decay);
+  take(o.beta1, g.beta1);
+  take(o.beta2, g.beta2);
+  take(o.eps, g.eps);
+  return o;
+}
+
+// `where` is "" for the optimizer's own options and " (group N)" for a group's. The negated
+// comparisons also refuse NaN.
+void check_lr(double lr, const std::string& name, const std::string& where) {
+  if (!(lr >= 0)) throw_invalid(name, "learning rate must be non-negative, got {}{}", lr, where);
+}
+
+void check(const SGDOptions& o, const std::string& name, const std::string& where) {
+  check_lr(o.lr, name, where);
+  if (!(o.weight_decay >= 0)) throw_invalid(name, "weight decay must be non-negative, got {}{}", o.weight_decay, where);
+  if (!(o.momentum >= 0)) throw_invalid(name, "momentum must be non-negative, got {}{}", o.momentum, where);
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    throw_invalid(name, "nesterov momentum needs momentum > 0 and dampening 0{}", where);
+}
+
+void check(const AdamOptions& o, const std::string& name, const std::string& where) {
+  check_lr(o.lr, name, where);
+  if (!(o.weight_decay >= 0)) throw_invalid(name, "weight decay must be non-negative, got {}{}", o.weight_decay, where);
+  if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1))
+    throw_invalid(name, "betas must be in [0, 1), got ({}, {}){}", o.beta1, o.beta2, where);
+  if (!(o.eps >= 0)) throw_invalid(name, "eps must be non-negative, got {}{}", o.eps, where);
+}
+
+std::vector<std::vector<Tensor>> params_of(const std::vector<ParamGroup>& groups) {
+  std::vector<std::vector<Tensor>> params;
+  for (const ParamGroup& g : groups) params.push_back(g.params);
+  return params;
+}
+
 }  // namespace
 
-Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr)
-    : name_(std::move(name)), groups_(std::move(groups)) {
-  set_lr(lr);
+Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups)
+    : name_(std::move(name)), group_params_(params_of(groups)) {
   // A parameter listed twice would be updated twice per step.
   std::unordered_map<const TensorImpl*, std::size_t> index_of;
   std::size_t index = 0;
-  for (std::size_t group = 0; group < groups_.size(); ++group) {
-    const ParamGroup& g = groups_[group];
-    if (!(g.weight_decay >= 0))
-      throw_invalid(name_, "weight decay must be non-negative, got {} (group {})", g.weight_decay, group);
-    for (const Tensor& p : g.params) {
+  for (const auto& params : group_params_)
+    for (const Tensor& p : params) {
       if (!p.defined() || !p.requires_grad() || !p.is_leaf())
         throw_invalid(name_, "every parameter must be a leaf tensor that requires grad");
       auto [it, first] = index_of.try_emplace(p.impl().get(), index);
@@ -51,24 +111,53 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
                       shape_str(p.shape()), it->second);
       ++index;
     }
-  }
   slots_.resize(parameter_count());
 }
 
-void Optimizer::set_lr(double lr) {
-  if (!(lr >= 0)) throw_invalid(name_, "learning rate must be non-negative, got {}", lr);
-  lr_ = lr;
+template <class Options>
+OptimizerWith<Options>::OptimizerWith(std::string name, std::vector<ParamGroup> groups, Options defaults)
+    : Optimizer(std::move(name), groups), options_(defaults) {
+  check(options_, name_, "");
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    group_options_.push_back(resolve(options_, groups[g], name_, g));
+    check(group_options_.back(), name_, fmt::format(" (group {})", g));
+  }
 }
+
+template <class Options>
+const Options& OptimizerWith<Options>::group_options(std::size_t group) const {
+  if (group >= group_options_.size())
+    throw_invalid(name_, "there is no group {}: the optimizer has {} group{}", group, group_options_.size(),
+                  group_options_.size() == 1 ? "" : "s");
+  return group_options_[group];
+}
+
+template <class Options>
+void OptimizerWith<Options>::set_lr(double lr) {
+  check_lr(lr, name_, "");
+  options_.lr = lr;
+  for (Options& g : group_options_) g.lr = lr;
+}
+
+template <class Options>
+void OptimizerWith<Options>::set_lr(std::size_t group, double lr) {
+  group_options(group);  // checks the index
+  check_lr(lr, name_, fmt::format(" (group {})", group));
+  group_options_[group].lr = lr;
+}
+
+template class OptimizerWith<SGDOptions>;
+template class OptimizerWith<AdamOptions>;
 
 std::size_t Optimizer::parameter_count() const {
   std::size_t n = 0;
-  for (const auto& g : groups_) n += g.params.size();
+  for (const auto& params : group_params_) n += params.size();
   return n;
 }
 
 void Optimizer::zero_grad() {
-  for (auto& g : groups_)
-    for (Tensor& p : g.params) p.zero_grad();
+  for (auto& params : group_params_)
+    for (Tensor& p : params) p.zero_grad();
 }
 
 Tensor& Optimizer::slot(std::size_t param_index, std::size_t which) {
@@ -76,8 +165,8 @@ Tensor& Optimizer::slot(std::size_t param_index, std::size_t which) {
   if (s.size() <= which) s.resize(slot_names_.size());
   if (!s[which].defined()) {
     std::size_t i = 0;
-    for (const auto& g : groups_)
-      for (const Tensor& p : g.params)
+    for (const auto& params : group_params_)
+      for (const Tensor& p : params)
         if (i++ == param_index) s[which] = zeros(p.shape(), p.dtype());
   }
   return s[which];
@@ -111,8 +200,8 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
   std::vector<std::vector<Tensor>> loaded(slots_.size(), std::vector<Tensor>(slot_names_.size()));
   std::int64_t step = -1;
   std::vector<const Tensor*> params;
-  for (const auto& g : groups_)
-    for (const Tensor& p : g.params) params.push_back(&p);
+  for (const auto& group : group_params_)
+    for (const Tensor& p : group) params.push_back(&p);
   for (const auto& [name, t] : state) {
     if (name == "step") {
       if (t.dtype() != kInt64 || t.numel() != 1) throw_invalid(name_, "state 'step' must be one int64");
@@ -140,32 +229,30 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state) {
 
 // ---------------------------------------------------------------------------------------------
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params), o.weight_decay), o) {}
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params)), o) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer("SGD", std::move(groups), o.lr), options(o) {
-  if (!(o.momentum >= 0)) throw_invalid("SGD", "momentum must be non-negative, got {}", o.momentum);
-  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
-    throw_invalid("SGD", "nesterov momentum needs momentum > 0 and dampening 0");
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : OptimizerWith("SGD", std::move(groups), o) {
   slot_names_ = {"momentum_buffer"};
 }
 
 void SGD::step() {
   NoGradGuard no_grad;
-  for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, double wd) {
+  for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, std::size_t group) {
+    const SGDOptions& o = group_options_[group];
     bool first = !has_slot(i, 0);
     dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
       using T = decltype(tag);
       T* w = p.data_ptr<T>();
       const T* g = grad.data_ptr<T>();
-      T* buf = options.momentum != 0 ? slot(i, 0).template data_ptr<T>() : nullptr;
-      double mu = options.momentum;
+      T* buf = o.momentum != 0 ? slot(i, 0).template data_ptr<T>() : nullptr;
+      double mu = o.momentum;
       for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
-        double d = g[j] + wd * w[j];
+        double d = g[j] + o.weight_decay * w[j];
         if (buf) {
-          buf[j] = static_cast<T>(first ? d : mu * buf[j] + (1 - options.dampening) * d);
-          d = options.nesterov ? d + mu * buf[j] : buf[j];
+          buf[j] = static_cast<T>(first ? d : mu * buf[j] + (1 - o.dampening) * d);
+          d = o.nesterov ? d + mu * buf[j] : buf[j];
         }
-        w[j] = static_cast<T>(w[j] - lr_ * d);
+        w[j] = static_cast<T>(w[j] - o.lr * d);
       }
     });
   });
@@ -174,28 +261,26 @@ void SGD::step() {
 
 // ---------------------------------------------------------------------------------------------
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(one_group(std::move(params), o.weight_decay), o, false) {}
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, false) {}
+Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Adam(one_group(std::move(params)), o) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam("Adam", std::move(groups), o, false) {}
 
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
-    : Optimizer(decoupled ? "AdamW" : "Adam", std::move(groups), o.lr), options(o), decoupled_(decoupled) {
-  if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1))
-    throw_invalid(name_, "betas must be in [0, 1), got ({}, {})", o.beta1, o.beta2);
-  if (!(o.eps >= 0)) throw_invalid(name_, "eps must be non-negative, got {}", o.eps);
+Adam::Adam(std::string name, std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
+    : OptimizerWith(std::move(name), std::move(groups), o), decoupled_(decoupled) {
   slot_names_ = {"exp_avg", "exp_avg_sq"};
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamOptions o) : Adam(one_group(std::move(params), o.weight_decay), o, true) {}
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, true) {}
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : AdamW(one_group(std::move(params)), o) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam("AdamW", std::move(groups), as_adam(o), true) {}
 
 void Adam::step() {
   NoGradGuard no_grad;
   ++steps_;
   double t = static_cast<double>(steps_);
-  double bias1 = 1 - std::pow(options.beta1, t), bias2 = 1 - std::pow(options.beta2, t);
-  double step_size = lr_ / bias1, sqrt_bias2 = std::sqrt(bias2);
-  for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, double wd) {
-    dispatch_floating(p.dtype(), decoupled_ ? "AdamW" : "Adam", [&](auto tag) {
+  for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, std::size_t group) {
+    const AdamOptions& o = group_options_[group];
+    double bias1 = 1 - std::pow(o.beta1, t), bias2 = 1 - std::pow(o.beta2, t);
+    double step_size = o.lr / bias1, sqrt_bias2 = std::sqrt(bias2);
+    dispatch_floating(p.dtype(), name_, [&](auto tag) {
       using T = decltype(tag);
       T* w = p.data_ptr<T>();
       const T* g = grad.data_ptr<T>();
@@ -203,13 +288,13 @@ void Adam::step() {
       T* v = slot(i, 1).template data_ptr<T>();
       if (use_reference(KernelOp::AdamUpdate)) {  // the textbook loop of ops/reference/optim.cpp
         reference::adam_update(w, g, m, v, p.numel(),
-                               {lr_, options.beta1, options.beta2, options.eps, wd, decoupled_, steps_});
+                               {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, steps_});
         return;
       }
       // In the parameter's own type, as PyTorch does: one vectorisable pass per tensor.
-      T b1 = static_cast<T>(options.beta1), b2 = static_cast<T>(options.beta2), eps = static_cast<T>(options.eps);
-      T l2 = decoupled_ ? T(0) : static_cast<T>(wd);
-      T decay = static_cast<T>(decoupled_ ? 1 - lr_ * wd : 1.0);  // AdamW shrinks p before the update
+      T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2), eps = static_cast<T>(o.eps);
+      T l2 = decoupled_ ? T(0) : static_cast<T>(o.weight_decay);
+      T decay = static_cast<T>(decoupled_ ? 1 - o.lr * o.weight_decay : 1.0);  // AdamW shrinks p before the update
       T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
       // Captured by value so that the loop reads locals, which GCC can keep in vector registers.
       parallel_for(p.numel(), 8192, [=](std::int64_t begin, std::int64_t end) {
@@ -267,6 +352,7 @@ double WarmupCosine::lr_at(std::int64_t step) const {
 }
 
 std::vector<ParamGroup> decay_groups(const nn::Module& model, double weight_decay) {
+  // Both set their decay, so that the vectors are not decayed at an optimizer's default (AdamW's 1e-2).
   ParamGroup decayed{{}, weight_decay}, plain{{}, 0.0};
   for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decayed : plain).params.push_back(p);
   return {decayed, plain};

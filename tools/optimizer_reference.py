@@ -1,8 +1,9 @@
 """Prints, from torch.optim, the values that tests/nn/optim_test.cpp expects of attograd's optimizers.
 
 Each line repeats one check of that test in PyTorch: the same starting value, gradients,
-hyperparameters and number of steps. torch's result is printed with 17 significant digits
-beside the constant written in the C++ test; the two must agree to 1e-12.
+hyperparameters and number of steps; for the ParamGroups tests, the same param groups, each
+overriding some of the optimizer's options. torch's result is printed with 17 significant
+digits beside the constant written in the C++ test; the two must agree to 1e-12.
 
     /usr/bin/python3 tools/optimizer_reference.py
 
@@ -32,6 +33,58 @@ def run(make_optimizer, grads, p0=1.0):
         optimizer.step()
         values.append(p.item())
     return values
+
+
+def run_groups(make_optimizer, overrides, grads):
+    """One parameter per group, each starting at 1: group i is {"params": [p_i], **overrides[i]}.
+    Before each step every parameter's gradient is set to the next value in `grads`. Returns
+    values[group][step]."""
+    params = [torch.ones(1, dtype=torch.float64, requires_grad=True) for _ in overrides]
+    optimizer = make_optimizer([{"params": [p], **o} for p, o in zip(params, overrides)])
+    values = [[] for _ in params]
+    for g in grads:
+        for p in params:
+            p.grad = torch.tensor([g], dtype=torch.float64)
+        optimizer.step()
+        for i, p in enumerate(params):
+            values[i].append(p.item())
+    return values
+
+
+def adamw_default_decay_on_zero_gradient():
+    """AdamW given only lr = 0.5, a zero gradient and p = 2: m = v = 0, so the step is the decay
+    alone, p (1 - lr 0.01)."""
+    p = torch.tensor([2.0], dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.AdamW([p], lr=0.5)
+    p.grad = torch.zeros(1, dtype=torch.float64)
+    optimizer.step()
+    return p.item()
+
+
+def group_references():
+    """Parameter groups overriding the optimizer's options, as in the test ParamGroups.*."""
+    optim = torch.optim
+    grads = [0.5, -1.0]
+    sgd = run_groups(lambda g: optim.SGD(g, lr=0.1, momentum=0.9),
+                     [{}, {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1}, {"dampening": 0.5},
+                      {"nesterov": True}], grads)
+    adam = run_groups(lambda g: optim.Adam(g, lr=0.1),
+                      [{}, {"lr": 0.05, "betas": (0.5, 0.9), "eps": 1e-3, "weight_decay": 0.1}], grads)
+    adamw = run_groups(lambda g: optim.AdamW(g, lr=0.1),
+                       [{}, {"lr": 0.05, "weight_decay": 0.0}, {"betas": (0.9, 0.99), "eps": 1e-6, "weight_decay": 0.1}],
+                       grads)
+    expected = {
+        "SGD": (sgd, [[0.95, 1.005], [0.97, 1.00015], [0.95, 0.955], [0.905, 1.0545]]),
+        "Adam": (adam, [[0.900000002, 0.9366103542405654], [0.9500831946755408, 0.9760501106100353]]),
+        "AdamW": (adamw, [[0.899000002, 0.9347113542385653], [0.950000001, 0.9683051771202827],
+                          [0.8900001999996, 0.917660923156587]]),
+    }
+    rows = []
+    for name, (values, constants) in expected.items():
+        for group, (torch_steps, cpp_steps) in enumerate(zip(values, constants)):
+            for step, (t, c) in enumerate(zip(torch_steps, cpp_steps)):
+                rows.append((f"{name} groups: group {group}, step {step + 1}", t, c))
+    return rows
 
 
 def clip_values():
@@ -78,7 +131,8 @@ def references():
         ("clip_grad_norm limit 1: total norm", clipped, 5.0),
         ("clip_grad_norm limit 1: a[0]", a_clipped, 3 * scale),
         ("clip_grad_norm limit 1: b[0]", b_clipped, 4 * scale),
-    ]
+        ("AdamW lr 0.5 only, zero grad, p = 2", adamw_default_decay_on_zero_gradient(), 2 * (1 - 0.5 * 0.01)),
+    ] + group_references()
 
 
 def main():

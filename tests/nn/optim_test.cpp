@@ -1,6 +1,7 @@
-// Checks nn/optim.cpp: the first steps of each optimizer against values worked out by hand
-// from PyTorch's documented update rules (tools/optimizer_reference.py prints the same
-// numbers from torch.optim), clipping, and the schedule.
+// Checks nn/optim.cpp: the first steps of each optimizer, with its defaults and with parameter
+// groups that override them, against values worked out by hand from PyTorch's documented
+// update rules (tools/optimizer_reference.py prints the same numbers from torch.optim),
+// clipping, and the schedule.
 #include <cmath>
 #include <numbers>
 
@@ -92,7 +93,122 @@ TEST(AdamW, DecoupledDecay) {
   set_grad(p, {-1.0});
   adamw.step();
   EXPECT_NEAR(p.item(), 0.9177103542205653, 1e-12);
-  EXPECT_DOUBLE_EQ(optim::AdamW({p}).options.weight_decay, 1e-2);  // PyTorch's default
+  EXPECT_DOUBLE_EQ(optim::AdamW({p}).options().weight_decay, 1e-2);  // PyTorch's default
+}
+
+TEST(AdamW, DecaysAtTorchsDefaultWhenOnlyLrIsGiven) {
+  // A zero gradient leaves m = v = 0, so the Adam part of the step is 0 / (0 + eps) = 0 and
+  // the step is the decay alone: p = 2 becomes 2 (1 - lr wd) = 2 (1 - 0.5 0.01) = 1.99.
+  EXPECT_EQ(optim::SGDOptions{}.weight_decay, 0.0);
+  EXPECT_EQ(optim::AdamOptions{}.weight_decay, 0.0);
+  EXPECT_EQ(optim::AdamWOptions{}.weight_decay, 1e-2);
+  Tensor p = full({1}, 2.0, kFloat64).requires_grad_();
+  optim::AdamW adamw({p}, {.lr = 0.5});
+  set_grad(p, {0.0});
+  adamw.step();
+  EXPECT_DOUBLE_EQ(p.item(), 2 * (1 - 0.5 * 0.01));
+
+  // A group that sets no weight decay takes the same default; one that sets 0 is not decayed.
+  Tensor q = full({1}, 2.0, kFloat64).requires_grad_(), r = full({1}, 2.0, kFloat64).requires_grad_();
+  optim::AdamW grouped({optim::ParamGroup{{q}}, optim::ParamGroup{{r}, 0.0}}, {.lr = 0.5});
+  set_grad(q, {0.0});
+  set_grad(r, {0.0});
+  grouped.step();
+  EXPECT_DOUBLE_EQ(q.item(), 2 * (1 - 0.5 * 0.01));
+  EXPECT_DOUBLE_EQ(r.item(), 2.0);
+
+  // Adam's default is no decay at all: the same step leaves p where it is.
+  Tensor s = full({1}, 2.0, kFloat64).requires_grad_();
+  optim::Adam adam({s}, {.lr = 0.5});
+  set_grad(s, {0.0});
+  adam.step();
+  EXPECT_DOUBLE_EQ(s.item(), 2.0);
+}
+
+// Groups that override some of the optimizer's options, one parameter each, p0 = 1 and the
+// gradients 0.5 then -1 for every parameter. tools/optimizer_reference.py runs the same groups
+// through torch.optim and checks these constants.
+void expect_groups(optim::Optimizer& opt, std::vector<Tensor>& params, const std::vector<std::vector<double>>& expected,
+                   double tolerance) {
+  for (std::size_t step = 0; step < 2; ++step) {
+    for (Tensor& p : params) set_grad(p, {step == 0 ? 0.5 : -1.0});
+    opt.step();
+    for (std::size_t g = 0; g < params.size(); ++g)
+      EXPECT_NEAR(params[g].item(), expected[g][step], tolerance) << "group " << g << ", step " << step + 1;
+  }
+}
+
+std::vector<Tensor> ones_params(std::size_t n) {
+  std::vector<Tensor> params;
+  for (std::size_t i = 0; i < n; ++i) params.push_back(ones({1}, kFloat64).requires_grad_());
+  return params;
+}
+
+TEST(ParamGroups, SGDGroupsOverrideTheDefaults) {
+  // Defaults lr 0.1, momentum 0.9.
+  // group 0 (defaults): b1 = 0.5, p1 = 0.95;  b2 = 0.45 - 1 = -0.55, p2 = 0.95 + 0.055 = 1.005
+  // group 1 (lr 0.05, momentum 0.5, wd 0.1): d1 = 0.6, p1 = 0.97;  d2 = -1 + 0.097 = -0.903,
+  //         b2 = 0.3 - 0.903 = -0.603, p2 = 0.97 + 0.03015 = 1.00015
+  // group 2 (dampening 0.5): b1 = 0.5 (undamped), p1 = 0.95;  b2 = 0.45 - 0.5 = -0.05, p2 = 0.955
+  // group 3 (nesterov): p1 = 1 - 0.1 (0.5 + 0.45) = 0.905;  b2 = -0.55,
+  //         p2 = 0.905 + 0.1 (1 + 0.495) = 1.0545
+  std::vector<Tensor> p = ones_params(4);
+  optim::SGD sgd(
+      {optim::ParamGroup{{p[0]}}, optim::ParamGroup{.params = {p[1]}, .weight_decay = 0.1, .lr = 0.05, .momentum = 0.5},
+       optim::ParamGroup{.params = {p[2]}, .dampening = 0.5}, optim::ParamGroup{.params = {p[3]}, .nesterov = true}},
+      {.lr = 0.1, .momentum = 0.9});
+  expect_groups(sgd, p, {{0.95, 1.005}, {0.97, 1.00015}, {0.95, 0.955}, {0.905, 1.0545}}, 1e-15);
+  EXPECT_EQ(sgd.group_options(1).momentum, 0.5);
+  EXPECT_EQ(sgd.group_options(2).momentum, 0.9);  // not set by the group: the optimizer's
+}
+
+TEST(ParamGroups, AdamGroupsOverrideTheDefaults) {
+  // Defaults lr 0.1: group 0 repeats Adam.FirstTwoSteps.
+  // group 1 (lr 0.05, betas (0.5, 0.9), eps 1e-3, wd 0.1): d1 = 0.5 + 0.1 = 0.6, m = 0.3,
+  //         v = 0.036; m^ = 0.6, sqrt(v^) = 0.6; p1 = 1 - 0.05 0.6 / 0.601 = 0.9500831946755
+  std::vector<Tensor> p = ones_params(2);
+  optim::Adam adam(
+      {optim::ParamGroup{{p[0]}},
+       optim::ParamGroup{.params = {p[1]}, .weight_decay = 0.1, .lr = 0.05, .beta1 = 0.5, .beta2 = 0.9, .eps = 1e-3}},
+      {.lr = 0.1});
+  expect_groups(adam, p, {{0.900000002, 0.9366103542405654}, {0.9500831946755408, 0.9760501106100353}}, 1e-12);
+}
+
+TEST(ParamGroups, AdamWGroupsOverrideTheDefaults) {
+  // Defaults lr 0.1 and so weight decay 0.01.
+  // group 0: p1 = 0.999 - 0.1 0.5 / (0.5 + 1e-8) = 0.899000002
+  // group 1 (lr 0.05, wd 0): p1 = 1 - 0.05 0.5 / (0.5 + 1e-8) = 0.950000001
+  // group 2 (beta2 0.99, eps 1e-6, wd 0.1): p1 = 0.99 - 0.1 0.5 / (0.5 + 1e-6) = 0.8900001999996
+  std::vector<Tensor> p = ones_params(3);
+  optim::AdamW adamw({optim::ParamGroup{{p[0]}}, optim::ParamGroup{.params = {p[1]}, .weight_decay = 0.0, .lr = 0.05},
+                      optim::ParamGroup{.params = {p[2]}, .weight_decay = 0.1, .beta2 = 0.99, .eps = 1e-6}},
+                     {.lr = 0.1});
+  expect_groups(
+      adamw, p,
+      {{0.899000002, 0.9347113542385653}, {0.950000001, 0.9683051771202827}, {0.8900001999996, 0.917660923156587}},
+      1e-12);
+}
+
+TEST(ParamGroups, SetLrSetsEveryGroupAndSetLrOfAGroupOnlyThatOne) {
+  // Plain SGD, gradient 1: each step takes lr(group) off its parameter.
+  std::vector<Tensor> p = ones_params(2);
+  optim::SGD sgd({optim::ParamGroup{{p[0]}}, optim::ParamGroup{.params = {p[1]}, .lr = 0.2}}, {.lr = 0.1});
+  auto step = [&] {
+    for (Tensor& t : p) set_grad(t, {1.0});
+    sgd.step();
+  };
+  EXPECT_EQ(sgd.lr(), 0.1);
+  EXPECT_EQ(sgd.lr(1), 0.2);
+  step();  // 0.9, 0.8
+  sgd.set_lr(0.05);
+  EXPECT_EQ(sgd.lr(), 0.05);
+  EXPECT_EQ(sgd.lr(1), 0.05);  // the group's own 0.2 is replaced too
+  step();                      // 0.85, 0.75
+  sgd.set_lr(1, 0.5);
+  EXPECT_EQ(sgd.lr(0), 0.05);
+  step();  // 0.8, 0.25
+  EXPECT_NEAR(p[0].item(), 0.8, 1e-15);
+  EXPECT_NEAR(p[1].item(), 0.25, 1e-15);
 }
 
 // Parameters of 5000, 7, 13000, 1 and 9000 elements, float32 and float64 mixed, in two groups
@@ -218,6 +334,42 @@ TEST(Optimizer, Errors) {
       throws_with<std::invalid_argument>([&] { optim::Adam({p}, {.beta1 = 1.0}); }, "Adam: betas must be in [0, 1)"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::SGD({ones({1})}, {}); },
                                                  "SGD: every parameter must be a leaf tensor that requires grad"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::AdamW({p}, {.eps = -1e-8}); },
+                                                 "AdamW: eps must be non-negative, got -1e-08"));
+  // A group's own bad value names the group.
+  Tensor q = ones({1}, kFloat64).requires_grad_();
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        optim::Adam({optim::ParamGroup{{p}}, optim::ParamGroup{.params = {q}, .lr = -1.0}});
+      },
+      "Adam: learning rate must be non-negative, got -1 (group 1)"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { optim::AdamW({optim::ParamGroup{.params = {p}, .beta2 = 1.0}}); },
+                                         "AdamW: betas must be in [0, 1), got (0.9, 1) (group 0)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::Adam({optim::ParamGroup{.params = {p}, .eps = -1.0}}); },
+                                                 "Adam: eps must be non-negative, got -1 (group 0)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        optim::SGD({optim::ParamGroup{{p}}, optim::ParamGroup{{q}, -0.5}}, {});
+      },
+      "SGD: weight decay must be non-negative, got -0.5 (group 1)"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { optim::SGD({optim::ParamGroup{.params = {p}, .nesterov = true}}, {}); },
+                                         "SGD: nesterov momentum needs momentum > 0 and dampening 0 (group 0)"));
+  // An option the optimizer does not have is refused, not ignored.
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { optim::SGD({optim::ParamGroup{.params = {p}, .beta1 = 0.5}}, {}); },
+                                         "SGD: group 0 sets beta1, which SGD does not have"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        optim::AdamW({optim::ParamGroup{{p}}, optim::ParamGroup{.params = {q}, .momentum = 0.9}});
+      },
+      "AdamW: group 1 sets momentum, which AdamW does not have"));
+  optim::SGD sgd({p}, {});
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { sgd.set_lr(0, -0.1); },
+                                                 "SGD: learning rate must be non-negative, got -0.1 (group 0)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { sgd.set_lr(1, 0.1); },
+                                                 "SGD: there is no group 1: the optimizer has 1 group"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { optim::clip_grad_norm({p}, 0); },
                                                  "clip_grad_norm: max_norm must be positive"));
 }

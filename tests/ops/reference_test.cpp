@@ -248,7 +248,7 @@ TEST(Reference, AdamAndClipping) {
         std::vector<optim::ParamGroup> groups{{a, 0.1}, {b, 0.0}};
         std::unique_ptr<optim::Optimizer> opt;
         if (decoupled)
-          opt = std::make_unique<optim::AdamW>(groups, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+          opt = std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
         else
           opt = std::make_unique<optim::Adam>(groups, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
         std::vector<Tensor> all{a[0], a[1], b[0]};
