@@ -35,7 +35,7 @@ std::vector<std::string> near_names(std::string typed, const po::options_descrip
   std::vector<std::string> prefixed, close;
   for (const auto& option : options.options()) {
     const std::string& name = option->long_name();
-    if (name.empty() || typed.empty()) continue;
+    if (name.empty() || typed.empty() || option->description().empty()) continue;
     if (name.starts_with(typed))
       prefixed.push_back("--" + name);
     else if (edit_distance(typed, name) <= (typed.size() <= 4 ? 1u : 2u))

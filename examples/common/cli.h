@@ -23,7 +23,8 @@ inline constexpr int kCommandLineStyle = boost::program_options::command_line_st
 // Parses argv[1:] against `options` (and `positional`, when given) in kCommandLineStyle and
 // stores the result in `vm`; the caller notifies after handling --help. Throws
 // boost::program_options::error; for an unknown option the message names the options it
-// may have meant ("unrecognised option '--step'; did you mean --steps?").
+// may have meant ("unrecognised option '--step'; did you mean --steps?"), among those with a
+// description (one without is hidden, such as a positional argument's).
 void store_command_line(int argc, const char* const* argv, const boost::program_options::options_description& options,
                         boost::program_options::variables_map& vm,
                         const boost::program_options::positional_options_description* positional = nullptr);

@@ -40,6 +40,10 @@ expect 2 "$2" --step 5 --out "$dir/never"
 has err "did you mean --steps?"
 expect 2 "$3" shapes --ste 5 --out "$dir/never"
 has err "did you mean --steps?"
+# The positional COMMAND is no option to suggest.
+expect 2 "$3" shapes --comman x --out "$dir/never"
+has err "unrecognised option '--comman'"
+hasnt err "--command"
 expect 2 "$4" --token 3 --out "$dir/never"
 has err "did you mean --tokens?"
 expect 2 "$5" --ep 1e-3
