@@ -11,6 +11,8 @@
 #include <iostream>
 #include <limits>
 
+#include "common/cli.h"
+
 namespace po = boost::program_options;
 using ag::Tensor;
 
@@ -204,7 +206,7 @@ int main(int argc, char** argv) {
   opts.add_options()("help,h", "show this help");
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    ag::examples::store_command_line(argc, argv, opts, vm);
   } catch (const po::error& e) {
     std::cerr << "attention_by_hand: " << e.what() << "\n" << opts << "\n";
     return 2;
@@ -220,6 +222,6 @@ int main(int argc, char** argv) {
   self_test_3();
   self_test_4();
   scaling();
-  fmt::print("\n{} check{} failed\n", g_failures, g_failures == 1 ? "" : "s");
+  fmt::print("\n{} failed\n", ag::examples::plural(g_failures, "check"));
   return g_failures == 0 ? 0 : 1;
 }

@@ -20,6 +20,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/cli.h"
+
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
@@ -53,15 +55,14 @@ int main(int argc, char** argv) {
   std::string out_dir = "attention-graph-out";
   std::uint64_t seed = 0;
   po::options_description options("attention_graph: draw the autograd graph of one attention head");
-  options.add_options()("help,h", "show this help")("tokens", po::value(&tokens)->default_value(5),
-                                                    "sequence length T")(
-      "d-model", po::value(&d_model)->default_value(8), "width of the token vectors")(
-      "d-k", po::value(&d_k)->default_value(4), "width of the head (queries, keys and values)")(
-      "seed", po::value(&seed)->default_value(0), "seed of the random tokens and weights")(
-      "out", po::value(&out_dir)->default_value(out_dir), "directory for attention_head.dot (and .svg)");
+  options.add_options()("help,h", "show this help")("tokens", ag::examples::with_default(&tokens), "sequence length T")(
+      "d-model", ag::examples::with_default(&d_model), "width of the token vectors")(
+      "d-k", ag::examples::with_default(&d_k), "width of the head (queries, keys and values)")(
+      "seed", ag::examples::with_default(&seed), "seed of the random tokens and weights")(
+      "out", ag::examples::with_default(&out_dir), "directory for attention_head.dot (and .svg)");
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, options), vm);
+    ag::examples::store_command_line(argc, argv, options, vm);
     po::notify(vm);
     if (tokens < 1 || d_model < 1 || d_k < 1) throw po::error("--tokens, --d-model and --d-k must be at least 1");
   } catch (const po::error& e) {

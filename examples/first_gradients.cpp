@@ -12,6 +12,8 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "common/cli.h"
+
 namespace po = boost::program_options;
 
 namespace {
@@ -30,12 +32,12 @@ int main(int argc, char** argv) {
   double eps = 1e-6;
   po::options_description options(
       "first_gradients: values and gradients of a tiny network, checked by finite differences");
-  options.add_options()("help,h", "show this help")("seed", po::value(&seed)->default_value(0),
+  options.add_options()("help,h", "show this help")("seed", ag::examples::with_default(&seed),
                                                     "seed of the random inputs and weights")(
-      "eps", po::value(&eps)->default_value(1e-6), "finite-difference step");
+      "eps", ag::examples::with_default(&eps), "finite-difference step");
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, options), vm);
+    ag::examples::store_command_line(argc, argv, options, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << "first_gradients: " << e.what() << "\n" << options << "\n";

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/cli.h"
 #include "common/digit_tasks.h"
 #include "common/kernels_option.h"
 #include "common/memory_budget.h"
@@ -95,9 +96,9 @@ int run(const Options& o) {
   if (held_out.empty())
     ag::examples::refuse("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len);
   ag::nn::Transformer model(config, init);
-  fmt::print(
-      "task: {} digit sequences of length {} to {}; model: {} + {} layers, d_model {}, {} heads, {} parameters\n",
-      o.task, o.min_len, o.max_len, o.layers, o.layers, o.d_model, o.heads, model.parameter_count());
+  fmt::print("task: {} digit sequences of length {} to {}; model: {} + {}, d_model {}, {}, {} parameters\n", o.task,
+             o.min_len, o.max_len, o.layers, ag::examples::plural(o.layers, "layer"), o.d_model,
+             ag::examples::plural(o.heads, "head"), model.parameter_count());
   if (o.steps == 0) fmt::print("--steps 0: the untrained model, as a baseline\n");
   train(model, task, {.steps = o.steps, .batch = o.batch, .lr = o.lr}, data);
 
@@ -141,24 +142,24 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   po::options_description opts("seq2seq: an encoder-decoder Transformer learns to reverse or sort digit sequences");
-  opts.add_options()("help,h", "show this help")("task", po::value(&o.task)->default_value(o.task), "reverse or sort")(
-      "min-len", po::value(&o.min_len)->default_value(o.min_len), "shortest sequence")(
-      "max-len", po::value(&o.max_len)->default_value(o.max_len), "longest sequence")(
-      "steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "sequences per step")(
-      "held-out", po::value(&o.held_out)->default_value(o.held_out), "held-out sequences to evaluate")(
-      "d-model", po::value(&o.d_model)->default_value(o.d_model), "model width")(
-      "heads", po::value(&o.heads)->default_value(o.heads), "attention heads")(
-      "layers", po::value(&o.layers)->default_value(o.layers), "encoder and decoder layers (each)")(
-      "lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")(
-      "seed", ag::examples::seed_value(&o.seed), "random seed")("out", po::value(&o.out)->default_value(o.out),
+  opts.add_options()("help,h", "show this help")("task", ag::examples::with_default(&o.task), "reverse or sort")(
+      "min-len", ag::examples::with_default(&o.min_len), "shortest sequence")(
+      "max-len", ag::examples::with_default(&o.max_len), "longest sequence")(
+      "steps", ag::examples::with_default(&o.steps), "training steps")("batch", ag::examples::with_default(&o.batch),
+                                                                       "sequences per step")(
+      "held-out", ag::examples::with_default(&o.held_out), "held-out sequences to evaluate")(
+      "d-model", ag::examples::with_default(&o.d_model), "model width")(
+      "heads", ag::examples::with_default(&o.heads), "attention heads")("layers", ag::examples::with_default(&o.layers),
+                                                                        "encoder and decoder layers (each)")(
+      "lr", ag::examples::with_default(&o.lr), "peak learning rate")(
+      "seed", ag::examples::seed_value(&o.seed), "random seed")("out", ag::examples::with_default(&o.out),
                                                                 "directory for the cross-attention picture")(
-      "min-accuracy", po::value(&o.min_accuracy)->default_value(o.min_accuracy),
+      "min-accuracy", ag::examples::with_default(&o.min_accuracy),
       "exit with status 1 when the held-out accuracy is below this fraction")("kernels", ag::examples::kernels_value(),
                                                                               ag::examples::kKernelsHelp);
   try {
     po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    ag::examples::store_command_line(argc, argv, opts, vm);
     if (vm.count("help")) {
       std::cout << opts << "\n";
       return 0;

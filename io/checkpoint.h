@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,8 +111,10 @@ void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& 
 // Everything a run needs to continue exactly (io/training_state.cpp), in one safetensors file:
 // the model's tensors as "model." + their checkpoint names, the optimizer's as "optim." + the
 // names Optimizer::state gives; in the metadata, format "attograd-gpt-training", the config and
-// vocabulary (as gpt_metadata), "step", "schedule" (schedule_json), "generator" (the batch
+// vocabulary (as gpt_metadata), "dropout" (the model's dropout probability, which the config
+// of a model file leaves out), "step", "schedule" (schedule_json), "generator" (the batch
 // generator's state) and "generator." + path for each Dropout in the model.
+inline constexpr const char* kTrainingStateFormat = "attograd-gpt-training";
 
 // Every Dropout in `module` with its dotted path ("generator.blocks.0.mlp.drop"), appended to
 // `out`: the generators a training state saves, and a step draws from.
@@ -139,6 +142,15 @@ struct ResumedTraining {
 // generator state, and the optimizer's state: parameter indices in range and written plainly,
 // and, once a step has been taken, the moments (or momentum buffers) of every parameter. On any
 // error std::invalid_argument names the file and the entry, and nothing has changed.
+// The model a training state was written for, read (and the file checked) without building it:
+// its config, with `dropout` none for a file written before the dropout was kept. Errors
+// (std::invalid_argument) name the file, as load_training_state's do.
+struct TrainedModel {
+  nn::GPTConfig config;
+  std::optional<double> dropout;
+};
+TrainedModel read_training_model(const std::string& path);
+
 ResumedTraining load_training_state(const std::string& path, const TrainingState& state,
                                     const data::CharTokenizer& tokenizer, const LoadOptions& options = {});
 

@@ -24,7 +24,7 @@ void collect_dropouts(nn::Module& module, const std::string& path,
 
 namespace {
 
-constexpr const char* kFormat = "attograd-gpt-training";
+constexpr const char* kFormat = kTrainingStateFormat;
 
 // A count written plainly: decimal digits, no sign, no leading zero ("0" itself aside).
 std::optional<std::int64_t> plain_count(std::string_view text) {
@@ -130,6 +130,7 @@ void save_training_state(const std::string& path, const TrainingState& st, const
   for (auto& [name, t] : st.opt.state()) tensors.emplace_back("optim." + name, t);
   Metadata meta = gpt_metadata(st.model.config, tokenizer);
   meta["format"] = kFormat;
+  meta["dropout"] = fmt::format("{}", st.model.config.dropout);  // the shortest text that reads back exactly
   meta["step"] = std::to_string(step);
   meta["schedule"] = schedule_json(st.schedule);
   meta["generator"] = st.data_gen.state();
@@ -139,21 +140,23 @@ void save_training_state(const std::string& path, const TrainingState& st, const
   save_safetensors(path, tensors, meta);
 }
 
-ResumedTraining load_training_state(const std::string& path, const TrainingState& st,
-                                    const data::CharTokenizer& tokenizer, const LoadOptions& options) {
-  TensorFile file = load_safetensors(path);
-  auto meta = [&](const std::string& key) -> const std::string& {
-    auto it = file.metadata.find(key);
-    if (it == file.metadata.end()) throw_invalid(path, "no \"{}\" in its metadata", key);
-    return it->second;
-  };
-  if (meta("format") != kFormat)
-    throw_invalid(path, "not a training checkpoint (format \"{}\"); a training state's format is \"{}\"",
-                  meta("format"), kFormat);
+namespace {
 
-  // The model's part, checked as load_gpt checks a checkpoint, and the vocabulary.
+const std::string& metadata_entry(const TensorFile& file, const std::string& path, const std::string& key) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end()) throw_invalid(path, "no \"{}\" in its metadata", key);
+  return it->second;
+}
+
+// The file's format, then its model part ("model." tensors and the metadata), checked as
+// load_gpt checks a checkpoint; the optimizer's tensors go to `optim_part`.
+GPTCheckpoint split_training_state(const TensorFile& file, const std::string& path,
+                                   std::vector<nn::NamedTensor>& optim_part) {
+  const std::string& format = metadata_entry(file, path, "format");
+  if (format != kFormat)
+    throw_invalid(path, "not a training checkpoint (format \"{}\"); a training state's format is \"{}\"", format,
+                  kFormat);
   TensorFile model_part;
-  std::vector<nn::NamedTensor> optim_part;
   model_part.metadata = file.metadata;
   for (auto& [name, t] : file.tensors) {
     if (name.starts_with("model."))
@@ -163,7 +166,42 @@ ResumedTraining load_training_state(const std::string& path, const TrainingState
     else
       throw_invalid(path, "unexpected tensor '{}' (neither model. nor optim.)", name);
   }
-  GPTCheckpoint ckpt = gpt_checkpoint(std::move(model_part), path);
+  return gpt_checkpoint(std::move(model_part), path);
+}
+
+// The "dropout" entry: none in a file written before it was kept.
+std::optional<double> stored_dropout(const TensorFile& file, const std::string& path) {
+  auto it = file.metadata.find("dropout");
+  if (it == file.metadata.end()) return std::nullopt;
+  const std::string& text = it->second;
+  double p = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), p);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(p >= 0 && p < 1))
+    throw_invalid(path, "dropout \"{}\" is not a probability in [0, 1)", text);
+  return p;
+}
+
+}  // namespace
+
+TrainedModel read_training_model(const std::string& path) {
+  TensorFile file = load_safetensors(path);
+  std::vector<nn::NamedTensor> optim_part;
+  GPTCheckpoint ckpt = split_training_state(file, path, optim_part);
+  TrainedModel out{ckpt.config, stored_dropout(file, path)};
+  if (out.dropout) out.config.dropout = *out.dropout;
+  return out;
+}
+
+ResumedTraining load_training_state(const std::string& path, const TrainingState& st,
+                                    const data::CharTokenizer& tokenizer, const LoadOptions& options) {
+  TensorFile file = load_safetensors(path);
+  auto meta = [&](const std::string& key) -> const std::string& { return metadata_entry(file, path, key); };
+
+  // The model's part, checked as load_gpt checks a checkpoint, the vocabulary and the dropout.
+  std::vector<nn::NamedTensor> optim_part;
+  GPTCheckpoint ckpt = split_training_state(file, path, optim_part);
+  if (std::optional<double> dropout = stored_dropout(file, path); dropout && *dropout != st.model.config.dropout)
+    throw_invalid(path, "was trained with dropout {}, this model has {}", *dropout, st.model.config.dropout);
   if (ckpt.vocab != tokenizer.tokens())
     throw_invalid(path,
                   "was trained on another vocabulary ({} tokens, this corpus has {}); resume with the same corpus",

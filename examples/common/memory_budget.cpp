@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "cli.h"
 #include "preflight.h"
 
 namespace ag::examples {
@@ -35,7 +36,7 @@ Size larger(const Size& a, const Size& b) {
 std::string format_bytes(const Size& bytes) {
   if (bytes.overflowed()) return fmt::format("{:.2g} bytes (more than int64 can count)", bytes.approx());
   double b = bytes.approx();
-  if (b < 1024) return fmt::format("{} bytes", bytes.value());
+  if (b < 1024) return plural(bytes.value(), "byte");
   const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = -1;
   while (b >= 1024 && u < 5) b /= 1024, ++u;

@@ -12,6 +12,30 @@
 
 namespace ag::examples {
 
+namespace {
+
+// `fd` is open on `path`, whose lock another process holds: the pid it wrote there, for the message.
+[[noreturn]] void refuse_in_use(int fd, const std::string& dir, const std::string& path) {
+  char pid[32] = {};
+  ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+  ::close(fd);
+  std::string holder = n > 0 ? std::string(pid, static_cast<std::size_t>(n)) : "";
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  refuse("{} is in use by another run{}, which holds {}; wait for it to finish or use another directory", dir,
+         holder.empty() ? "" : fmt::format(" (pid {})", holder), path);
+}
+
+}  // namespace
+
+void check_not_in_use(const std::string& dir, const std::string& name) {
+  std::string path = (std::filesystem::path(dir) / name).string();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file, or none this process can read: RunLock answers for it
+  // A shared lock is refused while a run holds its exclusive one; it is dropped at once.
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) refuse_in_use(fd, dir, path);
+  ::close(fd);
+}
+
 RunLock::RunLock(const std::string& dir, const std::string& name) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -21,16 +45,11 @@ RunLock::RunLock(const std::string& dir, const std::string& name) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) refuse("cannot write in '{}': creating its lock file {} failed: {}", dir, path, std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    char pid[32] = {};
-    ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
-    ::close(fd_);
+    int err = errno, fd = fd_;
     fd_ = -1;
-    if (err != EWOULDBLOCK) refuse("cannot lock {}: {}", path, std::strerror(err));
-    std::string holder = n > 0 ? std::string(pid, static_cast<std::size_t>(n)) : "";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-    refuse("{} is in use by another run{}, which holds {}; wait for it to finish or use another directory", dir,
-           holder.empty() ? "" : fmt::format(" (pid {})", holder), path);
+    if (err == EWOULDBLOCK) refuse_in_use(fd, dir, path);
+    ::close(fd);
+    refuse("cannot lock {}: {}", path, std::strerror(err));
   }
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {

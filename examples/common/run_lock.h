@@ -14,6 +14,12 @@
 
 namespace ag::examples {
 
+// Refuses, as RunLock would, when a live run holds dir/name; changes nothing (a lock file that
+// is not there is not created). For the checks before a run, which must leave its directory
+// as it was: a run refused for another reason while a second one trains there is told of that
+// one first.
+void check_not_in_use(const std::string& dir, const std::string& name);
+
 class RunLock {
  public:
   // Creates `dir` (and its parents) when missing, then takes the lock on dir/name, or throws

@@ -91,8 +91,8 @@ int baselines(const Options& o) {
   const std::int64_t vocab = text.tokenizer.size();
   ag::nn::GPTConfig config = small_gpt(vocab);
   const std::int64_t block = config.block_size;
-  fmt::print("Three language models of the same {} characters (vocabulary {}); the MLP and the GPT train {} steps.\n",
-             text.dataset.size(ag::data::TextDataset::Split::Train), vocab, o.steps);
+  fmt::print("Three language models of the same {} characters (vocabulary {}); the MLP and the GPT train {}.\n",
+             text.dataset.size(ag::data::TextDataset::Split::Train), vocab, ag::examples::plural(o.steps, "step"));
   fmt::print("(uniform guessing would score ln {} = {:.3f})\n\n", vocab, std::log(static_cast<double>(vocab)));
 
   // Bigram: counts of (previous, next) over the training text.

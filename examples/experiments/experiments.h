@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/cli.h"  // plural, for the counts they print
+
 namespace experiments {
 
 struct Options {

@@ -81,8 +81,8 @@ std::vector<double> mean_distance(const ag::Tensor& w) {
 
 int heads(const Options& o) {
   Text text = load_text(o.corpus_chars);
-  fmt::print("Mini-GPTs with d_model 64 split into 1, 2, 4 and 8 heads, {} steps each on the same batches.\n\n",
-             o.steps);
+  fmt::print("Mini-GPTs with d_model 64 split into 1, 2, 4 and 8 heads, {} each on the same batches.\n\n",
+             ag::examples::plural(o.steps, "step"));
   struct Row {
     std::int64_t heads, params;
     double val, div_before, div_after;

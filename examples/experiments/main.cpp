@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "../common/cli.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
 #include "../common/stop.h"
@@ -40,13 +41,12 @@ int main(int argc, char** argv) {
   std::string command;
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")(
-      "steps", po::value(&o.steps)->default_value(o.steps),
+      "steps", ag::examples::with_default(&o.steps),
       "training steps per model (baselines: 2400 unless given, its models need them to separate)")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "sequences per step (language models)")(
+      "batch", ag::examples::with_default(&o.batch), "sequences per step (language models)")(
       "seed", ag::examples::seed_value(&o.seed), "random seed")(
-      "corpus-chars", po::value(&o.corpus_chars)->default_value(o.corpus_chars),
-      "characters of the English fortunes to train on")("out", po::value(&o.out)->default_value(o.out),
-                                                        "directory for pictures")(
+      "corpus-chars", ag::examples::with_default(&o.corpus_chars), "characters of the English fortunes to train on")(
+      "out", ag::examples::with_default(&o.out), "directory for pictures")(
       "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports");
   po::options_description hidden;
   hidden.add_options()("command", po::value(&command));
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     po::options_description all;
     all.add(opts).add(hidden);
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    ag::examples::store_command_line(argc, argv, all, vm, &positional);
     if (vm.count("help")) {
       usage(std::cout);
       return 0;

@@ -65,9 +65,10 @@ Pair train_pair(const Text& text, const Options& o, const std::function<void(ag:
 int causal(const Options& o) {
   Text text = load_text(o.corpus_chars);
   fmt::print(
-      "Two identical Mini-GPTs, {} steps each on the same batches; one without the causal mask.\n"
+      "Two identical Mini-GPTs, {} each on the same batches; one without the causal mask.\n"
       "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
-      o.steps, text.tokenizer.size(), text.tokenizer.size(), std::log(static_cast<double>(text.tokenizer.size())));
+      ag::examples::plural(o.steps, "step"), text.tokenizer.size(), text.tokenizer.size(),
+      std::log(static_cast<double>(text.tokenizer.size())));
   // The peeking model is evaluated again with the mask on: it may only look back, as when it
   // generates (generation is causal whatever the flag says).
   Pair r = train_pair(text, o, [](ag::nn::GPT& m, bool altered) { m.causal = !altered; },
@@ -116,7 +117,8 @@ int mask_fill(const Options& o) {
 
   // Part 2: what a model trained with the leaky mask learns.
   Text text = load_text(o.corpus_chars);
-  fmt::print("Part 2: two identical Mini-GPTs, {} steps each; one masks with 0 instead of -inf\n\n", o.steps);
+  fmt::print("Part 2: two identical Mini-GPTs, {} each; one masks with 0 instead of -inf\n\n",
+             ag::examples::plural(o.steps, "step"));
   Pair r = train_pair(text, o, [](ag::nn::GPT& m, bool altered) { set_zero_fill(m, altered); },
                       {"masked with -inf", "masked with 0"},
                       {"model", "train loss (own mask)", "val loss (own mask)", "val loss (-inf mask)"});

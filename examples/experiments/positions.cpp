@@ -68,9 +68,9 @@ static int positions_training(const Options& o) {
   ag::Generator eval_gen(o.seed + 2);
   std::vector<digits::Sequence> held_out = digits::held_out_set(task, 300, eval_gen);
   fmt::print(
-      "Part 2: reverse digit sequences of length {} to {}; 2 + 2 layers, d_model 32, {} steps each;\n"
+      "Part 2: reverse digit sequences of length {} to {}; 2 + 2 layers, d_model 32, {} each;\n"
       "exact-sequence accuracy on {} held-out sequences\n\n",
-      task.min_len, task.max_len, o.steps, held_out.size());
+      task.min_len, task.max_len, ag::examples::plural(o.steps, "step"), held_out.size());
   std::vector<std::pair<std::string, ag::nn::Positions>> kinds{{"none", ag::nn::Positions::None},
                                                                {"sinusoidal", ag::nn::Positions::Sinusoidal},
                                                                {"learned", ag::nn::Positions::Learned},

@@ -107,7 +107,8 @@ int scaling(const Options& o) {
     expect(std::abs(raw4.grad_norm / scaled4.grad_norm - 1) < 1.0, "at d_k = 4 the two are within a factor of 2");
   }
 
-  fmt::print("Part 2: a 2-layer GPT with one 256-wide head, {} steps each, scaled vs unscaled\n\n", o.steps);
+  fmt::print("Part 2: a 2-layer GPT with one 256-wide head, {} each, scaled vs unscaled\n\n",
+             ag::examples::plural(o.steps, "step"));
   Text text = load_text(o.corpus_chars);
   double with = train_wide_head(text, o, true), without = train_wide_head(text, o, false);
   print_table({"attention scores", "validation loss"},

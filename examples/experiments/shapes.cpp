@@ -33,7 +33,8 @@ int shapes(const Options& o) {
                              .n_decoder_layers = 1,
                              .max_len = 8},
                             init);
-  fmt::print("Training a 1 + 1 layer encoder-decoder (d_model 32, 4 heads) to reverse 6 digits, {} steps\n\n", o.steps);
+  fmt::print("Training a 1 + 1 layer encoder-decoder (d_model 32, 4 heads) to reverse 6 digits, {}\n\n",
+             ag::examples::plural(o.steps, "step"));
   digits::train(model, task, {.steps = o.steps, .batch = 64, .lr = 3e-3}, data);
 
   ag::NoGradGuard no_grad;

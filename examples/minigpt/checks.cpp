@@ -1,14 +1,18 @@
 // What minigpt checks before it starts work (examples/common/preflight.h): a run that passes
 // these cannot fail later for a reason known at the start.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
+#include "../common/cli.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
+#include "../common/run_lock.h"
 #include "minigpt.h"
 
 namespace minigpt {
 
+using ag::examples::plural;
 using ag::examples::refuse;
 
 namespace {
@@ -25,7 +29,38 @@ void check_at_least(const char* option, std::int64_t value, std::int64_t least) 
 
 }  // namespace
 
+void take_resumed_model(TrainOptions& o, const std::function<bool(const std::string&)>& given) {
+  std::string path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
+  ag::examples::check_input_file("--resume", path);
+  ag::io::TrainedModel stored;
+  try {
+    stored = ag::io::read_training_model(path);
+  } catch (const std::invalid_argument& e) {
+    refuse("--resume: {}", e.what());
+  }
+  auto take = [&](const char* option, auto& value, auto stored_value) {
+    if (given(option) && value != stored_value)
+      refuse(
+          "--{} {} conflicts with the run being resumed: {} was trained with --{} {}; a resumed run keeps its "
+          "model, so leave --{} out (or start a new run: another --out, or --overwrite without --resume)",
+          option, ag::examples::as_typed(value), path, option, ag::examples::as_typed(stored_value), option);
+    value = stored_value;
+  };
+  take("block", o.model.block_size, stored.config.block_size);
+  take("layers", o.model.n_layer, stored.config.n_layer);
+  take("heads", o.model.n_head, stored.config.n_head);
+  take("embd", o.model.n_embd, stored.config.n_embd);
+  if (stored.dropout)
+    take("dropout", o.model.dropout, *stored.dropout);
+  else
+    fmt::print("note: {} does not record its dropout (an older file); using --dropout {}\n", path,
+               ag::examples::as_typed(o.model.dropout));
+  o.model.bias = stored.config.bias;
+}
+
 void check_train_options(const TrainOptions& o) {
+  if (o.resume && o.overwrite)
+    refuse("--resume and --overwrite exclude each other: --resume continues the run in --out, --overwrite replaces it");
   check_at_least("--steps", o.steps, 1);
   check_at_least("--batch", o.batch, 1);
   check_at_least("--block", o.model.block_size, 1);
@@ -81,14 +116,14 @@ Corpus read_training_corpus(const TrainOptions& o) {
                              {Split::Validation, "validation split (the last 10%)"}})
     if (dataset.size(split) < block + 1)
       refuse(
-          "the corpus has {} characters, so its {} has {}, fewer than --block + 1 = {}: every window needs "
+          "the corpus has {}, so its {} has {}, fewer than --block + 1 = {}: every window needs "
           "block + 1 characters; use a longer corpus or a smaller --block",
-          chars, name, dataset.size(split), block + 1);
+          plural(chars, "character"), name, dataset.size(split), block + 1);
   if (!o.prompt.empty()) {
     std::vector<std::int64_t> ids = encode_prompt(tokenizer, "--prompt", o.prompt);
     if (std::min<std::int64_t>(static_cast<std::int64_t>(ids.size()), block) > kMaxMapCharacters)
-      refuse("--prompt has {} characters; the attention maps take at most {} (one cell per pair of characters)",
-             ids.size(), kMaxMapCharacters);
+      refuse("--prompt has {}; the attention maps take at most {} (one cell per pair of characters)",
+             plural(std::ssize(ids), "character"), kMaxMapCharacters);
   }
   encode_prompt(tokenizer, "the final sample's prompt", "\n");  // every corpus line ends in one
   return {std::move(files), std::move(tokenizer), std::move(dataset)};
@@ -103,6 +138,24 @@ std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config) {
   return files;
 }
 
+std::vector<std::string> run_files_in(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  const std::vector<std::string> fixed = train_output_files({.n_layer = 0});
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name == "minigpt.lock") continue;  // left by every run, and holding nothing of it
+    bool map = name.starts_with("attention_layer") && name.ends_with(".png");
+    if (map || std::find(fixed.begin(), fixed.end(), name) != fixed.end()) found.push_back(name);
+  }
+  // The checkpoints and the log first: they are what a message naming a few should name.
+  std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
+    bool map_a = a.starts_with("attention_layer"), map_b = b.starts_with("attention_layer");
+    return map_a != map_b ? map_b : a < b;
+  });
+  return found;
+}
+
 void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
   ag::examples::check_fits_in_memory(
       fmt::format("the model (--layers {} --heads {} --embd {} --block {}, a vocabulary of {}) at --batch {}",
@@ -114,6 +167,16 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
   check_sampling_options(o.sample_tokens, 0.8, 20);
   // Checked last, as the cheapest to fix: nothing above depends on it.
   ag::examples::check_output_dir("--out", o.out_dir, train_output_files(c));
+  ag::examples::check_not_in_use(o.out_dir, "minigpt.lock");
+  if (std::vector<std::string> found = run_files_in(o.out_dir); !found.empty() && !o.resume && !o.overwrite) {
+    std::string named = fmt::format(
+        "{}", fmt::join(found.begin(), found.begin() + std::min<std::ptrdiff_t>(std::ssize(found), 3), ", "));
+    if (found.size() > 3) named += fmt::format(" and {} more", found.size() - 3);
+    refuse(
+        "--out {} holds a run ({}); pass --resume to continue it or --overwrite to replace it (nothing was "
+        "changed)",
+        o.out_dir, named);
+  }
   if (o.resume)
     ag::examples::check_input_file("--resume",
                                    (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string());
@@ -122,7 +185,8 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
 void check_sampling_options(std::int64_t tokens, double temperature, std::int64_t top_k) {
   if (tokens < 0) refuse("the number of tokens to sample must be at least 0, got {}", tokens);
   // The ids (8 bytes each) and the text (up to 4 bytes a character, twice while decoding).
-  ag::examples::check_fits_in_memory(fmt::format("a sample of {} tokens", tokens), ag::examples::Size(tokens) * 16);
+  ag::examples::check_fits_in_memory(fmt::format("a sample of {}", plural(tokens, "token")),
+                                     ag::examples::Size(tokens) * 16);
   if (!(temperature >= 0))
     refuse("--temperature must be >= 0 (0: always the most likely character; inf: uniform over the top k), got {}",
            temperature);
@@ -135,7 +199,7 @@ std::vector<std::int64_t> encode_prompt(const ag::data::CharTokenizer& tokenizer
   try {
     return tokenizer.encode(prompt);
   } catch (const std::invalid_argument& e) {
-    refuse("{}: {} (a vocabulary of {} characters)", option, e.what(), tokenizer.size());
+    refuse("{}: {} (a vocabulary of {})", option, e.what(), plural(tokenizer.size(), "character"));
   }
 }
 

@@ -2,6 +2,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/cli.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
 #include "minigpt.h"
@@ -55,8 +56,9 @@ std::string read_corpus(const std::vector<std::string>& files) {
   }
   // The text, its code points (4 bytes each) twice over while it is tokenized, and its ids
   // (8 bytes each) twice, in the dataset and on the way there.
-  ag::examples::check_fits_in_memory(fmt::format("the corpus ({} in {} files)", format_bytes(bytes), files.size()),
-                                     bytes * 26);
+  ag::examples::check_fits_in_memory(
+      fmt::format("the corpus ({} in {})", format_bytes(bytes), ag::examples::plural(std::ssize(files), "file")),
+      bytes * 26);
   std::string text;
   for (const std::string& path : files) {
     std::string content = ag::io::read_file(path);

@@ -2,12 +2,23 @@
 #include <filesystem>
 
 #include "../common/plot.h"
+#include "../common/preflight.h"
 #include "minigpt.h"
 
 namespace minigpt {
 
 Loaded load(const std::string& path, ag::DType dtype) {
-  ag::io::GPTCheckpoint ckpt = ag::io::read_gpt_checkpoint(path);
+  ag::io::TensorFile file = ag::io::load_safetensors(path);
+  // The training state is a safetensors file too, beside the model, and easy to pass by mistake.
+  if (auto format = file.metadata.find("format");
+      format != file.metadata.end() && format->second == ag::io::kTrainingStateFormat) {
+    std::filesystem::path model = std::filesystem::path(path).parent_path() / "minigpt.safetensors";
+    ag::examples::refuse(
+        "--checkpoint {} is the training state minigpt train keeps for --resume (the model, its optimizer and "
+        "its step), not the model file; pass the model file it writes beside it: --checkpoint {}",
+        path, model.string());
+  }
+  ag::io::GPTCheckpoint ckpt = ag::io::gpt_checkpoint(std::move(file), path);
   ag::data::CharTokenizer tokenizer(ckpt.vocab);
   auto model = std::make_unique<ag::nn::GPT>(ckpt.config);
   model->to(dtype);

@@ -14,13 +14,16 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../common/cli.h"
 #include "../common/kernels_option.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
 #include "minigpt.h"
 
 namespace po = boost::program_options;
+using ag::examples::plural;
 using ag::examples::refuse;
+using ag::examples::with_default;
 
 namespace {
 
@@ -28,7 +31,7 @@ namespace {
 // program should stop.
 bool parse(int argc, char** argv, const po::options_description& options, po::variables_map& vm, int& exit_code) {
   try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(options).run(), vm);
+    ag::examples::store_command_line(argc - 1, argv + 1, options, vm);
     if (vm.count("help")) {
       std::cout << options << "\n";
       exit_code = 0;
@@ -51,32 +54,35 @@ int train_command(int argc, char** argv) {
       "corpus", po::value(&o.corpus)->multitoken(),
       "UTF-8 text files to train on (default: the English fortunes in /usr/share/games/fortunes, from Debian's "
       "`fortunes`; for Chinese, the Tang poems of `fortunes-zh`: --corpus /usr/share/games/fortunes/tang300)")(
-      "out", po::value(&o.out_dir)->default_value(o.out_dir), "directory for the checkpoint and the pictures")(
-      "steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "windows per batch")(
-      "block", po::value(&o.model.block_size)->default_value(o.model.block_size), "context length in characters")(
-      "layers", po::value(&o.model.n_layer)->default_value(o.model.n_layer), "Transformer blocks")(
-      "heads", po::value(&o.model.n_head)->default_value(o.model.n_head), "attention heads per block")(
-      "embd", po::value(&o.model.n_embd)->default_value(o.model.n_embd), "width of the residual stream")(
-      "dropout", po::value(&o.model.dropout)->default_value(o.model.dropout), "dropout probability")(
-      "lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate")(
-      "min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")(
-      "warmup", po::value(&o.warmup)->default_value(o.warmup),
-      "warm-up steps, at most --steps (unless given: 100, or --steps when fewer)")(
-      "weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")(
-      "eval-interval", po::value(&o.eval_interval)->default_value(o.eval_interval),
+      "out", with_default(&o.out_dir), "directory for the checkpoint and the pictures")(
+      "steps", with_default(&o.steps), "optimizer steps")("batch", with_default(&o.batch), "windows per batch")(
+      "block", with_default(&o.model.block_size), "context length in characters")(
+      "layers", with_default(&o.model.n_layer), "Transformer blocks")("heads", with_default(&o.model.n_head),
+                                                                      "attention heads per block")(
+      "embd", with_default(&o.model.n_embd), "width of the residual stream")("dropout", with_default(&o.model.dropout),
+                                                                             "dropout probability")(
+      "lr", with_default(&o.lr), "peak learning rate")("min-lr", with_default(&o.min_lr),
+                                                       "learning rate at the end of the cosine")(
+      "warmup", with_default(&o.warmup), "warm-up steps, at most --steps (unless given: 100, or --steps when fewer)")(
+      "weight-decay", with_default(&o.weight_decay), "AdamW weight decay (matrices only)")(
+      "eval-interval", with_default(&o.eval_interval),
       "steps between validation estimates (each also writes a checkpoint)")(
-      "checkpoint-interval", po::value(&o.checkpoint_interval)->default_value(o.checkpoint_interval),
-      "steps between checkpoints")("eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches),
-                                   "batches per validation estimate")("seed", ag::examples::seed_value(&o.seed),
-                                                                      "seed for initialisation, batches and sampling")(
+      "checkpoint-interval", with_default(&o.checkpoint_interval), "steps between checkpoints")(
+      "eval-batches", with_default(&o.eval_batches), "batches per validation estimate")(
+      "seed", ag::examples::seed_value(&o.seed), "seed for initialisation, batches and sampling")(
       "prompt", po::value(&o.prompt), "text for the attention maps (default: a stretch of validation text)")(
-      "sample-tokens", po::value(&o.sample_tokens)->default_value(o.sample_tokens), "length of the final sample")(
-      "resume", po::bool_switch(&o.resume), "continue from the checkpoint in --out")(
+      "sample-tokens", with_default(&o.sample_tokens), "length of the final sample")(
+      "resume", po::bool_switch(&o.resume),
+      "continue the run in --out from its last checkpoint, with its model (the model options may be left out)")(
+      "overwrite", po::bool_switch(&o.overwrite),
+      "replace the run in --out (without this or --resume, one there is refused)")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  // Before anything else is said: a model option that contradicts the run being resumed.
+  if (o.resume && !o.overwrite)
+    minigpt::take_resumed_model(o, [&](const std::string& name) { return !vm[name].defaulted(); });
   if (vm["warmup"].defaulted()) o.warmup = std::min(o.warmup, std::max<std::int64_t>(o.steps, 0));
   return minigpt::train(o);
 }
@@ -88,13 +94,13 @@ int sample_command(int argc, char** argv) {
   std::int64_t top_k = 20;
   std::uint64_t seed = 0;
   po::options_description opts("minigpt sample: generate text from a trained checkpoint");
-  opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(),
-                                                 "the .safetensors file minigpt train wrote")(
-      "prompt", po::value(&prompt)->default_value(prompt), "text to continue")(
-      "tokens", po::value(&tokens)->default_value(tokens), "characters to generate")(
-      "temperature", po::value(&temperature)->default_value(temperature),
+  opts.add_options()("help,h", "show this help")(
+      "checkpoint", po::value(&checkpoint)->required(),
+      "the model file minigpt train wrote (minigpt.safetensors, not the training state beside it)")(
+      "prompt", with_default(&prompt), "text to continue")("tokens", with_default(&tokens), "characters to generate")(
+      "temperature", with_default(&temperature),
       "0 = always the most likely character, inf = uniformly among the top k")(
-      "top-k", po::value(&top_k)->default_value(top_k), "sample among the k most likely characters (0 = all)")(
+      "top-k", with_default(&top_k), "sample among the k most likely characters (0 = all)")(
       "seed", ag::examples::seed_value(&seed), "sampling seed")("kernels", ag::examples::kernels_value(),
                                                                 ag::examples::kKernelsHelp);
   po::variables_map vm;
@@ -116,7 +122,7 @@ int eval_command(int argc, char** argv) {
       "minigpt eval: mean next-token cross-entropy over a text's consecutive windows of block_size characters");
   opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
       "text", po::value(&text), "the text itself")("file", po::value(&file), "or a UTF-8 file holding it")(
-      "dtype", po::value(&dtype)->default_value(dtype), "f32, or f64 to compute in double precision")(
+      "dtype", with_default(&dtype), "f32, or f64 to compute in double precision")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
@@ -134,7 +140,8 @@ int eval_command(int argc, char** argv) {
   const char* source = vm.count("file") ? "--file" : "--text";
   std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, source, text);
   std::int64_t t = m.model->config.block_size, n = static_cast<std::int64_t>(ids.size());
-  if (n < t + 1) refuse("{}: the text has {} characters; it needs at least block_size + 1 = {}", source, n, t + 1);
+  if (n < t + 1)
+    refuse("{}: the text has {}; it needs at least block_size + 1 = {}", source, plural(n, "character"), t + 1);
   // Windows t[i : i+T] -> t[i+1 : i+T+1] for i = 0, T, 2T, ... while i + T + 1 <= n. Every window
   // has T targets, so the mean over windows is the mean over all of them.
   ag::NoGradGuard no_grad;
@@ -145,7 +152,8 @@ int eval_command(int argc, char** argv) {
     std::vector<std::int64_t> x(ids.begin() + i, ids.begin() + i + t), y(ids.begin() + i + 1, ids.begin() + i + t + 1);
     total += m.model->loss(ag::from_vector(x, {1, t}), ag::from_vector(y, {1, t})).item();
   }
-  fmt::print("windows: {} of {} characters ({}, {} kernels)\n", windows, t, dtype, ag::kernels_name(ag::kernels()));
+  fmt::print("windows: {} of {} ({}, {} kernels)\n", windows, plural(t, "character"), dtype,
+             ag::kernels_name(ag::kernels()));
   // As many digits as the dtype holds: float64's let the two kernel routes be compared to 1e-12.
   fmt::print("loss: {:.{}g}\n", total / static_cast<double>(windows), dtype == "f64" ? 16 : 10);
   return 0;
@@ -157,7 +165,7 @@ int explore_command(int argc, char** argv) {
       "minigpt explore: the attention of every layer and head for a prompt, as one self-contained HTML page");
   opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
       "prompt", po::value(&prompt)->required(), "the text whose attention to show (at most block_size characters)")(
-      "out", po::value(&out_dir)->default_value(out_dir), "directory for attention.html");
+      "out", with_default(&out_dir), "directory for attention.html");
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
@@ -165,18 +173,21 @@ int explore_command(int argc, char** argv) {
   ag::examples::check_output_dir("--out", out_dir, {"attention.html"});
   minigpt::Loaded m = minigpt::load(checkpoint);
   std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, "--prompt", prompt);
+  if (std::ssize(ids) > m.model->config.block_size)
+    fmt::print("note: --prompt has {}, more than the model's context of {}; the page shows the first {}\n",
+               plural(std::ssize(ids), "character"), m.model->config.block_size, m.model->config.block_size);
   // The page holds every weight as text (about 9 bytes each) after holding them as doubles.
   const ag::nn::GPTConfig& c = m.model->config;
   ag::examples::Size t = std::min<std::int64_t>(static_cast<std::int64_t>(ids.size()), c.block_size);
-  ag::examples::check_fits_in_memory(fmt::format("the page for a prompt of {} characters", t.value()),
+  ag::examples::check_fits_in_memory(fmt::format("the page for a prompt of {}", plural(t.value(), "character")),
                                      ag::examples::Size(c.n_layer) * c.n_head * t * t * 21);
   minigpt::PromptAttention attention = minigpt::attention_for_prompt(*m.model, m.tokenizer, prompt);
   std::filesystem::create_directories(out_dir);
   const std::string out = (std::filesystem::path(out_dir) / "attention.html").string();
   ag::io::write_file_atomically(
       out, minigpt::attention_html(attention, std::filesystem::path(checkpoint).filename().string()));
-  fmt::print("wrote {}: {} layers x {} heads over {} characters; open it in a browser\n", out, attention.weights.size(),
-             attention.weights[0].size(1), attention.tokens.size());
+  fmt::print("wrote {}: {} x {} over {}; open it in a browser\n", out, plural(std::ssize(attention.weights), "layer"),
+             plural(attention.weights[0].size(1), "head"), plural(std::ssize(attention.tokens), "character"));
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <attograd/attograd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,8 @@ struct TrainOptions {
   std::uint64_t seed = 1337;
   std::string prompt;  // for the attention maps and the sample; empty: a line of validation text
   std::int64_t sample_tokens = 300;
-  bool resume = false;
+  bool resume = false;     // continue the run in out_dir, its model as its training state has it
+  bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
 };
 
 // The text of `files` (fortune files lose their '%' separator lines). Each must be a regular,
@@ -33,6 +35,10 @@ std::vector<std::string> default_corpus();
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
 // Every check throws ag::examples::Refused naming the option or the file.
 
+// --resume: the model options (--block, --layers, --heads, --embd, --dropout) become those of
+// the training state in --out. One the command line gave (`given` says which, by name) must
+// agree with it: a conflict is refused, naming both values.
+void take_resumed_model(TrainOptions& options, const std::function<bool(const std::string&)>& given);
 // The options alone: ranges, finiteness, combinations, and the learning-rate schedule over
 // every step of the run.
 void check_train_options(const TrainOptions& options);
@@ -45,11 +51,15 @@ struct Corpus {
   ag::data::TextDataset dataset;
 };
 Corpus read_training_corpus(const TrainOptions& options);
-// The model and the run fit in memory, and every file the run writes can be written:
-// `config` is the model, its vocabulary known.
+// The model and the run fit in memory, and every file the run writes can be written; no other
+// run trains in --out, and a run already there is kept unless --resume or --overwrite says what
+// to do with it. `config` is the model, its vocabulary known.
 void check_train_resources(const TrainOptions& options, const ag::nn::GPTConfig& config);
 // The files a run writes in --out, for check_output_dir.
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config);
+// Those of them a run (of any model) left in `dir`, by name, the checkpoints and log first;
+// empty when it holds none.
+std::vector<std::string> run_files_in(const std::string& dir);
 // Sampling options (sample, and train's final sample): at least 0 tokens that fit in memory, a
 // temperature >= 0 (0: the most likely token; inf: uniform over the top k), top_k >= 0.
 void check_sampling_options(std::int64_t tokens, double temperature, std::int64_t top_k);

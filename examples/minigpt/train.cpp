@@ -20,6 +20,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../common/cli.h"
 #include "../common/plot.h"
 #include "../common/preflight.h"
 #include "../common/progress.h"
@@ -33,6 +34,7 @@ namespace {
 
 using Split = ag::data::TextDataset::Split;
 using ag::examples::Interrupted;
+using ag::examples::plural;
 using ag::examples::StopBetweenOps;
 
 // Mean loss over `batches` random batches of one split, without a graph and in eval mode; none
@@ -178,12 +180,14 @@ int train(const TrainOptions& o) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(std::fopen(log_path.c_str(), "a"), &std::fclose);
   if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
 
-  fmt::print("corpus: {} files, {:.2f} M characters, vocabulary of {} characters\n", corpus.files.size(),
-             static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6, tokenizer.size());
-  fmt::print("model: {} layers, {} heads, n_embd {}, block {}: {:.2f} M parameters\n", config.n_layer, config.n_head,
-             config.n_embd, config.block_size, static_cast<double>(model.parameter_count()) / 1e6);
-  fmt::print("training: {} steps of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", o.steps, o.batch,
-             config.block_size, o.lr, o.warmup, o.min_lr);
+  fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
+             static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
+             plural(tokenizer.size(), "character"));
+  fmt::print("model: {}, {}, n_embd {}, block {}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
+             plural(config.n_head, "head"), config.n_embd, config.block_size,
+             static_cast<double>(model.parameter_count()) / 1e6);
+  fmt::print("training: {} of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", plural(o.steps, "step"),
+             o.batch, config.block_size, o.lr, o.warmup, o.min_lr);
   if (ag::kernels() == ag::Kernels::Reference)
     fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
 
@@ -259,7 +263,7 @@ int train(const TrainOptions& o) {
   }
   if (std::fclose(log.release()) != 0)
     throw std::runtime_error(fmt::format("cannot write '{}': {}", log_path, std::strerror(errno)));
-  fmt::print("trained {} steps in {}\n", step - start, ag::examples::format_duration(bar.elapsed_seconds()));
+  fmt::print("trained {} in {}\n", plural(step - start, "step"), ag::examples::format_duration(bar.elapsed_seconds()));
 
   // The pictures and the sample: the checkpoint of the last step is already complete, so a
   // stop request here only skips what is left.
@@ -285,7 +289,7 @@ int train(const TrainOptions& o) {
       prompt = ag::data::encode_utf8(chars.substr(0, std::min<std::size_t>(chars.size(), 32)));
     }
     auto maps = write_attention_maps(model, tokenizer, prompt, o.out_dir);
-    fmt::print("wrote {} attention maps, {} ... {}\n", maps.size(), maps.front(), maps.back());
+    fmt::print("wrote {}, {} ... {}\n", plural(std::ssize(maps), "attention map"), maps.front(), maps.back());
 
     ag::Generator sample_gen(o.seed + 3);
     auto ids = ag::nn::generate(model, tokenizer.encode("\n"),

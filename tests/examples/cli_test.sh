@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The programs' command lines never lose a run:
+#   - an abbreviated option (--step for --steps) is refused with status 2 in every program,
+#     naming the option and the ones it is close to;
+#   - --help shows defaults as typed (0.0002) and control characters escaped ("\n");
+#   - minigpt train refuses an --out that holds a run unless --resume or --overwrite is given,
+#     leaving every file as it was;
+#   - --resume takes the model from the training state: model options may be left out, and one
+#     that conflicts is refused, both values named, before anything else is printed;
+#   - sample given the training state says so; explore says when it cut the prompt; counts of
+#     one are singular.
+# Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND
+set -euo pipefail
+minigpt=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "$1"; [ ! -f "$dir/out" ] || cat "$dir/out"; [ ! -f "$dir/err" ] || cat "$dir/err"; exit 1; }
+
+# expect STATUS COMMAND...: COMMAND exits with STATUS; its output is in $dir/out and $dir/err.
+expect() {
+  local want=$1 code=0
+  shift
+  "$@" > "$dir/out" 2> "$dir/err" || code=$?
+  [ $code -eq "$want" ] || fail "$*: exit status $code, expected $want"
+}
+has() { grep -qF -- "$2" "$dir/$1" || fail "expected '$2' in the $1 of the last command"; }
+hasnt() { ! grep -qF -- "$2" "$dir/$1" || fail "did not expect '$2' in the $1 of the last command"; }
+
+# 1. Abbreviations, in every program and subcommand.
+expect 2 "$minigpt" train --step 10 --out "$dir/never"
+has err "unrecognised option '--step'"
+has err "did you mean --steps?"
+[ ! -e "$dir/never" ] || fail "the refused run created its directory"
+for sub in sample eval explore; do
+  expect 2 "$minigpt" $sub --checkpoint "$dir/none" --check "$dir/none"
+  has err "unrecognised option '--check'"
+  has err "did you mean --checkpoint?"
+done
+expect 2 "$2" --step 5 --out "$dir/never"
+has err "did you mean --steps?"
+expect 2 "$3" shapes --ste 5 --out "$dir/never"
+has err "did you mean --steps?"
+# The positional COMMAND is no option to suggest.
+expect 2 "$3" shapes --comman x --out "$dir/never"
+has err "unrecognised option '--comman'"
+hasnt err "--command"
+expect 2 "$4" --token 3 --out "$dir/never"
+has err "did you mean --tokens?"
+expect 2 "$5" --ep 1e-3
+has err "did you mean --eps?"
+expect 2 "$6" --hel
+has err "did you mean --help?"
+[ ! -e "$dir/never" ] || fail "a refused run created its directory"
+echo "abbreviations refused in all six programs"
+
+# 2. --help: defaults as typed, nothing raw.
+for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$3" "$4" "$5" "$6"; do
+  expect 0 $cmd --help
+  if grep -q '00000000\|99999999' "$dir/out"; then fail "$cmd --help prints a default with its binary noise"; fi
+  # No control character but the newlines that end the lines.
+  if tr -d '\n' < "$dir/out" | LC_ALL=C grep -q '[[:cntrl:]]'; then fail "$cmd --help prints a control character"; fi
+done
+expect 0 "$minigpt" train --help
+has out "--min-lr arg (=0.0002)"
+has out "--weight-decay arg (=0.1)"
+expect 0 "$minigpt" sample --help
+has out '--prompt arg (="\n")'
+expect 0 "$5" --help
+has out "--eps arg (=1e-06)"
+echo "--help: defaults as typed"
+
+# 3. A finished run, tiny: one file, one layer, one head, so the counts say so.
+for i in $(seq 1 40); do printf 'the cat sat on the mat.\n'; done > "$dir/corpus.txt"
+model=(--block 16 --layers 1 --heads 1 --embd 16 --dropout 0.1)
+rest=(--corpus "$dir/corpus.txt" --out "$dir/run" --eval-interval 4 --eval-batches 1 --batch 2 --sample-tokens 5)
+expect 0 "$minigpt" train "${rest[@]}" "${model[@]}" --steps 4
+has out "corpus: 1 file,"
+has out "model: 1 layer, 1 head,"
+has out "wrote 1 attention map,"
+snapshot() { (cd "$1" && find . -type f ! -name minigpt.lock -exec sha256sum {} + | sort); }
+before=$(snapshot "$dir/run")
+
+# 4. The run is kept: the same command again is refused, and every file is as it was.
+expect 2 "$minigpt" train "${rest[@]}" "${model[@]}" --steps 4
+has err "--out $dir/run holds a run ("
+has err "pass --resume to continue it or --overwrite to replace it"
+[ "$(snapshot "$dir/run")" = "$before" ] || fail "the refused run changed $dir/run"
+expect 2 "$minigpt" train "${rest[@]}" --steps 4 --resume --overwrite
+has err "--resume and --overwrite exclude each other"
+[ "$(snapshot "$dir/run")" = "$before" ] || fail "the refused run changed $dir/run"
+
+# 5. --resume without the model options continues with the model of the run.
+expect 0 "$minigpt" train "${rest[@]}" --steps 6 --resume
+has out "resuming from step 4 of $dir/run/minigpt.train.safetensors"
+has out "model: 1 layer, 1 head, n_embd 16, block 16:"
+[ "$(wc -l < "$dir/run/train_log.csv")" -eq 7 ] || fail "the resumed log does not have 6 steps"
+# and a model option that contradicts it is refused, with both values, before anything else.
+after=$(snapshot "$dir/run")
+for conflict in "--layers 2:--layers 2 conflicts with the run being resumed:was trained with --layers 1" \
+  "--embd 32:--embd 32 conflicts:was trained with --embd 16" \
+  "--dropout 0.2:--dropout 0.2 conflicts:was trained with --dropout 0.1"; do
+  IFS=: read -r given first second <<< "$conflict"
+  # shellcheck disable=SC2086
+  expect 2 "$minigpt" train "${rest[@]}" --steps 8 --resume $given
+  has err "$first"
+  has err "$second"
+  [ ! -s "$dir/out" ] || fail "--resume $given printed before refusing: $(cat "$dir/out")"
+  [ "$(snapshot "$dir/run")" = "$after" ] || fail "the refused resume changed $dir/run"
+done
+# The same values given again are no conflict.
+expect 0 "$minigpt" train "${rest[@]}" "${model[@]}" --steps 7 --resume
+has out "resuming from step 6"
+
+# 6. --overwrite replaces the run.
+expect 0 "$minigpt" train "${rest[@]}" --steps 2 --warmup 0 --overwrite --layers 2 --heads 2 --embd 16 --block 16
+has out "model: 2 layers, 2 heads,"
+[ "$(wc -l < "$dir/run/train_log.csv")" -eq 3 ] || fail "--overwrite did not start a new log"
+
+# 7. sample given the training state says what to pass instead; explore says it cut the prompt.
+expect 2 "$minigpt" sample --checkpoint "$dir/run/minigpt.train.safetensors"
+has err "--checkpoint $dir/run/minigpt.train.safetensors is the training state minigpt train keeps for --resume"
+has err "--checkpoint $dir/run/minigpt.safetensors"
+expect 0 "$minigpt" explore --checkpoint "$dir/run/minigpt.safetensors" --prompt "the cat sat on the mat. the cat" \
+  --out "$dir/page.html"
+has out "note: --prompt has 31 characters, more than the model's context of 16; the page shows the first 16"
+has out "over 16 characters"
+expect 0 "$minigpt" explore --checkpoint "$dir/run/minigpt.safetensors" --prompt "t" --out "$dir/page.html"
+hasnt out "note:"
+has out "2 layers x 2 heads over 1 character;"
+echo "cli: runs kept, resumed with their model, conflicts refused with both values"
