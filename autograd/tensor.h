@@ -146,6 +146,7 @@ class Tensor {
   Tensor sqrt() const;
   Tensor tanh() const;
   Tensor relu() const;
+  Tensor sigmoid() const;
   Tensor gelu(GeluApproximation approximate = GeluApproximation::None) const;
   Tensor sum() const;
   Tensor sum(std::int64_t dim, bool keepdim = false) const;
@@ -153,8 +154,19 @@ class Tensor {
   Tensor mean(std::int64_t dim, bool keepdim = false) const;
   Tensor max() const;
   Tensor max(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor softmax(std::int64_t dim) const;
+  Tensor log_softmax(std::int64_t dim) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
   Tensor reshape(Shape shape) const;
+  // libtorch's name for a reshape that shares the data. Storage here is always contiguous, so
+  // every reshape already is such a view and view() is reshape under that name: it never
+  // fails for a layout reason (transpose and permute copy, so their results are contiguous).
+  Tensor view(Shape shape) const;
   Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  // The transpose of a matrix: transpose(0, 1) for 2-D, the tensor itself as a copy-free
+  // reshape for 0-d and 1-d (as in PyTorch); more dims throw, pointing to transpose().
+  Tensor t() const;
   Tensor permute(std::vector<std::int64_t> dims) const;
   Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end) const;
   Tensor unsqueeze(std::int64_t dim) const;
