@@ -124,8 +124,17 @@ class Tensor {
   bool is_leaf() const;
   // How many times this tensor's storage has been written in place (Storage::version).
   std::uint64_t version() const;
-  Tensor grad() const;  // undefined until a backward pass reaches this leaf
-  void zero_grad();     // forgets the accumulated gradient
+  // The accumulated gradient. For a leaf it is undefined until a backward pass reaches it
+  // (optimizers skip such parameters, as in PyTorch). A tensor an op computed keeps no gradient
+  // unless retain_grad() was called on it before backward(); without that, grad() throws, and
+  // the message says why: most often the tensor was meant to be a parameter but a manual update
+  // (w = w - lr * w.grad()) recorded it as the output of 'sub'.
+  Tensor grad() const;
+  // Asks backward() to keep this non-leaf's gradient in grad(), adding up over passes like a
+  // leaf's. Call it before backward(). A no-op on a leaf, which keeps its gradient anyway.
+  Tensor& retain_grad();
+  bool retains_grad() const;
+  void zero_grad();  // forgets the accumulated gradient
   std::shared_ptr<Node> grad_fn() const;
   // Same data, cut from the graph: no grad_fn, requires_grad false.
   Tensor detach() const;
@@ -173,6 +182,15 @@ class Tensor {
   Tensor squeeze(std::int64_t dim) const;
   Tensor broadcast_to(const Shape& shape) const;
   Tensor matmul(const Tensor& other) const;
+
+  // --- in place ---------------------------------------------------------------------------
+  // this += other and this -= other, other broadcasting to this tensor's shape and dtype. Never
+  // recorded in a graph: for updates such as a hand-written optimizer step,
+  //   { ag::NoGradGuard no_grad; w.sub_(lr * w.grad()); }
+  // which keeps w the same leaf. A tensor that requires grad can be changed in place only with
+  // grad mode off (the change would be invisible to backward).
+  Tensor& add_(const Tensor& other);
+  Tensor& sub_(const Tensor& other);
 
   // --- low level --------------------------------------------------------------------------
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }

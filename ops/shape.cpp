@@ -181,7 +181,8 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
       throw_invalid("cat", "tensor {} has shape {} but tensor 0 has shape {}: all sizes but dim {} must agree", k,
                     shape_str(t.shape()), shape_str(first.shape()), d);
     if (t.dtype() != first.dtype())
-      throw_invalid("cat", "tensor {} is {} but tensor 0 is {}", k, dtype_name(t.dtype()), dtype_name(first.dtype()));
+      throw_invalid("cat", "tensor {} is {} but tensor 0 is {} ({})", k, dtype_name(t.dtype()),
+                    dtype_name(first.dtype()), to_hint(first.dtype(), t.dtype()));
     out_shape[d] = checked_add("cat", out_shape[d], t.shape()[d], "the sizes along dim " + std::to_string(d));
   }
   Tensor y = detail::empty_for("cat", out_shape, first.dtype());

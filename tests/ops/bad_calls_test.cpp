@@ -963,5 +963,54 @@ TEST(BadCalls, EachThrowsAClearErrorAndTheGoodCallStillWorks) {
   }
 }
 
+// Every mix of dtypes goes through one check (autograd/dispatch.h), and every path through it
+// ends with the .to() that fixes the call.
+TEST(BadCalls, DtypeMixesSuggestTo) {
+  Tensor a = ones({2, 3}), b = ones({3, 2}, kFloat64), ids = arange(3);
+  struct Case {
+    std::function<void()> call;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {[&] { a + ones({3}, kFloat64); },
+       "add: dtypes differ: float32 with shape [2, 3] and float64 with shape [3] (convert one with .to(ag::kFloat32))"},
+      {[&] { b* ones({2}); },
+       "mul: dtypes differ: float64 with shape [3, 2] and float32 with shape [2] (convert one "
+       "with .to(ag::kFloat64))"},
+      {[&] { matmul(a, b); },
+       "matmul: dtypes differ: float32 with shape [2, 3] and float64 with shape [3, 2] "
+       "(convert one with .to(ag::kFloat32))"},
+      {[&] { ones({3}) - ids; },
+       "sub: expected a float32 or float64 tensor, got int64 with shape [3] beside float32 "
+       "with shape [3] (convert one with .to(ag::kFloat32))"},
+      {[&] { ids / ones({3}, kFloat64); },
+       "div: expected a float32 or float64 tensor, got int64 with shape [3] beside "
+       "float64 with shape [3] (convert one with .to(ag::kFloat64))"},
+      {[&] {
+         linear(a, ones({4, 3}, kFloat64));
+       },
+       "linear: dtypes differ"},
+      {[&] {
+         linear(a, ones({4, 3}), ones({4}, kFloat64));
+       },
+       "(convert one with .to(ag::kFloat32))"},
+      {[&] { layer_norm(a, ones({3}, kFloat64), {}); }, "(convert one with .to(ag::kFloat32))"},
+      {[&] {
+         cat({a, ones({2, 3}, kFloat64)}, 0);
+       },
+       "cat: tensor 1 is float64 but tensor 0 is float32 (convert one with .to(ag::kFloat32))"},
+      {[&] { exp(ids); },
+       "exp: expected a float32 or float64 tensor, got int64 with shape [3] (convert it with "
+       ".to(ag::kFloat32))"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expected);
+    EXPECT_TRUE(throws_with<std::invalid_argument>(c.call, c.expected));
+  }
+  Tensor q = ones({1, 1, 2, 4}), k = ones({1, 1, 2, 4}, kFloat64);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { scaled_dot_product_attention(q, k, k); },
+                                                 "(convert one with .to(ag::kFloat32))"));
+}
+
 }  // namespace
 }  // namespace ag
