@@ -105,9 +105,12 @@ Tensor seed_gradient(const Tensor& root, const Tensor& gradient) {
     return ones_like(root);
   }
   if (gradient.shape() != root.shape() || gradient.dtype() != root.dtype())
-    throw_invalid("backward", "gradient is {} with shape {}, but the output is {} with shape {}",
+    throw_invalid("backward", "gradient is {} with shape {}, but the output is {} with shape {}{}",
                   dtype_name(gradient.dtype()), shape_str(gradient.shape()), dtype_name(root.dtype()),
-                  shape_str(root.shape()));
+                  shape_str(root.shape()),
+                  gradient.dtype() == root.dtype()
+                      ? std::string()
+                      : fmt::format(" (convert the gradient with .to({}))", dtype_constant(root.dtype())));
   return gradient;
 }
 
@@ -223,6 +226,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     Node* node = pass.ready.back();
     pass.ready.pop_back();
     Tensor grad_output = pass.take_gradient(node);
+    // retain_grad(): the gradient of the node's output is complete now; keep a copy of it
+    // (accumulate copies, since grad_output is still ours to hand on).
+    if (std::shared_ptr<TensorImpl> retained = node->retained_output()) accumulate(retained->grad, grad_output);
     if (observer) observer->before_backward(*node, grad_output);
     std::vector<Tensor> input_grads = node->apply(grad_output);
     if (observer) observer->after_backward(*node, input_grads, grad_output);

@@ -4,10 +4,16 @@
 //   tensor([[ 0.5000, -1.2500],
 //           [ 2.0000,  3.0000]], shape=[2, 2], dtype=float32)
 //
-// fmt::format("{}", t), fmt::print and std::ostream << all work.
+// fmt::format("{}", t), fmt::print and std::ostream << all work, for tensors and for shapes:
+//
+//   fmt::print("{}\n", x.shape());   // [2, 3], as shape_str writes it
+//   std::cout << x.shape();          // the same
 #pragma once
 
 #include <fmt/format.h>
+// A Shape is a std::vector<std::int64_t>; fmt's range support formats it as "[2, 3]", the form
+// every message uses. Included here so that one include of the library is enough to print one.
+#include <fmt/ranges.h>
 
 #include <ostream>
 #include <string>
@@ -24,8 +30,15 @@ struct PrintOptions {
 
 std::string to_string(const Tensor& t, const PrintOptions& options = {});
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+// "[2, 3]".
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 }  // namespace ag
+
+// Shape is a std type, so argument-dependent lookup never finds ag's operator<< for it: this
+// declaration makes `std::cout << x.shape()` work in code outside namespace ag too. (Inside a
+// namespace that declares an operator<< of its own, write `using ag::operator<<;` there.)
+using ag::operator<<;
 
 template <>
 struct fmt::formatter<ag::Tensor> : fmt::formatter<std::string> {

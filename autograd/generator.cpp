@@ -36,6 +36,17 @@ double Generator::normal() {
   return r * std::cos(theta);
 }
 
+std::int64_t Generator::integer(std::int64_t low, std::int64_t high) {
+  if (low >= high) throw_invalid("randint", "needs low < high, got low={} high={}", low, high);
+  // n = high - low in unsigned arithmetic (it may exceed int64's range). Draws below
+  // 2^64 mod n are thrown away: the rest fall into whole blocks of n values each.
+  std::uint64_t n = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
+  std::uint64_t reject_below = (0 - n) % n;  // (2^64 - n) mod n = 2^64 mod n
+  std::uint64_t r = next_u64();
+  while (r < reject_below) r = next_u64();
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(low) + r % n);
+}
+
 std::string Generator::state() const {
   std::ostringstream out;
   // The spare normal goes as its 64 bits: exact, where decimal text might round.
@@ -88,6 +99,29 @@ Tensor rand(const Shape& shape, Generator& generator, DType dtype) {
 
 Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
   return fill_random("randn", shape, dtype, [&](auto tag) { return static_cast<decltype(tag)>(generator.normal()); });
+}
+
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& generator, DType dtype) {
+  if (low >= high)
+    throw_invalid("randint", "needs low < high, got low={} high={} for shape {}", low, high, shape_str(shape));
+  if (dtype == kBool) throw_invalid("randint", "draws int64, float32 or float64 values, asked for bool");
+  Tensor t = detail::empty_for("randint", shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(generator.integer(low, high));
+  });
+  return t;
+}
+
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype) {
+  return randint(low, high, shape, default_generator(), dtype);
+}
+Tensor randint(std::int64_t high, const Shape& shape, Generator& generator, DType dtype) {
+  return randint(0, high, shape, generator, dtype);
+}
+Tensor randint(std::int64_t high, const Shape& shape, DType dtype) {
+  return randint(0, high, shape, default_generator(), dtype);
 }
 
 Tensor rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }

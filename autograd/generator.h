@@ -25,6 +25,9 @@ class Generator {
   float uniform_float() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
   // Standard normal by the Box-Muller transform; the second value of each pair is kept.
   double normal();
+  // Uniform on the integers low, low + 1, ..., high - 1 (needs low < high). Rejection keeps
+  // every value exactly equally likely, where next_u64() % n would favour the small ones.
+  std::int64_t integer(std::int64_t low, std::int64_t high);
 
   // The complete state as text (the engine's standard text form plus the spare normal), and
   // back: a run resumed from a checkpoint draws exactly the numbers it would have drawn.
@@ -46,5 +49,12 @@ Tensor rand(const Shape& shape, Generator& generator, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, Generator& generator, DType dtype = kFloat32);
 Tensor rand(const Shape& shape, DType dtype = kFloat32);
 Tensor randn(const Shape& shape, DType dtype = kFloat32);
+// Integers uniform in [low, high), as int64 by default (or float32 / float64 holding whole
+// numbers), like torch::randint: token ids, targets, random indices.
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& generator, DType dtype = kInt64);
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = kInt64);
+// The same with low = 0.
+Tensor randint(std::int64_t high, const Shape& shape, Generator& generator, DType dtype = kInt64);
+Tensor randint(std::int64_t high, const Shape& shape, DType dtype = kInt64);
 
 }  // namespace ag

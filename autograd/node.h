@@ -98,6 +98,10 @@ class Node {
   // anomaly mode on; NaN if there was none.
   double grad_norm() const { return grad_norm_; }
   void set_grad_norm(double norm) { grad_norm_ = norm; }
+  // The output tensor whose gradient backward keeps (Tensor::retain_grad), or null. Weak: the
+  // tensor owns this node through its grad_fn, so a strong pointer back would be a cycle.
+  std::shared_ptr<TensorImpl> retained_output() const { return retained_.lock(); }
+  void retain_output(const std::shared_ptr<TensorImpl>& output) { retained_ = output; }
 
  private:
   std::string name_;
@@ -109,6 +113,7 @@ class Node {
   DType output_dtype_ = kFloat32;
   std::shared_ptr<const detail::RecordSite> site_;
   double grad_norm_ = std::numeric_limits<double>::quiet_NaN();
+  std::weak_ptr<TensorImpl> retained_;
 };
 
 // Makes `output` the result of op `name` on `inputs`. When grad mode is on and some input

@@ -262,7 +262,35 @@ bool Tensor::is_leaf() const { return checked("is_leaf").grad_fn == nullptr; }
 
 Tensor Tensor::grad() const {
   const auto& impl = checked("grad");
+  // A non-leaf's gradient exists only while backward runs. PyTorch warns and returns an
+  // undefined tensor here; that undefined tensor then fails far away (the next step's "mul: got
+  // an undefined tensor"), so attograd says at once what happened and what to do instead.
+  if (impl.grad_fn && impl.grad_fn->retained_output() != impl_)
+    throw_state("grad",
+                "this {} tensor of shape {} is not a leaf: it was computed by '{}', and backward() keeps gradients "
+                "only for leaves. To read its gradient, call retain_grad() on it before backward(). If it is a "
+                "parameter updated by hand (w = w - lr * w.grad()), that update recorded it as the output of an "
+                "op: update parameters in place with grad mode off instead, "
+                "{{ ag::NoGradGuard no_grad; w.sub_(lr * w.grad()); }}, so that w stays the same leaf",
+                dtype_name(impl.dtype), shape_str(impl.shape), impl.grad_fn->name());
+  // A leaf no backward() has reached yet has no gradient: undefined, as in PyTorch, because
+  // optimizers and clipping skip such parameters (nn/optim.h). Using it in an op is what fails,
+  // and check_defined's message (autograd/dispatch.h) names this case.
   return impl.grad ? Tensor(impl.grad) : Tensor();
+}
+
+Tensor& Tensor::retain_grad() {
+  const TensorImpl& impl = checked("retain_grad");
+  if (!impl.requires_grad)
+    throw_invalid("retain_grad", "the {} tensor of shape {} does not require grad, so it will get no gradient to keep",
+                  dtype_name(impl.dtype), shape_str(impl.shape));
+  if (impl.grad_fn) impl.grad_fn->retain_output(impl_);
+  return *this;
+}
+
+bool Tensor::retains_grad() const {
+  const auto& impl = checked("retains_grad");
+  return impl.grad_fn && impl.grad_fn->retained_output() == impl_;
 }
 
 void Tensor::zero_grad() {

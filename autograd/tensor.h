@@ -124,8 +124,17 @@ class Tensor {
   bool is_leaf() const;
   // How many times this tensor's storage has been written in place (Storage::version).
   std::uint64_t version() const;
-  Tensor grad() const;  // undefined until a backward pass reaches this leaf
-  void zero_grad();     // forgets the accumulated gradient
+  // The accumulated gradient. For a leaf it is undefined until a backward pass reaches it
+  // (optimizers skip such parameters, as in PyTorch). A tensor an op computed keeps no gradient
+  // unless retain_grad() was called on it before backward(); without that, grad() throws, and
+  // the message says why: most often the tensor was meant to be a parameter but a manual update
+  // (w = w - lr * w.grad()) recorded it as the output of 'sub'.
+  Tensor grad() const;
+  // Asks backward() to keep this non-leaf's gradient in grad(), adding up over passes like a
+  // leaf's. Call it before backward(). A no-op on a leaf, which keeps its gradient anyway.
+  Tensor& retain_grad();
+  bool retains_grad() const;
+  void zero_grad();  // forgets the accumulated gradient
   std::shared_ptr<Node> grad_fn() const;
   // Same data, cut from the graph: no grad_fn, requires_grad false.
   Tensor detach() const;
@@ -146,6 +155,7 @@ class Tensor {
   Tensor sqrt() const;
   Tensor tanh() const;
   Tensor relu() const;
+  Tensor sigmoid() const;
   Tensor gelu(GeluApproximation approximate = GeluApproximation::None) const;
   Tensor sum() const;
   Tensor sum(std::int64_t dim, bool keepdim = false) const;
@@ -153,14 +163,34 @@ class Tensor {
   Tensor mean(std::int64_t dim, bool keepdim = false) const;
   Tensor max() const;
   Tensor max(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor softmax(std::int64_t dim) const;
+  Tensor log_softmax(std::int64_t dim) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
   Tensor reshape(Shape shape) const;
+  // libtorch's name for a reshape that shares the data. Storage here is always contiguous, so
+  // every reshape already is such a view and view() is reshape under that name: it never
+  // fails for a layout reason (transpose and permute copy, so their results are contiguous).
+  Tensor view(Shape shape) const;
   Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  // The transpose of a matrix: transpose(0, 1) for 2-D, the tensor itself as a copy-free
+  // reshape for 0-d and 1-d (as in PyTorch); more dims throw, pointing to transpose().
+  Tensor t() const;
   Tensor permute(std::vector<std::int64_t> dims) const;
   Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end) const;
   Tensor unsqueeze(std::int64_t dim) const;
   Tensor squeeze(std::int64_t dim) const;
   Tensor broadcast_to(const Shape& shape) const;
   Tensor matmul(const Tensor& other) const;
+
+  // --- in place ---------------------------------------------------------------------------
+  // this += other and this -= other, other broadcasting to this tensor's shape and dtype. Never
+  // recorded in a graph: for updates such as a hand-written optimizer step,
+  //   { ag::NoGradGuard no_grad; w.sub_(lr * w.grad()); }
+  // which keeps w the same leaf. A tensor that requires grad can be changed in place only with
+  // grad mode off (the change would be invisible to backward).
+  Tensor& add_(const Tensor& other);
+  Tensor& sub_(const Tensor& other);
 
   // --- low level --------------------------------------------------------------------------
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }

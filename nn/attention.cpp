@@ -52,6 +52,33 @@ Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
 
 Tensor MultiHeadAttention::merge_heads(const Tensor& x) const { return x.reshape({x.size(0), x.size(1), d_model}); }
 
+// The mask must broadcast to [B, H, Tq, Tk]. Checked here, before the op, so that the message
+// names this module and the shapes a caller can pass; a [B, Tk] padding mask is the usual slip
+// (nn.MultiHeadAttention in PyTorch takes it as key_padding_mask).
+void MultiHeadAttention::check_mask(const Tensor& mask, std::int64_t b, std::int64_t tq, std::int64_t tk) const {
+  if (!mask.defined()) return;
+  Shape full = {b, n_heads, tq, tk};
+  const Shape& m = mask.shape();
+  bool fits = m.size() <= full.size();
+  for (std::size_t i = 0; fits && i < m.size(); ++i) {
+    std::int64_t want = full[full.size() - m.size() + i];
+    fits = m[i] == 1 || m[i] == want;
+  }
+  if (fits) return;
+  std::string padding_hint =
+      m.size() == 2 && m[0] == b && m[1] == tk
+          ? fmt::format(
+                "; a [B, Tk] key padding mask must be [B, 1, 1, Tk]: build it with ag::key_padding_mask(lengths, "
+                "{}), or reshape yours with mask.reshape({{{}, 1, 1, {}}})",
+                tk, b, tk)
+          : fmt::format("; for key padding use ag::key_padding_mask(lengths, {}), which is [B, 1, 1, Tk]", tk);
+  throw_invalid("MultiHeadAttention",
+                "mask of shape {} does not broadcast to [B, H, Tq, Tk] = {}; expected [Tq, Tk] = [{}, {}] (one "
+                "pattern for the batch), [B, 1, 1, Tk] = [{}, 1, 1, {}] (key padding) or [B, 1, Tq, Tk] = [{}, 1, {}, "
+                "{}]{}",
+                shape_str(m), shape_str(full), tq, tk, b, tk, b, tq, tk, padding_hint);
+}
+
 namespace {
 
 bool same(const Tensor& a, const Tensor& b) { return a.impl() == b.impl(); }
@@ -82,9 +109,8 @@ std::array<Tensor, 3> MultiHeadAttention::project(const Tensor& query, const Ten
   return {q, part_of(*kv_proj, 0, d, key), part_of(*kv_proj, 1, d, value)};
 }
 
-AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                            const Tensor& mask, bool causal, bool need_weights, std::int64_t offset,
-                                            KVCache* cache) {
+Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask,
+                                   bool causal, Tensor* weights, std::int64_t offset, KVCache* cache) {
   for (const Tensor* t : {&query, &key, &value})
     if (!t->defined()) throw_invalid("MultiHeadAttention", "query, key and value must all be defined tensors");
   for (const Tensor* t : {&query, &key, &value})
@@ -97,6 +123,8 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   if (query.size(0) != key.size(0) || key.size(0) != value.size(0))
     throw_invalid("MultiHeadAttention", "batch sizes differ: query {}, key {}, value {}", shape_str(query.shape()),
                   shape_str(key.shape()), shape_str(value.shape()));
+  check_mask(mask, query.size(0), query.size(1), key.size(1) + (cache ? cache->length() : 0));
+  bool need_weights = weights != nullptr;
 
   // Self-attention on one sequence with no rotary positions and no cache: the fused op reads q,
   // k and v in place from the one [B, T, 3D] product. Every other case has them as [B, T, H, d]
@@ -136,7 +164,8 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     throw std::invalid_argument(fmt::format("MultiHeadAttention (query {}, key {}): {}", shape_str(query.shape()),
                                             shape_str(key.shape()), e.what()));
   }
-  return {drop->forward(out_proj->forward(merge_heads(r.output))), r.weights};
+  if (weights) *weights = r.weights;
+  return drop->forward(out_proj->forward(merge_heads(r.output)));
 }
 
 }  // namespace ag::nn

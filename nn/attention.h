@@ -48,14 +48,17 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, MultiHeadAttentionOptions options = {},
                      Generator& generator = default_generator());
 
-  // mask: bool, broadcastable to [B, H, Tq, Tk], true where a query may attend (ops/masking.h).
+  // Returns the output, [B, Tq, D], like every block's forward (docs/models.md).
+  // mask: bool, broadcastable to [B, H, Tq, Tk], true where a query may attend (ops/masking.h):
+  //   [Tq, Tk] a pattern shared by the batch; [B, 1, 1, Tk] key padding, as
+  //   ag::key_padding_mask(lengths, Tk) builds it (a [B, Tk] padding mask must be reshaped so).
+  // weights: when not null, receives the attention weights [B, H, Tq, Tk], outside the graph.
   // offset (RoPE only): the position of the first key; the queries are the last Tq positions
   // of the keys' span, as in self-attention (Tq = Tk) or when continuing a cached prefix.
   // cache (self-attention only): the new keys and values are appended to it and attention runs
   // over all of them; RoPE positions continue from the cache's length.
-  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask = {},
-                          bool causal = false, bool need_weights = false, std::int64_t offset = 0,
-                          KVCache* cache = nullptr);
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask = {},
+                 bool causal = false, Tensor* weights = nullptr, std::int64_t offset = 0, KVCache* cache = nullptr);
 
   std::int64_t d_model, n_heads, head_dim;
 
@@ -80,6 +83,9 @@ class MultiHeadAttention : public Module {
 
   AttentionResult zero_filled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                         bool causal) const;
+
+  // Throws, naming this module, unless mask is undefined or broadcasts to [B, H, Tq, Tk].
+  void check_mask(const Tensor& mask, std::int64_t b, std::int64_t tq, std::int64_t tk) const;
 
   // [B, T, D] -> [B, T, H, D/H] and back: reshapes, so no data moves.
   Tensor split_heads(const Tensor& x) const;

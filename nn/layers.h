@@ -1,4 +1,5 @@
-// Basic layers: each holds its parameters and calls the matching op in ops/nn_ops.h.
+// Basic layers: each holds its parameters and calls the matching op in ops/nn_ops.h. Each maps
+// one tensor to one tensor, through forward(x) or a call, layer(x), as in libtorch.
 #pragma once
 
 #include "../autograd/generator.h"
@@ -14,6 +15,7 @@ class Linear : public Module {
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
          Generator& generator = default_generator());
   Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
 
   Tensor weight;  // [out, in]
   Tensor bias;    // [out], or undefined
@@ -24,6 +26,7 @@ class Embedding : public Module {
  public:
   Embedding(std::int64_t num, std::int64_t dim, Generator& generator = default_generator());
   Tensor forward(const Tensor& ids) const;  // ids: int64 [...]  ->  [..., dim]
+  Tensor operator()(const Tensor& ids) const { return forward(ids); }
 
   Tensor weight;  // [num, dim]
 };
@@ -33,6 +36,7 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true);
   Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
 
   Tensor weight;  // [dim]
   Tensor bias;    // [dim], or undefined
@@ -45,6 +49,7 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p, Generator& generator = default_generator());
   Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
   // Its generator, whose state a training checkpoint saves so a resumed run draws the same masks.
   Generator& generator() { return generator_; }
 
@@ -61,6 +66,7 @@ class FeedForward : public Module {
   FeedForward(std::int64_t d_model, std::int64_t d_hidden, double dropout = 0.0, bool bias = true,
               Generator& generator = default_generator(), GeluApproximation gelu = GeluApproximation::None);
   Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
 
   std::shared_ptr<Linear> fc;    // d_model -> d_hidden
   std::shared_ptr<Linear> proj;  // d_hidden -> d_model

@@ -22,17 +22,12 @@ SelfAttentionBlock::SelfAttentionBlock(const BlockOptions& o, Generator& generat
 }
 
 Tensor SelfAttentionBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights, KVCache* cache) {
-  bool need = weights != nullptr;
   if (norm_first) {
     Tensor h = ln_1->forward(x);
-    AttentionResult a = attn->forward(h, h, h, mask, causal, need, 0, cache);
-    if (weights) *weights = a.weights;
-    Tensor y = x + a.output;
+    Tensor y = x + attn->forward(h, h, h, mask, causal, weights, 0, cache);
     return y + mlp->forward(ln_2->forward(y));
   }
-  AttentionResult a = attn->forward(x, x, x, mask, causal, need, 0, cache);
-  if (weights) *weights = a.weights;
-  Tensor y = ln_1->forward(x + a.output);
+  Tensor y = ln_1->forward(x + attn->forward(x, x, x, mask, causal, weights, 0, cache));
   return ln_2->forward(y + mlp->forward(y));
 }
 
@@ -52,21 +47,13 @@ Tensor TransformerDecoderBlock::forward(const Tensor& x, const Tensor& memory, c
                                         Tensor* self_weights, Tensor* cross_weights) {
   if (norm_first) {
     Tensor h = ln_1->forward(x);
-    AttentionResult s = self_attn->forward(h, h, h, {}, /*causal=*/true, self_weights != nullptr);
-    Tensor y = x + s.output;
+    Tensor y = x + self_attn->forward(h, h, h, {}, /*causal=*/true, self_weights);
     Tensor h2 = ln_2->forward(y);
-    AttentionResult c = cross_attn->forward(h2, memory, memory, memory_mask, false, cross_weights != nullptr);
-    Tensor z = y + c.output;
-    if (self_weights) *self_weights = s.weights;
-    if (cross_weights) *cross_weights = c.weights;
+    Tensor z = y + cross_attn->forward(h2, memory, memory, memory_mask, false, cross_weights);
     return z + mlp->forward(ln_3->forward(z));
   }
-  AttentionResult s = self_attn->forward(x, x, x, {}, /*causal=*/true, self_weights != nullptr);
-  Tensor y = ln_1->forward(x + s.output);
-  AttentionResult c = cross_attn->forward(y, memory, memory, memory_mask, false, cross_weights != nullptr);
-  Tensor z = ln_2->forward(y + c.output);
-  if (self_weights) *self_weights = s.weights;
-  if (cross_weights) *cross_weights = c.weights;
+  Tensor y = ln_1->forward(x + self_attn->forward(x, x, x, {}, /*causal=*/true, self_weights));
+  Tensor z = ln_2->forward(y + cross_attn->forward(y, memory, memory, memory_mask, false, cross_weights));
   return ln_3->forward(z + mlp->forward(z));
 }
 

@@ -8,8 +8,10 @@
 #include "binary.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
 
@@ -208,5 +210,35 @@ Tensor operator*(double a, const Tensor& b) { return mul(number_like("mul", a, b
 Tensor operator/(double a, const Tensor& b) { return div(number_like("div", a, b), b); }
 
 Tensor Tensor::broadcast_to(const Shape& shape) const { return ag::broadcast_to(*this, shape); }
+
+namespace {
+
+// self = f(self, other), written into self's own storage, so every handle to self sees it and a
+// leaf stays the same leaf. f is the out-of-place op (the math is written once); its result
+// is copied in. The write bumps the storage's version, so a graph that saved self for backward
+// refuses to use the changed values.
+Tensor& update_in_place(const char* op, Tensor& self, const Tensor& other, Tensor (*f)(const Tensor&, const Tensor&)) {
+  check_same_floating(op, self, other);
+  if (self.requires_grad() && is_grad_enabled())
+    throw_state(op,
+                "the {} tensor of shape {} requires grad, and backward() would not see a change made in place; "
+                "make the update with grad mode off: {{ ag::NoGradGuard no_grad; w.{}(...); }}",
+                dtype_name(self.dtype()), shape_str(self.shape()), op);
+  if (broadcast_shapes(op, self.shape(), other.shape()) != self.shape())
+    throw_invalid(op, "other of shape {} does not broadcast to this tensor's shape {}", shape_str(other.shape()),
+                  shape_str(self.shape()));
+  Tensor result;
+  {
+    NoGradGuard no_grad;
+    result = f(self, other);
+  }
+  std::memcpy(self.raw_data(), result.raw_data(), static_cast<std::size_t>(result.numel()) * dtype_size(self.dtype()));
+  return self;
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other) { return update_in_place("add_", *this, other, ag::add); }
+Tensor& Tensor::sub_(const Tensor& other) { return update_in_place("sub_", *this, other, ag::sub); }
 
 }  // namespace ag

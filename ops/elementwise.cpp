@@ -216,6 +216,7 @@ Tensor Tensor::log() const { return ag::log(*this); }
 Tensor Tensor::sqrt() const { return ag::sqrt(*this); }
 Tensor Tensor::tanh() const { return ag::tanh(*this); }
 Tensor Tensor::relu() const { return ag::relu(*this); }
+Tensor Tensor::sigmoid() const { return ag::sigmoid(*this); }
 Tensor Tensor::gelu(GeluApproximation approximate) const { return ag::gelu(*this, approximate); }
 
 }  // namespace ag

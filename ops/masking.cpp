@@ -101,4 +101,6 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return ag::masked_fill(*this, mask, value); }
+
 }  // namespace ag

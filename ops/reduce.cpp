@@ -158,5 +158,6 @@ Tensor Tensor::mean() const { return ag::mean(*this); }
 Tensor Tensor::mean(std::int64_t dim, bool keepdim) const { return ag::mean(*this, dim, keepdim); }
 Tensor Tensor::max() const { return ag::max(*this); }
 Tensor Tensor::max(std::int64_t dim, bool keepdim) const { return ag::max(*this, dim, keepdim); }
+Tensor Tensor::argmax(std::int64_t dim, bool keepdim) const { return ag::argmax(*this, dim, keepdim); }
 
 }  // namespace ag

@@ -39,29 +39,32 @@ void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, cons
 
 }  // namespace
 
-Tensor reshape(const Tensor& x, Shape shape) {
-  check_defined("reshape", x);
+namespace {
+
+// reshape, with `op` (reshape or view) naming the call in the errors.
+Tensor reshape_for(const char* op, const Tensor& x, Shape shape) {
+  check_defined(op, x);
   std::int64_t infer = -1;
   Shape known_sizes;  // every size but the -1
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer >= 0) throw_invalid("reshape", "shape {} has more than one -1", shape_str(shape));
+      if (infer >= 0) throw_invalid(op, "shape {} has more than one -1", shape_str(shape));
       infer = static_cast<std::int64_t>(i);
     } else if (shape[i] < 0) {
-      throw_invalid("reshape", "shape {} has a negative size", shape_str(shape));
+      throw_invalid(op, "shape {} has a negative size", shape_str(shape));
     } else {
       known_sizes.push_back(shape[i]);
     }
   }
   if (infer >= 0) {
-    std::int64_t known = shape_numel(known_sizes, "reshape");
+    std::int64_t known = shape_numel(known_sizes, op);
     if (known == 0 || x.numel() % known != 0)
-      throw_invalid("reshape", "cannot infer the -1 in {} for {} elements (shape {})", shape_str(shape), x.numel(),
+      throw_invalid(op, "cannot infer the -1 in {} for {} elements (shape {})", shape_str(shape), x.numel(),
                     shape_str(x.shape()));
     shape[static_cast<std::size_t>(infer)] = x.numel() / known;
   }
-  if (shape_numel(shape, "reshape") != x.numel())
-    throw_invalid("reshape", "cannot reshape {} ({} elements) to {} ({} elements)", shape_str(x.shape()), x.numel(),
+  if (shape_numel(shape, op) != x.numel())
+    throw_invalid(op, "cannot reshape {} ({} elements) to {} ({} elements)", shape_str(x.shape()), x.numel(),
                   shape_str(shape), shape_numel(shape));
   Tensor y(std::make_shared<TensorImpl>(x.impl()->storage, shape, x.dtype()));
   // y = x viewed as another shape:  dx = dy viewed as x's shape
@@ -72,6 +75,10 @@ Tensor reshape(const Tensor& x, Shape shape) {
       },
       Saved{});
 }
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, Shape shape) { return reshape_for("reshape", x, std::move(shape)); }
 
 Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   check_defined("permute", x);
@@ -174,7 +181,8 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
       throw_invalid("cat", "tensor {} has shape {} but tensor 0 has shape {}: all sizes but dim {} must agree", k,
                     shape_str(t.shape()), shape_str(first.shape()), d);
     if (t.dtype() != first.dtype())
-      throw_invalid("cat", "tensor {} is {} but tensor 0 is {}", k, dtype_name(t.dtype()), dtype_name(first.dtype()));
+      throw_invalid("cat", "tensor {} is {} but tensor 0 is {} ({})", k, dtype_name(t.dtype()),
+                    dtype_name(first.dtype()), to_hint(first.dtype(), t.dtype()));
     out_shape[d] = checked_add("cat", out_shape[d], t.shape()[d], "the sizes along dim " + std::to_string(d));
   }
   Tensor y = detail::empty_for("cat", out_shape, first.dtype());
@@ -248,7 +256,18 @@ Tensor squeeze(const Tensor& x, std::int64_t dim) {
 }
 
 Tensor Tensor::reshape(Shape shape) const { return ag::reshape(*this, std::move(shape)); }
+Tensor Tensor::view(Shape shape) const { return reshape_for("view", *this, std::move(shape)); }
 Tensor Tensor::transpose(std::int64_t dim0, std::int64_t dim1) const { return ag::transpose(*this, dim0, dim1); }
+Tensor Tensor::t() const {
+  check_defined("t", *this);
+  if (dim() > 2)
+    throw_invalid("t",
+                  "expects a tensor with at most 2 dims, got shape {}; use transpose(dim0, dim1) to swap two of "
+                  "its dims",
+                  shape_str(shape()));
+  if (dim() < 2) return ag::reshape(*this, shape());  // a vector or a number is its own transpose
+  return ag::transpose(*this, 0, 1);
+}
 Tensor Tensor::permute(std::vector<std::int64_t> dims) const { return ag::permute(*this, std::move(dims)); }
 Tensor Tensor::slice(std::int64_t dim, std::int64_t start, std::int64_t end) const {
   return ag::slice(*this, dim, start, end);

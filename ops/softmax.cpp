@@ -133,4 +133,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) {
       Saved{y});
 }
 
+Tensor Tensor::softmax(std::int64_t dim) const { return ag::softmax(*this, dim); }
+Tensor Tensor::log_softmax(std::int64_t dim) const { return ag::log_softmax(*this, dim); }
+
 }  // namespace ag

@@ -42,10 +42,12 @@ int shapes(const Options& o) {
   auto& enc = (*model.encoder)[0];
   auto& dec = (*model.decoder)[0];
   Tensor x = enc.ln_1->forward(model.embed(*model.src_embed, b.src));  // what the encoder's attention reads
-  auto enc_self = enc.attn->forward(x, x, x, b.src_mask, false, true);
+  Tensor enc_self_weights;
+  enc.attn->forward(x, x, x, b.src_mask, false, &enc_self_weights);
   Tensor memory = model.encode(b.src, b.src_mask);
   Tensor y = dec.ln_1->forward(model.embed(*model.tgt_embed, b.tgt_in));
-  auto dec_self = dec.self_attn->forward(y, y, y, {}, true, true);
+  Tensor dec_self_weights;
+  dec.self_attn->forward(y, y, y, {}, true, &dec_self_weights);
   std::vector<Tensor> cross;
   model.decode(b.tgt_in, memory, b.src_mask, &cross);
   Tensor yq = dec.ln_2->forward(y);  // stands in for the decoder stream at the cross-attention (same shape)
@@ -56,9 +58,9 @@ int shapes(const Options& o) {
   auto cross_qkv = dec.cross_attn->project(yq, memory, memory);
   print_table({"attention", "Q from", "Q", "K, V from", "K", "V", "per head", "weights"},
               {{"encoder self", "source", shape(enc_qkv[0]), "source", shape(enc_qkv[1]), shape(enc_qkv[2]),
-                split(enc_qkv[0]), shape(enc_self.weights)},
+                split(enc_qkv[0]), shape(enc_self_weights)},
                {"decoder self (causal)", "target", shape(dec_qkv[0]), "target", shape(dec_qkv[1]), shape(dec_qkv[2]),
-                split(dec_qkv[0]), shape(dec_self.weights)},
+                split(dec_qkv[0]), shape(dec_self_weights)},
                {"decoder cross", "target", shape(cross_qkv[0]), "encoder output", shape(cross_qkv[1]),
                 shape(cross_qkv[2]), split(cross_qkv[0]), shape(cross[0])}});
   fmt::print("\nbatch 2, source length S = {}, target length T = {} (<s> + 6 digits), {} heads of {} dims\n",
@@ -97,8 +99,8 @@ int shapes(const Options& o) {
                               .value_title = "attention weight"});
   fmt::print("wrote {}\n", png);
   if (o.check) {
-    expect(shape(enc_self.weights) == "[2, 4, 6, 6]", "encoder self-attention weights are [B, H, S, S]");
-    expect(shape(dec_self.weights) == "[2, 4, 7, 7]", "decoder self-attention weights are [B, H, T, T]");
+    expect(shape(enc_self_weights) == "[2, 4, 6, 6]", "encoder self-attention weights are [B, H, S, S]");
+    expect(shape(dec_self_weights) == "[2, 4, 7, 7]", "decoder self-attention weights are [B, H, T, T]");
     expect(shape(cross[0]) == "[2, 4, 7, 6]", "cross-attention weights are [B, H, T, S] (target by source)");
   }
   return exit_code();

@@ -231,5 +231,60 @@ TEST(Engine, WrongGradientShapeFromAnOpIsCaught) {
                                             "input 0, which is float64 with shape [2, 3]"));
 }
 
+TEST(Engine, RetainGradKeepsANonLeafsGradient) {
+  // y = x * w, L = sum(y^2):  dL/dy = 2y,  dL/dx = 2y * w.
+  Tensor x = tensor({1, 2, 3}, {3}, kFloat64).requires_grad_();
+  Tensor w = tensor({0.5, -1, 2}, {3}, kFloat64);
+  Tensor y = x * w;  // [0.5, -2, 6]
+  EXPECT_FALSE(y.retains_grad());
+  y.retain_grad();
+  EXPECT_TRUE(y.retains_grad());
+  EXPECT_FALSE(y.grad().defined());  // nothing yet, as for a leaf before backward
+  Tensor loss = (y * y).sum();
+  loss.backward({}, /*retain_graph=*/true);
+  EXPECT_TRUE(all_close(y.grad(), {1, -4, 12}, 0));
+  EXPECT_TRUE(all_close(x.grad(), {0.5, 4, 24}, 0));
+  loss.backward();  // a second pass adds into it, as for a leaf
+  EXPECT_TRUE(all_close(y.grad(), {2, -8, 24}, 0));
+  y.zero_grad();
+  EXPECT_FALSE(y.grad().defined());
+}
+
+TEST(Engine, RetainGradOfTheRootAndOfAMiddleTensorMatchesFiniteDifferences) {
+  // loss = sum(tanh(h)), h = x^2 + 1: dloss/dh = 1 - tanh(h)^2, checked against a central
+  // difference in h itself.
+  Tensor x = tensor({0.3, -0.7, 1.1, 0.2, -0.4}, {5}, kFloat64).requires_grad_();
+  Tensor h = x * x + 1.0;
+  h.retain_grad();
+  Tensor loss = h.tanh().sum();
+  loss.retain_grad();
+  loss.backward();
+  EXPECT_TRUE(all_close(loss.grad(), {1}, 0));
+  std::vector<double> hv = h.detach().to_vector<double>(), numeric;
+  const double eps = 1e-6;
+  for (double v : hv) numeric.push_back((std::tanh(v + eps) - std::tanh(v - eps)) / (2 * eps));
+  EXPECT_TRUE(all_close(h.grad(), numeric, 1e-9));
+}
+
+TEST(Engine, RetainGradOnALeafIsANoOpAndWithoutGradIsRefused) {
+  Tensor x = tensor({1, 2}, {2}, kFloat64).requires_grad_();
+  x.retain_grad();
+  EXPECT_FALSE(x.retains_grad());  // a leaf keeps its gradient anyway
+  (x * x).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {2, 4}, 0));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { ones({2}).retain_grad(); },
+      "retain_grad: the float32 tensor of shape [2] does not require grad, so it will get no gradient to keep"));
+}
+
+TEST(Engine, GradientOfAnotherDtypeSuggestsTo) {
+  Tensor x = ones({2}, kFloat64).requires_grad_();
+  Tensor y = x * 2.0;
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { y.backward(ones({2})); },
+      "backward: gradient is float32 with shape [2], but the output is float64 with shape [2] (convert the gradient "
+      "with .to(ag::kFloat64))"));
+}
+
 }  // namespace
 }  // namespace ag

@@ -3,6 +3,14 @@
 
 #include "../test_util.h"
 
+// Outside namespace ag, where argument-dependent lookup cannot find ag's operator<< for a Shape
+// (a std::vector): what a program's main() sees.
+std::string streamed_outside_ag(const ag::Shape& shape) {
+  std::ostringstream os;
+  os << shape;
+  return os.str();
+}
+
 namespace ag {
 namespace {
 
@@ -51,6 +59,17 @@ TEST(Format, ShowsAutogradState) {
   std::ostringstream os;
   os << Tensor();
   EXPECT_EQ(os.str(), "tensor(undefined)");
+}
+
+TEST(Format, ShapesPrintAsInEveryMessage) {
+  Shape s{2, 3};
+  EXPECT_EQ(fmt::format("{}", s), "[2, 3]");
+  EXPECT_EQ(fmt::format("{}", Shape{}), "[]");
+  EXPECT_EQ(fmt::format("{}", zeros({4, 1, 5}).shape()), shape_str({4, 1, 5}));
+  std::ostringstream os;
+  os << s;
+  EXPECT_EQ(os.str(), "[2, 3]");
+  EXPECT_EQ(streamed_outside_ag({7}), "[7]");
 }
 
 }  // namespace

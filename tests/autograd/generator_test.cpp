@@ -1,5 +1,6 @@
 // Checks autograd/generator.cpp: the same seed gives the same numbers on every machine.
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "../test_util.h"
@@ -81,6 +82,57 @@ TEST(Generator, RejectsNonFloatDtypes) {
   Generator gen(1);
   EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { randn({2}, gen, kInt64); },
                                                        "randn: draws float32 or float64 values, asked for int64"));
+}
+
+TEST(Generator, RandintDrawsEachIntegerOfTheRangeEquallyOften) {
+  Generator gen(11);
+  Tensor t = randint(-2, 4, {60, 100}, gen);
+  EXPECT_EQ(t.dtype(), kInt64);
+  EXPECT_EQ(t.shape(), (Shape{60, 100}));
+  std::vector<int> counts(6, 0);
+  for (std::int64_t v : t.to_vector<std::int64_t>()) {
+    ASSERT_GE(v, -2);
+    ASSERT_LT(v, 4);
+    ++counts[static_cast<std::size_t>(v + 2)];
+  }
+  // 6000 draws, p = 1/6: mean 1000, standard deviation sqrt(6000 * 1/6 * 5/6) = 28.9; 5 sigma.
+  for (int c : counts) EXPECT_NEAR(c, 1000, 145);
+}
+
+TEST(Generator, RandintIsTheEngineOutputModuloTheRange) {
+  // For n = 10 only draws below 2^64 mod 10 = 6 are rejected, which 64-bit outputs never are in
+  // practice: each value is low + next_u64() % n.
+  Generator a(3), b(3);
+  Tensor t = randint(5, 15, {4}, a);
+  for (std::int64_t v : t.to_vector<std::int64_t>()) EXPECT_EQ(v, 5 + static_cast<std::int64_t>(b.next_u64() % 10));
+  // Same seed, same numbers; the one-bound form starts at 0.
+  Generator c(3), d(3);
+  EXPECT_EQ(randint(10, {7}, c).to_vector<std::int64_t>(), randint(0, 10, {7}, d).to_vector<std::int64_t>());
+  // The whole int64 range has n = 2^64 - 1: no overflow, every value is an int64.
+  Generator e(1);
+  EXPECT_NO_THROW(e.integer(std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()));
+}
+
+TEST(Generator, RandintInFloatDtypesHoldsWholeNumbers) {
+  Generator gen(5);
+  Tensor t = randint(0, 3, {50}, gen, kFloat32);
+  EXPECT_EQ(t.dtype(), kFloat32);
+  for (float v : t.to_vector<float>()) EXPECT_TRUE(v == 0.0f || v == 1.0f || v == 2.0f) << v;
+}
+
+TEST(Generator, RandintRejectsEmptyRangesAndBadShapes) {
+  Generator gen(0);
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { randint(3, 3, {2}, gen); },
+                                                       "randint: needs low < high, got low=3 high=3 for shape [2]"));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { randint(0, {2}, gen); },
+                                                       "randint: needs low < high, got low=0 high=0"));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+      [&] {
+        randint(0, 5, {-1, 2}, gen);
+      },
+      "randint: shape [-1, 2] has a negative size"));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { randint(0, 2, {2}, gen, kBool); },
+                                                       "randint: draws int64, float32 or float64 values"));
 }
 
 }  // namespace

@@ -119,5 +119,82 @@ TEST(Tensor, AccessErrors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor().shape(); }, "shape: called on an undefined tensor"));
 }
 
+// --- grad() and its hints -------------------------------------------------------------------
+
+TEST(Tensor, GradOfANonLeafThrowsAndPointsToRetainGrad) {
+  Tensor w = tensor({1, 2}, {2}, kFloat64).requires_grad_();
+  Tensor y = w * 3.0;
+  y.sum().backward();
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { y.grad(); }, "grad: this float64 tensor of shape [2] is not a leaf: it was computed by 'mul'"));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { y.grad(); }, "call retain_grad() on it before backward()"));
+  EXPECT_TRUE(all_close(w.grad(), {3, 3}, 0));  // the leaf got its gradient as usual
+}
+
+TEST(Tensor, ManualUpdateWithGradModeOnNamesNoGradGuardAndInPlace) {
+  Tensor w = tensor({1, -2}, {2}, kFloat64).requires_grad_();
+  (w * w).sum().backward();
+  w = w - 0.1 * w.grad();  // recorded as 'sub': w is now an op's output, not a parameter
+  (w * w).sum().backward();
+  auto next_step = [&] { w = w - 0.1 * w.grad(); };
+  EXPECT_TRUE(throws_with<std::runtime_error>(next_step, "it was computed by 'sub'"));
+  EXPECT_TRUE(throws_with<std::runtime_error>(next_step, "ag::NoGradGuard no_grad; w.sub_(lr * w.grad());"));
+}
+
+TEST(Tensor, GradBeforeBackwardIsUndefinedAndUsingItSaysWhy) {
+  Tensor w = tensor({1, -2}, {2}, kFloat64).requires_grad_();
+  EXPECT_FALSE(w.grad().defined());  // as in PyTorch: optimizers skip such parameters
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { w - 0.1 * w.grad(); },
+      "mul: got an undefined tensor (a default-constructed Tensor, or the grad() of a tensor that no backward() has "
+      "reached yet: call loss.backward() first"));
+}
+
+TEST(Tensor, SubInPlaceUnderNoGradKeepsTheSameLeaf) {
+  // L = sum(w^2), dL/dw = 2w, so w <- w - 0.1 * 2w = 0.8 w per step.
+  Tensor w = tensor({1, -2}, {2}, kFloat64).requires_grad_();
+  Tensor handle = w;
+  for (int step = 0; step < 2; ++step) {
+    w.zero_grad();
+    (w * w).sum().backward();
+    NoGradGuard no_grad;
+    w.sub_(0.1 * w.grad());
+  }
+  EXPECT_TRUE(all_close(w, {0.64, -1.28}, 1e-15));
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_TRUE(w.requires_grad());
+  EXPECT_EQ(handle.impl(), w.impl());                    // every handle saw the update
+  EXPECT_TRUE(all_close(w.grad(), {1.6, -3.2}, 1e-15));  // 2 * (0.8 w0), from the second step
+}
+
+TEST(Tensor, AddAndSubInPlaceBroadcastAndRefuseWhatBackwardCouldNotSee) {
+  Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64);
+  x.add_(tensor({10, 20, 30}, {3}, kFloat64));
+  EXPECT_TRUE(all_close(x, {11, 22, 33, 14, 25, 36}, 0));
+  x.sub_(scalar(1, kFloat64));
+  EXPECT_TRUE(all_close(x, {10, 21, 32, 13, 24, 35}, 0));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { x.add_(zeros({4}, kFloat64)); },
+                                                 "add_: shapes [2, 3] and [4] cannot be broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        tensor({1, 2, 3}, {3}, kFloat64).add_(x);
+      },
+      "add_: other of shape [2, 3] does not broadcast to this tensor's shape [3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { x.sub_(ones({3})); },
+                                                 "sub_: dtypes differ: float64 with shape [2, 3] and float32 with "
+                                                 "shape [3] (convert one with .to(ag::kFloat64))"));
+  Tensor w = ones({2}, kFloat64).requires_grad_();
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { w.sub_(ones({2}, kFloat64)); },
+      "sub_: the float64 tensor of shape [2] requires grad, and backward() would not see a change made in place"));
+  // A change in place after the forward pass saved w is caught when backward would read it.
+  Tensor y = w * w;
+  {
+    NoGradGuard no_grad;
+    w.sub_(ones({2}, kFloat64));
+  }
+  EXPECT_THROW(y.sum().backward(), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace ag

@@ -43,7 +43,8 @@ TEST(MultiHeadAttention, MatchesAHeadByHeadComputation) {
     SCOPED_TRACE(c.name);
     nn::MultiHeadAttention& mha = c.mha;
     Tensor query = c.query, memory = c.memory;
-    AttentionResult r = mha.forward(query, memory, memory, {}, false, true);
+    Tensor weights;
+    Tensor output = mha.forward(query, memory, memory, {}, false, &weights);
 
     Tensor q = test::project_by_hand(mha, 0, query);
     Tensor k = test::project_by_hand(mha, 1, memory);
@@ -54,12 +55,12 @@ TEST(MultiHeadAttention, MatchesAHeadByHeadComputation) {
       Tensor qh = q.slice(2, h * dh, (h + 1) * dh), kh = k.slice(2, h * dh, (h + 1) * dh),
              vh = v.slice(2, h * dh, (h + 1) * dh);
       Tensor w = softmax(qh.matmul(kh.transpose(1, 2)) / std::sqrt(static_cast<double>(dh)), -1);  // [B, Tq, Tk]
-      EXPECT_TRUE(all_close(r.weights.slice(1, h, h + 1).squeeze(1), w, 1e-12));
+      EXPECT_TRUE(all_close(weights.slice(1, h, h + 1).squeeze(1), w, 1e-12));
       heads.push_back(w.matmul(vh));
     }
     Tensor expected = linear(cat(heads, 2), mha.out_proj->weight, mha.out_proj->bias);
-    EXPECT_TRUE(all_close(r.output, expected, 1e-12));
-    EXPECT_EQ(r.weights.shape(), (Shape{kB, kH, kTq, memory.size(1)}));  // [batch, heads, tgt_len, src_len]
+    EXPECT_TRUE(all_close(output, expected, 1e-12));
+    EXPECT_EQ(weights.shape(), (Shape{kB, kH, kTq, memory.size(1)}));  // [batch, heads, tgt_len, src_len]
   }
 }
 
@@ -70,26 +71,26 @@ TEST(MultiHeadAttention, GradcheckSelfCrossCausalAndRotary) {
     auto mha = make_mha(gen);
     Tensor x = normal_leaf({kB, kTq, kD}, gen);
     Tensor mask = key_padding_mask({kTq, 3}, kTq);
-    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, mask).output; }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, mask); }));
   }
   {
     SCOPED_TRACE("cross-attention, Tq != Tk, separate key and value");
     auto mha = make_mha(gen);
     Tensor x = normal_leaf({kB, kTq, kD}, gen), key = normal_leaf({kB, kTk, kD}, gen),
            value = normal_leaf({kB, kTk, kD}, gen);
-    EXPECT_TRUE(gradcheck_module(*mha, {x, key, value}, [&] { return mha->forward(x, key, value).output; }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x, key, value}, [&] { return mha->forward(x, key, value); }));
   }
   {
     SCOPED_TRACE("causal self-attention, no bias");
     auto mha = make_mha(gen, {.bias = false});
     Tensor x = normal_leaf({kB, kTk, kD}, gen);
-    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true); }));
   }
   {
     SCOPED_TRACE("causal self-attention with RoPE");
     auto mha = make_mha(gen, {.rotary = true, .max_len = 16});
     Tensor x = normal_leaf({kB, kTk, kD}, gen);
-    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true); }));
   }
 }
 
@@ -99,35 +100,36 @@ TEST(MultiHeadAttention, ScaleAndZeroFillKnobs) {
   auto mha = make_mha(gen);
   Tensor x = normal_leaf({kB, kTq, kD}, gen), memory = normal_leaf({kB, kTk, kD}, gen);
   Tensor mask = key_padding_mask({kTk, 4}, kTk);
-  Tensor standard = mha->forward(x, memory, memory, mask).output;
+  Tensor standard = mha->forward(x, memory, memory, mask);
   mha->scale = 1.0 / std::sqrt(static_cast<double>(mha->head_dim));  // the default, spelled out
-  EXPECT_TRUE(all_close(mha->forward(x, memory, memory, mask).output, standard, 1e-14));
+  EXPECT_TRUE(all_close(mha->forward(x, memory, memory, mask), standard, 1e-14));
   mha->scale = 1.0;
-  EXPECT_FALSE(all_close(mha->forward(x, memory, memory, mask).output, standard, 1e-6));
-  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask).output; }));
+  EXPECT_FALSE(all_close(mha->forward(x, memory, memory, mask), standard, 1e-6));
+  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask); }));
 
   // Zero fill: each masked score counts as exp(0 - m) next to the allowed ones. Checked against
   // softmax over the scores with the masked ones replaced by 0, built from the projections.
   mha->scale.reset();
   mha->zero_fill_mask = true;
-  AttentionResult r = mha->forward(x, x, x, {}, true, true);
+  Tensor weights;
+  mha->forward(x, x, x, {}, true, &weights);
   Tensor q = test::project_by_hand(*mha, 0, x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
   Tensor k = test::project_by_hand(*mha, 1, x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
   Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(static_cast<double>(kD / kH));
   Tensor expected = softmax(masked_fill(scores, logical_not(causal_mask(kTq, kTq)), 0.0), -1);
-  EXPECT_TRUE(all_close(r.weights, expected, 1e-13));
-  EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true).output; }));
-  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask, false).output; }));
+  EXPECT_TRUE(all_close(weights, expected, 1e-13));
+  EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true); }));
+  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask, false); }));
 }
 
 TEST(MultiHeadAttention, CausalOutputIgnoresLaterTokens) {
   Generator gen(3);
   auto mha = make_mha(gen);
   Tensor x = randn({1, kTk, kD}, gen, kFloat64);
-  Tensor y = mha->forward(x, x, x, {}, true).output;
+  Tensor y = mha->forward(x, x, x, {}, true);
   const std::int64_t t = 2;
   Tensor x2 = cat({x.slice(1, 0, t + 1), randn({1, kTk - t - 1, kD}, gen, kFloat64)}, 1);
-  Tensor y2 = mha->forward(x2, x2, x2, {}, true).output;
+  Tensor y2 = mha->forward(x2, x2, x2, {}, true);
   EXPECT_TRUE(all_close(y2.slice(1, 0, t + 1), y.slice(1, 0, t + 1), 1e-14));
   EXPECT_FALSE(all_close(y2.slice(1, t + 1, kTk), y.slice(1, t + 1, kTk), 1e-3));
 }
@@ -144,15 +146,14 @@ TEST(MultiHeadAttention, SelfAttentionIsPermutationEquivariantWithoutPositions) 
   auto mha = make_mha(gen);
   Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
   std::vector<std::int64_t> order = {3, 0, 4, 1, 2};
-  Tensor y = mha->forward(x, x, x).output;
+  Tensor y = mha->forward(x, x, x);
   Tensor px = permute_positions(x, order);
-  EXPECT_TRUE(all_close(mha->forward(px, px, px).output, permute_positions(y, order), 1e-13));
+  EXPECT_TRUE(all_close(mha->forward(px, px, px), permute_positions(y, order), 1e-13));
   // Add positions (sinusoidal) and the symmetry is gone.
   nn::SinusoidalPositionalEncoding pe(16, kD);
   pe.to(kFloat64);
   Tensor xp = pe.forward(x), pxp = pe.forward(px);
-  EXPECT_FALSE(
-      all_close(mha->forward(pxp, pxp, pxp).output, permute_positions(mha->forward(xp, xp, xp).output, order), 1e-3));
+  EXPECT_FALSE(all_close(mha->forward(pxp, pxp, pxp), permute_positions(mha->forward(xp, xp, xp), order), 1e-3));
 }
 
 TEST(MultiHeadAttention, CrossAttentionIgnoresTheOrderOfKeyValuePairs) {
@@ -161,7 +162,7 @@ TEST(MultiHeadAttention, CrossAttentionIgnoresTheOrderOfKeyValuePairs) {
   Tensor query = randn({kB, kTq, kD}, gen, kFloat64), memory = randn({kB, kTk, kD}, gen, kFloat64);
   std::vector<std::int64_t> order = {6, 2, 0, 5, 1, 3, 4};
   Tensor pm = permute_positions(memory, order);
-  EXPECT_TRUE(all_close(mha->forward(query, pm, pm).output, mha->forward(query, memory, memory).output, 1e-13));
+  EXPECT_TRUE(all_close(mha->forward(query, pm, pm), mha->forward(query, memory, memory), 1e-13));
 }
 
 TEST(MultiHeadAttention, FullyMaskedQueryAttendsToNothing) {
@@ -169,11 +170,12 @@ TEST(MultiHeadAttention, FullyMaskedQueryAttendsToNothing) {
   auto mha = make_mha(gen);
   Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
   Tensor mask = key_padding_mask({0, kTq}, kTq);  // sequence 0: every key is padding
-  AttentionResult r = mha->forward(x, x, x, mask, false, true);
-  EXPECT_TRUE(all_close(r.weights.slice(0, 0, 1), std::vector<double>(kH * kTq * kTq, 0.0), 0));
+  Tensor weights;
+  Tensor output = mha->forward(x, x, x, mask, false, &weights);
+  EXPECT_TRUE(all_close(weights.slice(0, 0, 1), std::vector<double>(kH * kTq * kTq, 0.0), 0));
   // Zero attention output, so the module's output is just the output projection's bias.
   Tensor bias_rows = broadcast_to(mha->out_proj->bias, {1, kTq, kD});
-  EXPECT_TRUE(all_close(r.output.slice(0, 0, 1), bias_rows, 0));
+  EXPECT_TRUE(all_close(output.slice(0, 0, 1), bias_rows, 0));
 }
 
 TEST(MultiHeadAttention, Errors) {
@@ -190,16 +192,14 @@ TEST(MultiHeadAttention, Errors) {
       [&] {
         mha.forward(x, x, x, full({4, 4}, 1, kBool));
       },
-      "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention_packed: attn_mask of shape "
-      "[4, 4] does not broadcast"));
-  // The same mask with distinct key and value tensors goes through the unpacked op.
+      "MultiHeadAttention: mask of shape [4, 4] does not broadcast to [B, H, Tq, Tk] = [2, 3, 5, 5]"));
+  // The same check when key and value are distinct tensors, which take the unpacked op.
   Tensor kv = ones({kB, kTq, kD});
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
         mha.forward(x, kv, kv, full({4, 4}, 1, kBool));
       },
-      "MultiHeadAttention (query [2, 5, 12], key [2, 5, 12]): scaled_dot_product_attention_bthd: attn_mask of shape "
-      "[4, 4] does not broadcast"));
+      "MultiHeadAttention: mask of shape [4, 4] does not broadcast to [B, H, Tq, Tk] = [2, 3, 5, 5]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
         mha.forward(ones({kB, kTq, 8}), x, x);
@@ -210,6 +210,54 @@ TEST(MultiHeadAttention, Errors) {
         mha.forward(x, ones({3, kTq, kD}), ones({3, kTq, kD}));
       },
       "MultiHeadAttention: batch sizes differ"));
+}
+
+TEST(MultiHeadAttention, ReturnsTheOutputAndTheWeightsOnlyWhenAsked) {
+  Generator gen(8);
+  auto mha = make_mha(gen);
+  Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
+  Tensor weights;
+  Tensor with = mha->forward(x, x, x, {}, true, &weights);
+  Tensor without = mha->forward(x, x, x, {}, true);
+  EXPECT_EQ(with.shape(), (Shape{kB, kTq, kD}));
+  EXPECT_TRUE(all_close(with, without, 0));
+  ASSERT_TRUE(weights.defined());
+  EXPECT_EQ(weights.shape(), (Shape{kB, kH, kTq, kTq}));
+  EXPECT_TRUE(all_close(weights.sum(-1), std::vector<double>(kB * kH * kTq, 1.0), 1e-14));  // rows are distributions
+}
+
+TEST(MultiHeadAttention, ABatchByKeyMaskIsRefusedWithTheKeyPaddingSpelling) {
+  nn::MultiHeadAttention mha(kD, kH, {.cross = true});
+  Tensor x = ones({kB, kTq, kD}), memory = ones({kB, kTk, kD});
+  Tensor padding = from_vector<bool>(std::vector<bool>(kB * kTk, true), {kB, kTk});  // [B, Tk] = [2, 7]
+  auto call = [&] { mha.forward(x, memory, memory, padding); };
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      call,
+      "MultiHeadAttention: mask of shape [2, 7] does not broadcast to [B, H, Tq, Tk] = [2, 3, 5, 7]; expected "
+      "[Tq, Tk] = [5, 7] (one pattern for the batch), [B, 1, 1, Tk] = [2, 1, 1, 7] (key padding) or [B, 1, Tq, Tk] "
+      "= [2, 1, 5, 7]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      call, "build it with ag::key_padding_mask(lengths, 7), or reshape yours with mask.reshape({2, 1, 1, 7})"));
+  // Any other misfit names key_padding_mask too.
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(x, memory, memory, ones({3, 7}, kBool));
+      },
+      "for key padding use ag::key_padding_mask(lengths, 7)"));
+}
+
+TEST(MultiHeadAttention, TheSuggestedReshapeIsKeyPaddingMask) {
+  Generator gen(9);
+  nn::MultiHeadAttention mha(kD, kH, {.cross = true}, gen);
+  mha.to(kFloat64);
+  Tensor x = randn({kB, kTq, kD}, gen, kFloat64), memory = randn({kB, kTk, kD}, gen, kFloat64);
+  std::vector<bool> keep;
+  for (std::int64_t b = 0; b < kB; ++b)
+    for (std::int64_t t = 0; t < kTk; ++t) keep.push_back(t < (b == 0 ? 4 : 7));
+  Tensor padding = from_vector<bool>(keep, {kB, kTk});
+  Tensor reshaped = mha.forward(x, memory, memory, padding.reshape({kB, 1, 1, kTk}));
+  EXPECT_TRUE(all_close(reshaped, mha.forward(x, memory, memory, key_padding_mask({4, 7}, kTk)), 0));
+  EXPECT_FALSE(all_close(reshaped, mha.forward(x, memory, memory), 1e-6));  // the mask does something
 }
 
 }  // namespace

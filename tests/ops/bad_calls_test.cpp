@@ -590,7 +590,7 @@ std::vector<BadCall> module_rows() {
        [] {
          nn::MultiHeadAttention a(9, 3);
          Tensor x = f32(1, 2, 9);
-         finite(a.forward(x, x, x).output);
+         finite(a.forward(x, x, x));
        }},
       {"nn::MultiHeadAttention with 0 heads", [] { nn::MultiHeadAttention(8, 0); },
        "MultiHeadAttention: d_model 8 is not divisible into 0 heads", [] { nn::MultiHeadAttention(8, 8); }},
@@ -602,26 +602,25 @@ std::vector<BadCall> module_rows() {
        "MultiHeadAttention: query, key and value must be [B, T, 8], got shapes [1, 3, 6], [1, 3, 6] and [1, 3, 6]",
        [] {
          Tensor x = f32(1, 3, 8);
-         finite(attention_module().forward(x, x, x, {}, true).output);
+         finite(attention_module().forward(x, x, x, {}, true));
        }},
       {"nn::MultiHeadAttention with different key and value lengths",
        [] { attention_module().forward(f32(1, 3, 8), f32(1, 4, 8), f32(1, 5, 8)); },
        "MultiHeadAttention: key length 4 and value length 5 differ (shapes [1, 4, 8] and [1, 5, 8])",
-       [] { finite(attention_module().forward(f32(1, 3, 8), f32(1, 5, 8), f32(1, 5, 8)).output); }},
+       [] { finite(attention_module().forward(f32(1, 3, 8), f32(1, 5, 8), f32(1, 5, 8))); }},
       {"nn::MultiHeadAttention with different batch sizes",
        [] { attention_module().forward(f32(2, 3, 8), f32(1, 5, 8), f32(1, 5, 8)); },
        "MultiHeadAttention: batch sizes differ: query [2, 3, 8], key [1, 5, 8], value [1, 5, 8]",
-       [] { finite(attention_module().forward(f32(2, 3, 8), f32(2, 5, 8), f32(2, 5, 8)).output); }},
+       [] { finite(attention_module().forward(f32(2, 3, 8), f32(2, 5, 8), f32(2, 5, 8))); }},
       {"nn::MultiHeadAttention with a mask of the wrong shape",
        [] {
          Tensor x = f32(1, 3, 8);
          attention_module().forward(x, x, x, causal_mask(3, 4));
        },
-       "MultiHeadAttention (query [1, 3, 8], key [1, 3, 8]): scaled_dot_product_attention_packed: attn_mask of shape "
-       "[3, 4] does not broadcast",
+       "MultiHeadAttention: mask of shape [3, 4] does not broadcast to [B, H, Tq, Tk] = [1, 2, 3, 3]",
        [] {
          Tensor x = f32(1, 3, 8);
-         finite(attention_module().forward(x, x, x, causal_mask(3, 3)).output);
+         finite(attention_module().forward(x, x, x, causal_mask(3, 3)));
        }},
       {"nn::MultiHeadAttention with RoPE and an odd head dim", [] { nn::MultiHeadAttention(6, 2, {.rotary = true}); },
        "RotaryEmbedding: head_dim must be positive and even (channels rotate in pairs), got 3",
@@ -636,7 +635,7 @@ std::vector<BadCall> module_rows() {
        [] {
          nn::MultiHeadAttention a(8, 2, {.rotary = true, .max_len = 4});
          Tensor x = f32(1, 4, 8);
-         finite(a.forward(x, x, x).output);
+         finite(a.forward(x, x, x));
        }},
       {"nn::RotaryEmbedding with base 0", [] { nn::RotaryEmbedding(4, 8, 0.0); },
        "RotaryEmbedding: base must be positive and finite, got 0",
@@ -961,6 +960,55 @@ TEST(BadCalls, EachThrowsAClearErrorAndTheGoodCallStillWorks) {
     EXPECT_TRUE(throws_with<std::invalid_argument>(row.bad, row.expected_substring));
     EXPECT_NO_THROW(row.good());
   }
+}
+
+// Every mix of dtypes goes through one check (autograd/dispatch.h), and every path through it
+// ends with the .to() that fixes the call.
+TEST(BadCalls, DtypeMixesSuggestTo) {
+  Tensor a = ones({2, 3}), b = ones({3, 2}, kFloat64), ids = arange(3);
+  struct Case {
+    std::function<void()> call;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {[&] { a + ones({3}, kFloat64); },
+       "add: dtypes differ: float32 with shape [2, 3] and float64 with shape [3] (convert one with .to(ag::kFloat32))"},
+      {[&] { b* ones({2}); },
+       "mul: dtypes differ: float64 with shape [3, 2] and float32 with shape [2] (convert one "
+       "with .to(ag::kFloat64))"},
+      {[&] { matmul(a, b); },
+       "matmul: dtypes differ: float32 with shape [2, 3] and float64 with shape [3, 2] "
+       "(convert one with .to(ag::kFloat32))"},
+      {[&] { ones({3}) - ids; },
+       "sub: expected a float32 or float64 tensor, got int64 with shape [3] beside float32 "
+       "with shape [3] (convert one with .to(ag::kFloat32))"},
+      {[&] { ids / ones({3}, kFloat64); },
+       "div: expected a float32 or float64 tensor, got int64 with shape [3] beside "
+       "float64 with shape [3] (convert one with .to(ag::kFloat64))"},
+      {[&] {
+         linear(a, ones({4, 3}, kFloat64));
+       },
+       "linear: dtypes differ"},
+      {[&] {
+         linear(a, ones({4, 3}), ones({4}, kFloat64));
+       },
+       "(convert one with .to(ag::kFloat32))"},
+      {[&] { layer_norm(a, ones({3}, kFloat64), {}); }, "(convert one with .to(ag::kFloat32))"},
+      {[&] {
+         cat({a, ones({2, 3}, kFloat64)}, 0);
+       },
+       "cat: tensor 1 is float64 but tensor 0 is float32 (convert one with .to(ag::kFloat32))"},
+      {[&] { exp(ids); },
+       "exp: expected a float32 or float64 tensor, got int64 with shape [3] (convert it with "
+       ".to(ag::kFloat32))"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expected);
+    EXPECT_TRUE(throws_with<std::invalid_argument>(c.call, c.expected));
+  }
+  Tensor q = ones({1, 1, 2, 4}), k = ones({1, 1, 2, 4}, kFloat64);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { scaled_dot_product_attention(q, k, k); },
+                                                 "(convert one with .to(ag::kFloat32))"));
 }
 
 }  // namespace

@@ -100,5 +100,14 @@ TEST(Elementwise, RejectsNonFloat) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { relu(Tensor()); }, "relu: got an undefined tensor"));
 }
 
+TEST(Elementwise, SigmoidMethodIsTheFreeFunction) {
+  Tensor x = tensor({0, 2, -1}, {3}, kFloat64);
+  EXPECT_TRUE(all_close(x.sigmoid(), {0.5, 1 / (1 + std::exp(-2.0)), 1 / (1 + std::exp(1.0))}, 1e-15));
+  EXPECT_TRUE(all_close(x.sigmoid(), sigmoid(x), 0));
+  Generator gen(32);
+  Tensor leaf = uniform_leaf({3, 5}, gen, -2, 2);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].sigmoid(); }, {leaf}));
+}
+
 }  // namespace
 }  // namespace ag

@@ -67,5 +67,17 @@ TEST(Masking, Errors) {
                                                  "key_padding_mask: length 4 of sequence 0 is outside 0..3"));
 }
 
+TEST(Masking, MaskedFillMethodIsTheFreeFunction) {
+  Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64);
+  Tensor mask = from_vector<bool>({true, false, true}, {3});
+  EXPECT_TRUE(all_close(x.masked_fill(mask, -1), {-1, 2, -1, -1, 5, -1}, 0));
+  EXPECT_TRUE(all_close(x.masked_fill(mask, 9), masked_fill(x, mask, 9), 0));
+  Generator gen(33);
+  Tensor leaf = test::normal_leaf({3, 5}, gen);
+  Tensor m = from_vector<bool>({true, false, false, true, false}, {5});
+  EXPECT_TRUE(
+      testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].masked_fill(m, 0.5) * in[0]; }, {leaf}));
+}
+
 }  // namespace
 }  // namespace ag

@@ -83,5 +83,13 @@ TEST(Reduce, Errors) {
                                                  "sum: expected a float32 or float64 tensor, got int64"));
 }
 
+TEST(Reduce, ArgmaxMethodIsTheFreeFunction) {
+  Tensor x = tensor({1, 5, 2, 7, 0, 3}, {2, 3}, kFloat64);
+  EXPECT_EQ(x.argmax(1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0}));
+  EXPECT_EQ(x.argmax(0).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 1}));
+  EXPECT_EQ(x.argmax(1, /*keepdim=*/true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(x.argmax(-1).to_vector<std::int64_t>(), argmax(x, -1).to_vector<std::int64_t>());
+}
+
 }  // namespace
 }  // namespace ag

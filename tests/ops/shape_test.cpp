@@ -187,5 +187,50 @@ TEST(Shape, Errors) {
       "squeeze: dim 0 of shape [2, 3] has size 2, not 1"));
 }
 
+TEST(Shape, TTransposesAMatrixAndLeavesVectorsAlone) {
+  Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, kFloat64);
+  Tensor xt = x.t();
+  EXPECT_EQ(xt.shape(), (Shape{3, 2}));
+  EXPECT_TRUE(all_close(xt, {1, 4, 2, 5, 3, 6}, 0));
+  EXPECT_TRUE(all_close(xt.t(), x, 0));  // (x^T)^T = x
+  Tensor v = tensor({7, 8, 9}, {3}, kFloat64);
+  EXPECT_EQ(v.t().shape(), (Shape{3}));
+  EXPECT_TRUE(all_close(v.t(), v, 0));
+  EXPECT_TRUE(all_close(scalar(2.5).t(), {2.5}, 0));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        zeros({2, 3, 4}).t();
+      },
+      "t: expects a tensor with at most 2 dims, got shape [2, 3, 4]; use transpose"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor().t(); }, "t: got an undefined tensor"));
+}
+
+TEST(Shape, TGradcheck) {
+  Generator gen(21);
+  Tensor x = normal_leaf({3, 5}, gen), w = normal_leaf({5, 3}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].t() * in[1]; }, {x, w}));
+  Tensor v = normal_leaf({7}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].t() * 2.0; }, {v}));
+}
+
+TEST(Shape, ViewIsReshapeUnderItsLibtorchName) {
+  Tensor x = arange(0, 12, 1, kFloat64);
+  Tensor v = x.view({3, -1});
+  EXPECT_EQ(v.shape(), (Shape{3, 4}));
+  EXPECT_TRUE(all_close(v, x.reshape({3, 4}), 0));
+  v.data_ptr<double>()[5] = 100;  // shares the data, as a view does
+  EXPECT_EQ(x.at<double>({5}), 100);
+  // Storage is always contiguous, so even the result of a transpose views without a copy.
+  EXPECT_EQ(v.t().view({12}).shape(), (Shape{12}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        x.view({5, 2});
+      },
+      "view: cannot reshape [12] (12 elements) to [5, 2] (10 elements)"));
+  Generator gen(22);
+  Tensor y = normal_leaf({3, 5}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].view({5, 3}).t() * in[0]; }, {y}));
+}
+
 }  // namespace
 }  // namespace ag

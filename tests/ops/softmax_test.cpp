@@ -83,5 +83,20 @@ TEST(Softmax, Errors) {
                                                  "log_softmax: expected a float32 or float64 tensor, got int64"));
 }
 
+TEST(Softmax, MethodsAreTheFreeFunctions) {
+  Generator gen(31);
+  Tensor x = randn({3, 5}, gen, kFloat64);
+  for (std::int64_t dim : {0, 1, -1}) {
+    EXPECT_TRUE(all_close(x.softmax(dim), softmax(x, dim), 0));
+    EXPECT_TRUE(all_close(x.log_softmax(dim), log_softmax(x, dim), 0));
+  }
+  // Rows of a softmax add up to 1, and log_softmax is its log.
+  EXPECT_TRUE(all_close(x.softmax(1).sum(1), {1, 1, 1}, 1e-15));
+  EXPECT_TRUE(all_close(x.log_softmax(0).exp(), x.softmax(0), 1e-15));
+  Tensor leaf = test::normal_leaf({3, 5}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].softmax(0) * in[0].log_softmax(1); },
+                                 {leaf}));
+}
+
 }  // namespace
 }  // namespace ag
