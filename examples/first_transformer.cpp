@@ -37,13 +37,14 @@ constexpr std::int64_t kMinLen = 3, kMaxLen = 8;
 ag::Tensor masked_mean_pool(const ag::Tensor& x, const ag::Tensor& mask) {
   if (x.dim() != 3 || mask.dim() != 2 || mask.size(0) != x.size(0) || mask.size(1) != x.size(1))
     throw std::invalid_argument(
-        fmt::format("masked_mean_pool: x {} and mask {}: want [B, T, D] and [B, T]", x.dim(), mask.dim()));
+        fmt::format("masked_mean_pool: x {} and mask {}: want [B, T, D] and [B, T]", x.shape(), mask.shape()));
   // The weights w = m / n, [B, T, 1]: the forward and the backward both use them.
   ag::Tensor w;
   {
     ag::NoGradGuard no_grad;  // the mask is data, not a parameter
     ag::Tensor count = mask.sum(1, /*keepdim=*/true);
-    if ((-count).max().item() >= 0) throw std::invalid_argument("masked_mean_pool: a row of the mask has no 1");
+    if ((-count).max().item() >= 0)  // min(count) <= 0: a row that is all padding
+      throw std::invalid_argument("masked_mean_pool: a row of the mask has no 1");
     w = (mask / count).unsqueeze(2);
   }
   ag::Tensor y;
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
   ag::Generator init(0);
   MaxDigitModel model(Settings{}, init);
   fmt::print("model: {} parameters\n", model.parameter_count());
-  ag::optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.01});
+  ag::optim::AdamW opt(model.parameters(), {.lr = 3e-3});  // weight decay 0.01, as in PyTorch
 
   // 4. Train: the usual loop.
   auto started = std::chrono::steady_clock::now();
