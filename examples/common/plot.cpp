@@ -349,13 +349,16 @@ std::string legend_name(const Series& s, std::size_t index) {
   return s.name.empty() ? fmt::format("series {}", index) : s.name;
 }
 
-void draw_legend(Image& image, const std::vector<Series>& series, const Frame& f) {
+// Sizes the legend and finds its place (see LinePlotLayout), narrowing the frame if it must.
+void place_legend(LinePlotLayout& L, const std::vector<Series>& series, int right_margin) {
   int name_width = 0;
   for (std::size_t i = 0; i < series.size(); ++i)
     name_width = std::max(name_width, text_width(legend_name(series[i], i)));
   const int row = kGlyphHeight + 4;
   const int bw = kGap + kLegendSample + kGap + name_width + kGap + 2,
             bh = kGap + row * static_cast<int>(series.size()) + 2;
+  L.legend_width = bw, L.legend_height = bh;
+  const Frame f{L.plot_left, L.plot_top, L.plot_width, L.plot_height, L.x.lo, L.x.hi, L.y.lo, L.y.hi};
   // Corners in order of preference; loss curves fall from the top left, so top right comes first.
   const int inset = 10;
   const std::array<std::pair<int, int>, 4> corners{{{f.left + f.w - inset - bw, f.top + inset},
@@ -368,7 +371,20 @@ void draw_legend(Image& image, const std::vector<Series>& series, const Frame& f
     int covered = points_covered(series, f, corner.first, corner.second, bw, bh);
     if (covered < fewest) fewest = covered, best = corner;
   }
-  auto [x, y] = best;
+  if (fewest == 0) {
+    std::tie(L.legend_left, L.legend_top) = best;
+    return;
+  }
+  // Every corner would hide part of a curve: the legend moves out, to the right of the frame.
+  L.legend_outside = true;
+  L.legend_left = L.width - kPad - bw;
+  L.legend_top = L.plot_top;
+  L.plot_width = L.legend_left - 2 * kGap - right_margin - L.plot_left;
+}
+
+void draw_legend(Image& image, const std::vector<Series>& series, const LinePlotLayout& L) {
+  const int row = kGlyphHeight + 4;
+  const int x = L.legend_left, y = L.legend_top, bw = L.legend_width, bh = L.legend_height;
   image.fill_rect(x, y, bw, bh, kWhite);
   image.draw_rect(x, y, bw, bh, kFrame);
   for (std::size_t i = 0; i < series.size(); ++i) {
@@ -466,6 +482,7 @@ LinePlotLayout line_plot_layout(const std::vector<Series>& series, const std::st
   const int right = kPad + std::max(x_text_half, kGap);  // a tick label at the right end stays inside
   L.plot_width = kPlotWidth - L.plot_left - right;
   L.plot_height = kPlotHeight - L.plot_top - bottom;
+  place_legend(L, series, right - kPad);
   return L;
 }
 
@@ -503,7 +520,7 @@ Image line_plot_image(const std::vector<Series>& series, const std::string& titl
       for (std::size_t i = 0; i < s.x.size(); ++i)
         draw_marker(image, f.px(s.x[i]), f.py(s.y[i]), c, s.x.size() == 1 ? 7 : 5);
   }
-  draw_legend(image, series, f);
+  draw_legend(image, series, L);
   return image;
 }
 

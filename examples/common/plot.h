@@ -103,6 +103,10 @@ struct LinePlotLayout {
   int width = 0, height = 0;
   int plot_left = 0, plot_top = 0, plot_width = 0, plot_height = 0;  // the framed area
   Axis x, y;  // x.lo is at the left edge of the framed area, x.hi at its right edge; y likewise
+  // The legend's box: inside the frame, in the corner where it hides the fewest points of the
+  // curves, or, when it would hide some in every corner, to the right of a narrower frame.
+  int legend_left = 0, legend_top = 0, legend_width = 0, legend_height = 0;
+  bool legend_outside = false;
 };
 
 // Checks the series and the axis titles (throwing std::invalid_argument) and places the parts.

@@ -82,6 +82,13 @@ bool contains_color(const Image& image, Color c) {
   return false;
 }
 
+bool any_color(const Image& image, Color c, int x0, int y0, int x1, int y1) {
+  for (int y = y0; y < y1; ++y)
+    for (int x = x0; x < x1; ++x)
+      if (image.at(x, y) == c) return true;
+  return false;
+}
+
 // --- png.cpp ------------------------------------------------------------------------------------
 
 TEST_F(PlotFiles, WrittenPngReadsBackPixelForPixel) {
@@ -501,6 +508,33 @@ TEST(LinePlot, AxesEndAtTheData) {
   bool on_right_edge = false;
   for (int dy = -2; dy <= 2; ++dy) on_right_edge = on_right_edge || image.at(right, bottom + dy) == series_color(1);
   EXPECT_TRUE(on_right_edge);
+}
+
+// The legend hides no curve: a falling loss leaves the top right free, and curves that pass
+// through every corner push the legend out of the frame, to its right.
+TEST(LinePlot, TheLegendHidesNoCurve) {
+  Series falling{"train", {}, {}};
+  for (int step = 1; step <= 1200; ++step) falling.x.push_back(step), falling.y.push_back(std::exp(-step / 50.0));
+  LinePlotLayout inside = line_plot_layout({falling}, "", "step", "loss");
+  EXPECT_FALSE(inside.legend_outside);
+  EXPECT_GE(inside.legend_left, inside.plot_left);
+  EXPECT_LE(inside.legend_left + inside.legend_width, inside.plot_left + inside.plot_width);
+  EXPECT_LT(inside.legend_top, inside.plot_top + inside.plot_height / 2);  // a top corner
+
+  // Two lines along the top and bottom edges, zig-zagging from corner to corner.
+  Series top{"top", {0, 10}, {1, 1}}, bottom{"bottom", {0, 10}, {0, 0}}, zigzag{"zigzag", {}, {}};
+  for (int i = 0; i <= 10; ++i) zigzag.x.push_back(i), zigzag.y.push_back(i % 2);
+  LinePlotLayout outside = line_plot_layout({top, bottom, zigzag}, "", "x", "y");
+  EXPECT_TRUE(outside.legend_outside);
+  EXPECT_GT(outside.legend_left, outside.plot_left + outside.plot_width);
+  EXPECT_LE(outside.legend_left + outside.legend_width, outside.width);
+  // The frame kept the data's extent and is still most of the picture.
+  EXPECT_EQ(outside.x.hi, 10);
+  EXPECT_GT(outside.plot_width, outside.width / 2);
+  // The legend is drawn where the layout put it: its swatch of the third series is there.
+  Image image = line_plot_image({top, bottom, zigzag}, "", "x", "y");
+  EXPECT_TRUE(any_color(image, series_color(2), outside.legend_left, outside.legend_top,
+                        outside.legend_left + outside.legend_width, outside.legend_top + outside.legend_height));
 }
 
 TEST(LinePlot, SinglePointIsDrawn) {
