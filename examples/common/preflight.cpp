@@ -86,20 +86,6 @@ void check_output_dir(const std::string& option, const std::string& dir, const s
   for (const std::string& name : files) check_replaceable(option, fs::path(dir) / name);
 }
 
-void check_output_file(const std::string& option, const std::string& path) {
-  if (path.empty()) refuse("{}: the file name is empty", option);
-  fs::path parent = fs::path(path).parent_path();
-  if (parent.empty()) parent = ".";
-  std::error_code ec;
-  fs::file_status s = fs::status(parent, ec);
-  if (s.type() == fs::file_type::not_found)
-    refuse("{} {}: the directory '{}' does not exist", option, path, parent.string());
-  if (s.type() != fs::file_type::directory)
-    refuse("{} {}: '{}' is {}, not a directory", option, path, parent.string(), kind_of(s.type()));
-  check_writable_dir(option, path, parent, "the directory");
-  check_replaceable(option, path);
-}
-
 boost::program_options::typed_value<std::string>* seed_value(std::uint64_t* seed) {
   namespace po = boost::program_options;
   return po::value<std::string>()->default_value(std::to_string(*seed))->notifier([seed](const std::string& text) {

@@ -38,9 +38,6 @@ std::int64_t check_input_file(const std::string& option, const std::string& path
 // none of the files (nor the ".tmp" beside each, which atomic writes use) is a directory or
 // anything else that is not a regular file. Changes nothing.
 void check_output_dir(const std::string& option, const std::string& dir, const std::vector<std::string>& files);
-// One file the run will write atomically, e.g. explore's page: the same checks for the file and
-// the directory it goes in, which must exist.
-void check_output_file(const std::string& option, const std::string& path);
 
 // A --seed option: an unsigned 64-bit integer in plain decimal. (program_options alone would
 // read "-1" as 18446744073709551615.)
