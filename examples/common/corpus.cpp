@@ -1,13 +1,16 @@
+#include "corpus.h"
+
+#include <attograd/attograd.h>
+
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
-#include "../common/cli.h"
-#include "../common/memory_budget.h"
-#include "../common/preflight.h"
-#include "minigpt.h"
+#include "cli.h"
+#include "memory_budget.h"
+#include "preflight.h"
 
-namespace minigpt {
+namespace ag::examples {
 
 namespace {
 constexpr const char* kFortunes = "/usr/share/games/fortunes";
@@ -32,7 +35,7 @@ std::string without_ansi_colors(const std::string& line) {
 std::vector<std::string> default_corpus() {
   std::vector<std::string> files;
   if (!std::filesystem::is_directory(kFortunes))
-    ag::examples::refuse("{} does not exist: install Debian's `fortunes` package, or pass --corpus FILE", kFortunes);
+    refuse("{} does not exist: install Debian's `fortunes` package, or pass --corpus FILE", kFortunes);
   for (const auto& entry : std::filesystem::directory_iterator(kFortunes)) {
     std::string name = entry.path().filename().string();
     // Skip the index files (.dat), the .u8 links, and fortunes-zh's Chinese collections.
@@ -42,30 +45,29 @@ std::vector<std::string> default_corpus() {
     files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
-  if (files.empty()) ag::examples::refuse("no fortune files found in {}; pass --corpus FILE", kFortunes);
+  if (files.empty()) refuse("no fortune files found in {}; pass --corpus FILE", kFortunes);
   return files;
 }
 
 std::string read_corpus(const std::vector<std::string>& files) {
-  if (files.empty()) ag::examples::refuse("--corpus: no file given");
-  ag::examples::Size bytes = 0;
+  if (files.empty()) refuse("--corpus: no file given");
+  Size bytes = 0;
   for (const std::string& path : files) {
-    std::int64_t size = ag::examples::check_input_file("--corpus", path);
-    if (size == 0) ag::examples::refuse("--corpus {}: the file is empty", path);
+    std::int64_t size = check_input_file("--corpus", path);
+    if (size == 0) refuse("--corpus {}: the file is empty", path);
     bytes = bytes + size;
   }
   // The text, its code points (4 bytes each) twice over while it is tokenized, and its ids
   // (8 bytes each) twice, in the dataset and on the way there.
-  ag::examples::check_fits_in_memory(
-      fmt::format("the corpus ({} in {})", format_bytes(bytes), ag::examples::plural(std::ssize(files), "file")),
-      bytes * 26);
+  check_fits_in_memory(fmt::format("the corpus ({} in {})", format_bytes(bytes), plural(std::ssize(files), "file")),
+                       bytes * 26);
   std::string text;
   for (const std::string& path : files) {
     std::string content = ag::io::read_file(path);
     try {
       ag::data::decode_utf8(content);
     } catch (const std::invalid_argument& e) {
-      ag::examples::refuse("--corpus {}: not valid UTF-8: {}", path, e.what());
+      refuse("--corpus {}: not valid UTF-8: {}", path, e.what());
     }
     // A fortune file separates its entries with lines holding a single '%': keep a blank line.
     std::istringstream lines(content);
@@ -74,4 +76,4 @@ std::string read_corpus(const std::vector<std::string>& files) {
   return text;
 }
 
-}  // namespace minigpt
+}  // namespace ag::examples

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "../common/cli.h"
+#include "../common/corpus.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
 #include "../common/run_lock.h"
@@ -106,8 +107,8 @@ void check_train_options(const TrainOptions& o) {
 }
 
 Corpus read_training_corpus(const TrainOptions& o) {
-  std::vector<std::string> files = o.corpus.empty() ? default_corpus() : o.corpus;
-  std::string text = read_corpus(files);
+  std::vector<std::string> files = o.corpus.empty() ? ag::examples::default_corpus() : o.corpus;
+  std::string text = ag::examples::read_corpus(files);
   auto tokenizer = ag::data::CharTokenizer::from_text(text);
   ag::data::TextDataset dataset(tokenizer.encode(text), o.val_fraction);
   using Split = ag::data::TextDataset::Split;

@@ -26,12 +26,6 @@ struct TrainOptions {
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
 };
 
-// The text of `files` (fortune files lose their '%' separator lines). Each must be a regular,
-// non-empty file of UTF-8; errors name it.
-std::string read_corpus(const std::vector<std::string>& files);
-// The English fortune files of Debian's `fortunes` package, sorted by name.
-std::vector<std::string> default_corpus();
-
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
 // Every check throws ag::examples::Refused naming the option or the file.
 
