@@ -11,6 +11,7 @@
 // work (a bad option, input or output place: examples/common/preflight.h), 1 failed during the
 // run, 130 stopped by SIGINT or SIGTERM (train saves its checkpoint first).
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -155,7 +156,10 @@ int eval_command(int argc, char** argv) {
   fmt::print("windows: {} of {} ({}, {} kernels)\n", windows, plural(t, "character"), dtype,
              ag::kernels_name(ag::kernels()));
   // As many digits as the dtype holds: float64's let the two kernel routes be compared to 1e-12.
-  fmt::print("loss: {:.{}g}\n", total / static_cast<double>(windows), dtype == "f64" ? 16 : 10);
+  double loss = total / static_cast<double>(windows);
+  fmt::print("loss: {:.{}g}\n", loss, dtype == "f64" ? 16 : 10);
+  fmt::print("perplexity: {:.{}g}  (e^loss: as unsure as a uniform choice among that many characters)\n",
+             std::exp(loss), dtype == "f64" ? 16 : 10);
   return 0;
 }
 

@@ -248,8 +248,9 @@ int train(const TrainOptions& o) {
     }
     if (evaluate || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
     if (val) {
-      bar.print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}  (saved {})", step + 1,
-                                 smoothed, *val, model_path));
+      // Perplexity e^loss: as unsure as a uniform choice among that many characters.
+      bar.print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}, perplexity {:.2f}  (saved {})",
+                                 step + 1, smoothed, *val, std::exp(*val), model_path));
     }
   }
   bar.finish();
@@ -302,7 +303,9 @@ int train(const TrainOptions& o) {
         stop.signal_name(), model_path, step);
     return 130;
   }
-  if (!history.val_losses.empty()) fmt::print("\nfinal validation loss: {:.4f}\n", history.val_losses.back());
+  if (!history.val_losses.empty())
+    fmt::print("\nfinal validation loss: {:.4f} (perplexity {:.2f})\n", history.val_losses.back(),
+               std::exp(history.val_losses.back()));
   fmt::print("checkpoint: {}\n", model_path);
   return 0;
 }

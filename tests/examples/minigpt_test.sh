@@ -26,17 +26,27 @@ grep -q "step    70: train loss" "$dir/resume.log" || { echo "resume did not rea
 out=$("$minigpt" sample --checkpoint "$dir/out/minigpt.safetensors" --prompt "the " --tokens 20)
 [ "${out:0:4}" = "the " ] || { echo "sample does not start with its prompt: $out"; exit 1; }
 
-# eval's last line is 'loss: <value>' with at least 6 significant digits, in f32 and f64, and
-# the two agree to float32 precision.
-l32=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" | tail -n 1)
-l64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 | tail -n 1)
+# eval prints 'loss: <value>' with at least 6 significant digits, in f32 and f64, and the two
+# agree to float32 precision; its perplexity line is e^loss.
+"$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" > "$dir/eval.log"
+l32=$(grep '^loss: ' "$dir/eval.log")
+l64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 | grep '^loss: ')
+p32=$(grep '^perplexity: ' "$dir/eval.log" | cut -d' ' -f2)
+/usr/bin/env awk -v l="${l32#loss: }" -v p="$p32" 'BEGIN { d = exp(l) / p - 1; if (d < 0) d = -d; exit !(d < 1e-8) }' ||
+  { echo "eval's perplexity $p32 is not e^${l32#loss: }"; exit 1; }
+# train prints each validation loss with its perplexity, e^loss to the two decimals shown.
+grep -o 'validation loss [0-9.]*, perplexity [0-9.]*' "$dir/train.log" | while read -r _ _ l _ p; do
+  /usr/bin/env awk -v l="${l%,}" -v p="$p" 'BEGIN { d = exp(l) - p; if (d < 0) d = -d; exit !(d <= 0.006 * exp(l) / 100 + 0.005) }' ||
+    { echo "train's perplexity $p is not e^${l%,}"; exit 1; }
+done
+grep -q 'validation loss [0-9.]*, perplexity' "$dir/train.log" || { echo "train prints no perplexity"; exit 1; }
 [[ $l32 =~ ^loss:\ [0-9]+\.[0-9]{5,} ]] || { echo "bad eval line: $l32"; exit 1; }
 /usr/bin/env awk -v a="${l32#loss: }" -v b="${l64#loss: }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }' ||
   { echo "f32 and f64 losses differ: $l32 vs $l64"; exit 1; }
 
 # The reference kernels (--kernels reference) give the same float64 loss to 1e-12, relative.
 r64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 \
-  --kernels reference | tail -n 1)
+  --kernels reference | grep '^loss: ')
 /usr/bin/env awk -v a="${l64#loss: }" -v b="${r64#loss: }" \
   'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(d <= 1e-12) }' ||
   { echo "fast and reference f64 losses differ: $l64 vs $r64"; exit 1; }
