@@ -119,13 +119,14 @@ int main(int argc, char** argv) {
     double tokens = static_cast<double>(c.batch * c.model.block_size);
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
-        "{{\"config\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"threads\": {}, \"steps\": {}, "
+        "{{\"config\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", \"threads\": {}, "
+        "\"steps\": {}, "
         "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
         "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}}}\n",
-        name, ag::kernels_name(ag::kernels()), reference_ops, threads, steps, median, sorted.front(),
-        tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c), static_cast<double>(live_bytes.back()) / 1e6,
-        flat ? "true" : "false");
+        name, ag::kernels_name(ag::kernels()), reference_ops, ag::blas_kernels(), threads, steps, median,
+        sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
+        static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false");
   } catch (const std::exception& e) {
     std::cerr << "gpt_train_step: " << e.what() << "\n";
     return 1;

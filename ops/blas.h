@@ -2,9 +2,10 @@
 // (Matrix below). BLAS reads a stored matrix as its transpose for free, so backward formulas
 // like dA = dC B^T never copy B:  gemm(dC, B.t(), dA).
 //
-// BLAS itself runs on one thread (runtime/parallel.h); a large product is cut here into
-// bands of C's rows (or columns, when C is wider than tall), one per thread. Each band is an
-// ordinary GEMM on the matching rows of op(A) (or columns of op(B)), so nothing is copied.
+// BLAS itself runs on one thread, with kernels fit for the CPU (runtime/blas_setup.h); a large
+// product is cut here into bands of C's rows (or columns, when C is wider than tall), one per
+// thread. Each band is an ordinary GEMM on the matching rows of op(A) (or columns of op(B)), so
+// nothing is copied.
 #pragma once
 
 #include <cblas.h>
@@ -16,6 +17,7 @@
 #include <type_traits>
 
 #include "../autograd/error.h"
+#include "../runtime/blas_setup.h"
 #include "../runtime/parallel.h"
 
 namespace ag::blas {
@@ -111,6 +113,8 @@ void gemm(Matrix<const std::type_identity_t<T>> a, Matrix<const std::type_identi
     throw std::logic_error("blas::gemm: the views' sizes do not fit A [m, k] B [k, n] = C [m, n]");
   std::int64_t m = c.m(), n = c.n(), k = a.n();
   if (m == 0 || n == 0) return;
+  static const bool blas_ready = (setup_blas(), true);  // done at load already; kept for a static link
+  (void)blas_ready;
   bool split = worth_splitting(m, n, k);
   if (!split || m >= n) {
     for_row_bands(detail::to_int(m), split,

@@ -3,7 +3,6 @@
 // well under a microsecond, and an idle process uses no CPU.
 #include "parallel.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <sched.h>
 
@@ -19,6 +18,8 @@
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "blas_setup.h"
 
 namespace ag {
 
@@ -186,7 +187,7 @@ Pool& pool() {
   std::lock_guard<std::mutex> lock(pool_mutex);
   p = pool_ptr.load(std::memory_order_relaxed);
   if (!p) {
-    openblas_set_num_threads(1);  // BLAS calls are split across this pool instead
+    setup_blas();  // BLAS on one thread: its calls are split across this pool instead
     p = new Pool(default_threads());
     pool_threads.store(p->threads(), std::memory_order_relaxed);
     pool_ptr.store(p, std::memory_order_release);

@@ -40,6 +40,7 @@
 #include "ops/shape.h"
 #include "ops/softmax.h"
 #include "runtime/allocator.h"
+#include "runtime/blas_setup.h"
 #include "runtime/parallel.h"
 #include "text/data.h"
 #include "text/generate.h"
