@@ -62,6 +62,31 @@ Tensor attend_one_query(const Tensor& q, const Tensor& k) {
   return weights;
 }
 
+// Why 'cat' attends to itself most in this example: its key was chosen equal to its query.
+// q . k_j = |q| |k_j| cos(angle), every key here has length sqrt 2, so the largest score is the
+// key pointing where q points: k_cat = q, with q . q = |q|^2 = 2 (Cauchy-Schwarz). In a trained
+// model the query and the key of one token come from different maps, q = x Wq and k = x Wk, and
+// nothing makes them equal; whether a head looks at its own token is learned
+// (`experiments heads` measures it: docs/attention.md, "Why a token attends to itself").
+void self_peak(const Tensor& q, const Tensor& k, const Tensor& w) {
+  Tensor norms = (k * k).sum(1).sqrt();
+  show("lengths |k_j|", norms);
+  check("|k_cat| - |k_The| (the keys are equally long)", norms.at<double>({1}) - norms.at<double>({0}), 0.0);
+  check("q . k_cat - |q|^2 (the key equals the query)", k.slice(0, 1, 2).matmul(q.detach().unsqueeze(1)).item(),
+        (q.detach() * q.detach()).sum().item());
+  // Give 'cat' a key that is not its query, as a trained Wk would: [0, 1, 0, 1], as long as the
+  // others. Its score drops to 0 and its weight to the smallest of the three.
+  Tensor k_other = ag::tensor({1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 1, 0}, {3, 4}, ag::kFloat64);
+  Tensor w_other = ag::softmax(k_other.matmul(q.detach().unsqueeze(1)).squeeze(1) / 2.0, 0);
+  show("weights if k_cat = [0, 1, 0, 1]", w_other);
+  bool peak_moves = w_other.at<double>({1}) < w_other.at<double>({0}) && w.at<double>({1}) > w.at<double>({0});
+  if (!peak_moves) ++g_failures;
+  fmt::print(
+      "  'cat' is looked at most because the example gave it the key equal to its query; with another key of\n"
+      "  the same length it gets the least weight. The peak is the example's choice, not attention's. {}\n",
+      peak_moves ? "ok" : "MISMATCH");
+}
+
 void hand_example() {
   heading("The notes' hand-computed example: d_k = 4, the query of 'cat' against three keys");
   Tensor q = ag::tensor({1, 0, 1, 0}, {4}, ag::kFloat64).requires_grad_();
@@ -75,6 +100,7 @@ void hand_example() {
   double z = 2 * std::exp(0.5) + std::exp(1.0);
   check("weight on 'cat'", w.at<double>({1}), std::exp(1.0) / z);
   compare_with_text("the weights", {0.27, 0.46, 0.27}, w, 2);
+  self_peak(q, k, w);
   // How the weight on 'cat' moves with the query: d w_cat / d q, by backward.
   w.slice(0, 1, 2).sum().backward();
   show("d w_cat / d q (backward)", q.grad());

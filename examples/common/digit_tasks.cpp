@@ -59,8 +59,8 @@ Batch make_batch(const Task& task, const std::vector<Sequence>& sources) {
           from_vector(tout, {b, t_len})};
 }
 
-void train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data,
-           const std::string& label) {
+void train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
+           const Forward& forward) {
   optim::AdamW opt(optim::decay_groups(model, 0.01), {.lr = s.lr, .beta2 = 0.98});
   optim::WarmupCosine schedule{
       .warmup = std::min<std::int64_t>(100, s.steps), .total = s.steps, .max_lr = s.lr, .min_lr = s.lr / 20};
@@ -75,7 +75,8 @@ void train(nn::Transformer& model, const Task& task, const TrainSettings& s, Gen
     }
     Batch b = make_batch(task, sources);
     opt.set_lr(schedule.lr_at(step));
-    Tensor loss = cross_entropy(model.forward(b.src, b.tgt_in, b.src_mask), b.tgt_out, kPad);
+    Tensor logits = forward ? forward(b) : model.forward(b.src, b.tgt_in, b.src_mask);
+    Tensor loss = cross_entropy(logits, b.tgt_out, kPad);
     opt.zero_grad();
     loss.backward();
     optim::clip_grad_norm(model.parameters(), 1.0);

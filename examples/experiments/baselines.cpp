@@ -26,36 +26,6 @@ namespace {
 
 constexpr std::int64_t kWindow = 8, kEmbed = 16, kHidden = 448;
 
-class WindowMLP : public ag::nn::Module {
- public:
-  WindowMLP(std::int64_t vocab, ag::Generator& gen) {
-    emb = register_module("emb", std::make_shared<ag::nn::Embedding>(vocab, kEmbed, gen));
-    hidden = register_module("hidden", std::make_shared<ag::nn::Linear>(kWindow * kEmbed, kHidden, true, gen));
-    out = register_module("out", std::make_shared<ag::nn::Linear>(kHidden, vocab, true, gen));
-  }
-
-  // ids [B, T] -> logits [B, T - kWindow + 1, vocab]: one prediction per full window, the one
-  // ending at position kWindow - 1 + l predicting the token after it.
-  Tensor forward(const Tensor& ids) const {
-    std::int64_t b = ids.size(0), t = ids.size(1), l = t - kWindow + 1;
-    const auto* p = ids.data_ptr<std::int64_t>();
-    std::vector<Tensor> parts;
-    for (std::int64_t k = 0; k < kWindow; ++k) {  // the k-th character of every window
-      std::vector<std::int64_t> column(static_cast<std::size_t>(b * l));
-      for (std::int64_t bi = 0; bi < b; ++bi)
-        for (std::int64_t j = 0; j < l; ++j) column[static_cast<std::size_t>(bi * l + j)] = p[bi * t + j + k];
-      parts.push_back(emb->forward(ag::from_vector(column, {b, l})));
-    }
-    return out->forward(hidden->forward(ag::cat(parts, -1)).tanh());
-  }
-
-  std::shared_ptr<ag::nn::Embedding> emb;
-  std::shared_ptr<ag::nn::Linear> hidden, out;
-};
-
-// The targets the MLP predicts: y[:, kWindow - 1:].
-Tensor window_targets(const Tensor& y) { return y.slice(1, kWindow - 1, y.size(1)); }
-
 // Cross-entropy per position: logits [B, L, V], targets [B, L] -> L values averaged over B.
 std::vector<double> loss_by_position(const Tensor& logits, const Tensor& targets) {
   Tensor lg = logits.to(ag::kFloat64);
@@ -87,13 +57,14 @@ double mean_from(const std::vector<double>& v, std::size_t first) {
 }  // namespace
 
 int baselines(const Options& o) {
-  Text text = load_text(o.corpus_chars);
+  Text text = load_text(o);
   const std::int64_t vocab = text.tokenizer.size();
   ag::nn::GPTConfig config = small_gpt(vocab);
   const std::int64_t block = config.block_size;
   fmt::print("Three language models of the same {} characters (vocabulary {}); the MLP and the GPT train {}.\n",
              text.dataset.size(ag::data::TextDataset::Split::Train), vocab, ag::examples::plural(o.steps, "step"));
-  fmt::print("(uniform guessing would score ln {} = {:.3f})\n\n", vocab, std::log(static_cast<double>(vocab)));
+  fmt::print("(uniform guessing would score ln {} = {:.3f} nats, perplexity {})\n\n", vocab,
+             std::log(static_cast<double>(vocab)), vocab);
 
   // Bigram: counts of (previous, next) over the training text.
   const auto& train_ids = text.dataset.tokens(ag::data::TextDataset::Split::Train);
@@ -107,12 +78,12 @@ int baselines(const Options& o) {
   }
 
   ag::Generator init(o.seed);
-  WindowMLP mlp(vocab, init);
+  WindowMLP mlp(vocab, kWindow, kEmbed, kHidden, init);
   ag::Generator init_gpt(o.seed);
   ag::nn::GPT gpt(config, init_gpt);
   train_with(mlp, text, o, block, "window MLP", [&](const Tensor& x, const Tensor& y) {
     Tensor logits = mlp.forward(x);
-    return ag::cross_entropy(logits.reshape({-1, vocab}), window_targets(y).reshape({-1}));
+    return ag::cross_entropy(logits.reshape({-1, vocab}), window_targets(y, kWindow).reshape({-1}));
   });
   train(gpt, text, o, "Mini-GPT");
 
@@ -126,7 +97,7 @@ int baselines(const Options& o) {
     double w = 1.0 / static_cast<double>(batches.size());
     for (const auto& b : batches) {
       accumulate(gpt_pos, loss_by_position(gpt.forward(b.x), b.y), w);
-      accumulate(mlp_pos, loss_by_position(mlp.forward(b.x), window_targets(b.y)), w);
+      accumulate(mlp_pos, loss_by_position(mlp.forward(b.x), window_targets(b.y, kWindow)), w);
       std::vector<double> bg(static_cast<std::size_t>(block), 0.0);
       const auto *x = b.x.data_ptr<std::int64_t>(), *y = b.y.data_ptr<std::int64_t>();
       for (std::int64_t bi = 0; bi < o.batch; ++bi)
@@ -141,11 +112,15 @@ int baselines(const Options& o) {
   double bigram = mean_from(bigram_pos, full), mlp_loss = mean_from(mlp_pos, 0), gpt_loss = mean_from(gpt_pos, full);
 
   auto f = [](double v) { return fmt::format("{:.4f}", v); };
-  print_table(
-      {"model", "parameters", "context", "val loss (positions 7-31)"},
-      {{"bigram (counted)", fmt::format("{} (table)", vocab * vocab), "1 character", f(bigram)},
-       {"window MLP", fmt::format("{}", mlp.parameter_count()), fmt::format("{} characters", kWindow), f(mlp_loss)},
-       {"Mini-GPT", fmt::format("{}", gpt.parameter_count()), fmt::format("up to {} characters", block), f(gpt_loss)}});
+  // Perplexity e^loss: the number of equally likely characters that would leave the model as
+  // unsure as it is (uniform guessing: the vocabulary's size).
+  auto ppl = [](double loss) { return fmt::format("{:.2f}", std::exp(loss)); };
+  print_table({"model", "parameters", "context", "val loss (positions 7-31)", "perplexity"},
+              {{"bigram (counted)", fmt::format("{} (table)", vocab * vocab), "1 character", f(bigram), ppl(bigram)},
+               {"window MLP", fmt::format("{}", mlp.parameter_count()), fmt::format("{} characters", kWindow),
+                f(mlp_loss), ppl(mlp_loss)},
+               {"Mini-GPT", fmt::format("{}", gpt.parameter_count()), fmt::format("up to {} characters", block),
+                f(gpt_loss), ppl(gpt_loss)}});
 
   fmt::print("\nMini-GPT validation loss by position (how many characters it has seen, minus one):\n");
   std::vector<std::vector<std::string>> rows;

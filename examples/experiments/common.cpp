@@ -1,7 +1,6 @@
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "../common/corpus.h"
 #include "../common/preflight.h"
 #include "../common/progress.h"
 #include "experiments.h"
@@ -14,37 +13,55 @@ namespace {
 int failures = 0;
 }
 
-Text load_text(std::int64_t chars) {
-  // The English fortune files, concatenated in name order, '%' separator lines dropped.
-  const std::filesystem::path dir = "/usr/share/games/fortunes";
-  if (!std::filesystem::is_directory(dir))
-    ag::examples::refuse("{} does not exist: install Debian's `fortunes` package", dir.string());
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename().string().find('.') == std::string::npos) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
+namespace {
+
+// The first `chars` characters of the English fortunes, as the experiments have always read
+// them: the files in name order, '%' separator lines dropped, ASCII only (so that every byte is
+// a character and the vocabulary stays small).
+std::string english_fortunes(std::int64_t chars) {
   std::string text;
-  for (const auto& f : files) {
-    std::string name = f.filename().string();
-    if (name == "chinese" || name == "tang300" || name == "song100") continue;  // fortunes-zh
-    std::ifstream in(f);
+  for (const std::string& file : ag::examples::default_corpus()) {
+    std::ifstream in(file);
     for (std::string line; std::getline(in, line) && static_cast<std::int64_t>(text.size()) < chars;)
       if (line != "%") text += line + "\n";
     if (static_cast<std::int64_t>(text.size()) >= chars) break;
   }
-  // Keep ASCII only, so every byte is a character and the vocabulary stays small.
   std::string ascii;
   for (char c : text)
     if (static_cast<unsigned char>(c) < 128) ascii += c;
   if (ascii.empty()) ag::examples::refuse("--corpus-chars {}: no ASCII text in the first {} characters", chars, chars);
-  auto tokenizer = ag::data::CharTokenizer::from_text(ascii);
-  ag::data::TextDataset dataset(tokenizer.encode(ascii), 0.1);
-  // Every language model here reads windows of up to 32 characters (small_gpt), from both splits.
-  std::int64_t need = small_gpt(1).block_size + 1;
-  if (dataset.size(ag::data::TextDataset::Split::Validation) < need)
-    ag::examples::refuse("--corpus-chars {}: its validation tenth has {} characters, fewer than the {} a window needs",
-                         chars, dataset.size(ag::data::TextDataset::Split::Validation), need);
+  return ascii;
+}
+
+// The first `chars` characters (code points, so Chinese counts one per character) of `files`.
+std::string first_characters(const std::vector<std::string>& files, std::int64_t chars) {
+  std::u32string text = ag::data::decode_utf8(ag::examples::read_corpus(files));
+  return ag::data::encode_utf8(
+      text.substr(0, static_cast<std::size_t>(std::min<std::int64_t>(chars, std::ssize(text)))));
+}
+
+}  // namespace
+
+Text load_text(const Options& o, std::int64_t block) {
+  std::string text = o.corpus.empty() ? english_fortunes(o.corpus_chars) : first_characters(o.corpus, o.corpus_chars);
+  auto tokenizer = ag::data::CharTokenizer::from_text(text);
+  ag::data::TextDataset dataset(tokenizer.encode(text), 0.1);
+  // Every language model here reads windows of `block` characters, from both splits.
+  const std::string source = o.corpus.empty() ? "--corpus-chars " + std::to_string(o.corpus_chars) : "--corpus";
+  if (dataset.size(ag::data::TextDataset::Split::Validation) < block + 1)
+    ag::examples::refuse("{}: its validation tenth has {} characters, fewer than the {} a window needs", source,
+                         dataset.size(ag::data::TextDataset::Split::Validation), block + 1);
   return {tokenizer, std::move(dataset)};
+}
+
+std::string prompt_for(const Text& text, const std::string& wanted) {
+  try {
+    text.tokenizer.encode(wanted);
+    return wanted;
+  } catch (const std::invalid_argument&) {  // a character the corpus does not have
+    const auto& val = text.dataset.tokens(ag::data::TextDataset::Split::Validation);
+    return text.tokenizer.decode({val.begin(), val.begin() + std::min<std::ptrdiff_t>(4, std::ssize(val))});
+  }
 }
 
 ag::nn::GPTConfig small_gpt(std::int64_t vocab_size) {
@@ -109,6 +126,29 @@ std::string sample(ag::nn::GPT& model, const Text& text, const std::string& prom
   model.train();
   return text.tokenizer.decode(ids);
 }
+
+WindowMLP::WindowMLP(std::int64_t vocab, std::int64_t window, std::int64_t embed, std::int64_t hidden_size,
+                     ag::Generator& gen)
+    : window(window) {
+  emb = register_module("emb", std::make_shared<ag::nn::Embedding>(vocab, embed, gen));
+  hidden = register_module("hidden", std::make_shared<ag::nn::Linear>(window * embed, hidden_size, true, gen));
+  out = register_module("out", std::make_shared<ag::nn::Linear>(hidden_size, vocab, true, gen));
+}
+
+Tensor WindowMLP::forward(const Tensor& ids) const {
+  std::int64_t b = ids.size(0), t = ids.size(1), l = t - window + 1;
+  const auto* p = ids.data_ptr<std::int64_t>();
+  std::vector<Tensor> parts;
+  for (std::int64_t k = 0; k < window; ++k) {  // the k-th token of every window
+    std::vector<std::int64_t> column(static_cast<std::size_t>(b * l));
+    for (std::int64_t bi = 0; bi < b; ++bi)
+      for (std::int64_t j = 0; j < l; ++j) column[static_cast<std::size_t>(bi * l + j)] = p[bi * t + j + k];
+    parts.push_back(emb->forward(ag::from_vector(column, {b, l})));
+  }
+  return out->forward(hidden->forward(ag::cat(parts, -1)).tanh());
+}
+
+Tensor window_targets(const Tensor& y, std::int64_t window) { return y.slice(1, window - 1, y.size(1)); }
 
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width(header.size());

@@ -17,17 +17,25 @@ struct Options {
   std::int64_t steps = 400;  // training steps per model
   std::int64_t batch = 16;
   std::uint64_t seed = 1;
-  std::int64_t corpus_chars = 300000;   // characters of the English fortunes used
-  std::string out = "experiments-out";  // PNGs go here
-  bool check = false;                   // assert the direction of the effect (for tests)
+  std::vector<std::string> corpus;                               // text files to read; empty: the English fortunes
+  std::int64_t corpus_chars = 300000;                            // characters of the corpus used
+  std::string out = "experiments-out";                           // PNGs go here
+  bool check = false;                                            // assert the direction of the effect (for tests)
+  std::vector<std::int64_t> distances{2, 4, 8, 10, 16, 32, 48};  // long-range: how far back the answer is
+  bool every_position = false;  // long-range: the loss at every position, the unpredictable ones too
 };
 
-// A character-level corpus: the first `chars` characters of the English fortunes.
+// A character-level corpus: the first --corpus-chars characters of --corpus (any UTF-8 text,
+// Chinese included), by default of the English fortunes (ASCII only), split 90/10 into training
+// and validation text. Refused when the validation part is shorter than a window of `block`.
 struct Text {
   ag::data::CharTokenizer tokenizer;
   ag::data::TextDataset dataset;
 };
-Text load_text(std::int64_t chars);
+Text load_text(const Options& o, std::int64_t block = 32);
+// `wanted` when the corpus has all its characters, else the first 4 characters of the
+// validation text: a prompt that every corpus can encode.
+std::string prompt_for(const Text& text, const std::string& wanted);
 
 // The small Mini-GPT the experiments train unless they say otherwise (about 0.1 M parameters).
 ag::nn::GPTConfig small_gpt(std::int64_t vocab_size);
@@ -47,6 +55,23 @@ double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, s
 // `n` sampled characters after `prompt`, temperature 0.8.
 std::string sample(ag::nn::GPT& model, const Text& text, const std::string& prompt, std::int64_t n, std::uint64_t seed);
 
+// The neural language model of Bengio et al. (2003): the embeddings of the last `window`
+// tokens, concatenated, go through one tanh layer to the next token's logits. It sees a fixed
+// window and nothing before it.
+class WindowMLP : public ag::nn::Module {
+ public:
+  WindowMLP(std::int64_t vocab, std::int64_t window, std::int64_t embed, std::int64_t hidden, ag::Generator& gen);
+  // ids [B, T] -> logits [B, T - window + 1, vocab]: one prediction per full window, the one
+  // ending at position window - 1 + l predicting the token after it.
+  ag::Tensor forward(const ag::Tensor& ids) const;
+
+  std::int64_t window;
+  std::shared_ptr<ag::nn::Embedding> emb;
+  std::shared_ptr<ag::nn::Linear> hidden, out;
+};
+// The targets a WindowMLP predicts: y[:, window - 1:].
+ag::Tensor window_targets(const ag::Tensor& y, std::int64_t window);
+
 // A table printed with aligned columns.
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 
@@ -54,14 +79,17 @@ void print_table(const std::vector<std::string>& header, const std::vector<std::
 void expect(bool holds, const std::string& claim);
 int exit_code();
 
-int scaling(const Options& o);     // why divide by sqrt(d_k)
-int causal(const Options& o);      // training without the causal mask
-int mask_fill(const Options& o);   // masking with 0 instead of -inf
-int positions(const Options& o);   // positional information
-int shapes(const Options& o);      // where Q, K and V come from
-int self_test(const Options& o);   // the notes' self-test questions, answered by running code
-int heads(const Options& o);       // multi-head against single-head at the same width
-int baselines(const Options& o);   // bigram and fixed-window MLP against the Mini-GPT
-int importance(const Options& o);  // attention weights against gradient and leave-one-out importance
+int scaling(const Options& o);        // why divide by sqrt(d_k)
+int causal(const Options& o);         // training without the causal mask
+int mask_fill(const Options& o);      // masking with 0 instead of -inf
+int positions(const Options& o);      // positional information
+int shapes(const Options& o);         // where Q, K and V come from
+int self_test(const Options& o);      // the notes' self-test questions, answered by running code
+int heads(const Options& o);          // multi-head against single-head at the same width
+int baselines(const Options& o);      // bigram and fixed-window MLP against the Mini-GPT
+int importance(const Options& o);     // attention weights against gradient and leave-one-out importance
+int bottleneck(const Options& o);     // a decoder reading one fixed vector against cross-attention
+int long_range(const Options& o);     // accuracy by how far back the answer is; attention need not learn it
+int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT on a middle character
 
 }  // namespace experiments

@@ -8,7 +8,8 @@
 // - gradient: the norm of d loss / d x_j, x_j the input vector at j (with one sequence in the
 //   batch, this is the gradient reaching row j of the position table wpe);
 // - leave-one-out: how much the loss rises when the character at j is replaced by another
-//   (a space, or 'e' where there was a space).
+//   (by the corpus's most frequent character, or its second where that one stands: on English
+//   text a space, or 'e' where there was a space).
 // Agreement between two scores is the Spearman rank correlation over the 31 earlier positions
 // (the last one, the character being continued, always matters most), averaged over windows,
 // and the overlap of their three highest-scoring positions. "Recency" (closer is
@@ -88,13 +89,23 @@ std::vector<double> last_position_losses(ag::nn::GPT& model, const Tensor& ids,
 }  // namespace
 
 int importance(const Options& o) {
-  Text text = load_text(o.corpus_chars);
+  Text text = load_text(o);
   ag::Generator init(o.seed);
   ag::nn::GPT model(small_gpt(text.tokenizer.size()), init);
   train(model, text, o, "Mini-GPT");
   model.eval();
   const std::int64_t t = model.config.block_size, windows = 200;
-  const std::int64_t space = text.tokenizer.encode(" ").at(0), e = text.tokenizer.encode("e").at(0);
+  // Leave-one-out replaces a character by the corpus's most frequent one, or by the second most
+  // frequent where it already stands: on English text, a space, or 'e' in place of a space.
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(text.tokenizer.size()), 0);
+  for (std::int64_t id : text.dataset.tokens(ag::data::TextDataset::Split::Train))
+    ++counts[static_cast<std::size_t>(id)];
+  std::vector<std::int64_t> by_count(counts.size());
+  std::iota(by_count.begin(), by_count.end(), 0);
+  std::stable_sort(by_count.begin(), by_count.end(), [&](std::int64_t a, std::int64_t b) {
+    return counts[static_cast<std::size_t>(a)] > counts[static_cast<std::size_t>(b)];
+  });
+  const std::int64_t most = by_count.at(0), second = by_count.size() > 1 ? by_count[1] : most;
 
   enum { kLast, kRollout, kGradient, kLeaveOneOut, kRecency, kScores };
   const char* names[kScores] = {"attention (last layer)", "attention rollout", "gradient", "leave-one-out", "recency"};
@@ -154,7 +165,7 @@ int importance(const Options& o) {
       std::vector<std::int64_t> occluded;
       for (std::int64_t j = 0; j < t; ++j)
         for (std::int64_t i = 0; i < t; ++i)
-          occluded.push_back(i == j ? (ids[static_cast<std::size_t>(i)] == space ? e : space)
+          occluded.push_back(i == j ? (ids[static_cast<std::size_t>(i)] == most ? second : most)
                                     : ids[static_cast<std::size_t>(i)]);
       std::vector<double> base = last_position_losses(model, batch.x, {target});
       std::vector<double> losses = last_position_losses(model, ag::from_vector(occluded, {t, t}),

@@ -36,17 +36,29 @@ int main(int argc, char** argv) {
       {"self-test", {self_test, "the notes' five self-test questions, answered by running code"}},
       {"importance", {importance, "attention weights against gradient and leave-one-out importance"}},
       {"heads", {heads, "1, 2, 4 and 8 heads at the same width: loss, how differently the heads attend"}},
+      {"bottleneck", {bottleneck, "a decoder reading one fixed vector against cross-attention, by source length"}},
+      {"bidirectional",
+       {bidirectional, "a BERT-style encoder (no causal mask) against causal models on a window's middle character"}},
+      {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;
   std::string command;
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")(
       "steps", ag::examples::with_default(&o.steps),
-      "training steps per model (baselines: 2400 unless given, its models need them to separate)")(
-      "batch", ag::examples::with_default(&o.batch), "sequences per step (language models)")(
+      "training steps per model (unless given: baselines 2400, its models need them to separate; long-range 200)")(
+      "batch", ag::examples::with_default(&o.batch),
+      "sequences per step (language models, long-range; bottleneck 4 times as many)")(
       "seed", ag::examples::seed_value(&o.seed), "random seed")(
-      "corpus-chars", ag::examples::with_default(&o.corpus_chars), "characters of the English fortunes to train on")(
-      "out", ag::examples::with_default(&o.out), "directory for pictures")(
+      "corpus", po::value(&o.corpus)->multitoken()->value_name("FILE..."),
+      "text files (UTF-8, Chinese too) for the experiments on text, instead of the English fortunes")(
+      "corpus-chars", ag::examples::with_default(&o.corpus_chars),
+      "characters of the corpus to use (code points, from its start)")("out", ag::examples::with_default(&o.out),
+                                                                       "directory for pictures")(
+      "distances", po::value(&o.distances)->multitoken()->value_name("K..."),
+      "long-range: how far back the answer lies, each from 1 to 63 (default 2 4 8 10 16 32 48)")(
+      "every-position", po::bool_switch(&o.every_position),
+      "long-range: train on the loss at every position, the unpredictable first k too")(
       "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports");
   po::options_description hidden;
   hidden.add_options()("command", po::value(&command));
@@ -54,8 +66,10 @@ int main(int argc, char** argv) {
   positional.add("command", 1);
   auto usage = [&](std::ostream& out) {
     out << "usage: experiments COMMAND [options]\n\ncommands:\n";
+    std::size_t width = 0;
+    for (const auto& entry : commands) width = std::max(width, entry.first.size());
     for (const auto& [name, entry] : commands)
-      out << "  " << name << std::string(12 - name.size(), ' ') << entry.second << "\n";
+      out << "  " << name << std::string(width + 2 - name.size(), ' ') << entry.second << "\n";
     out << "\n" << opts << "\n";
   };
   try {
@@ -75,9 +89,19 @@ int main(int argc, char** argv) {
       usage(std::cerr);
       return 2;
     }
-    if (command == "baselines" && vm["steps"].defaulted()) o.steps = 2400;
+    if (vm["steps"].defaulted()) {
+      if (command == "baselines") o.steps = 2400;
+      if (command == "long-range") o.steps = 200;
+    }
     using ag::examples::refuse;
     if (o.steps < 1 || o.batch < 1) refuse("--steps and --batch must be positive, got {} and {}", o.steps, o.batch);
+    if ((vm.count("distances") || o.every_position) && command != "long-range")
+      refuse("--distances and --every-position are for long-range, not {}", command);
+    if (o.distances.empty()) refuse("--distances: give at least one distance");
+    for (std::int64_t k : o.distances)
+      if (k < 1 || k > 63) refuse("--distances: {} is not between 1 and 63 (sequences are 64 tokens long)", k);
+    std::sort(o.distances.begin(), o.distances.end());
+    o.distances.erase(std::unique(o.distances.begin(), o.distances.end()), o.distances.end());
     if (o.corpus_chars < 1) refuse("--corpus-chars must be positive, got {}", o.corpus_chars);
     // The widest language model the experiments train (scaling's), at --batch.
     ag::examples::check_fits_in_memory(
@@ -86,8 +110,11 @@ int main(int argc, char** argv) {
             {.vocab_size = 128, .block_size = 32, .n_layer = 2, .n_head = 1, .n_embd = 256}, o.batch));
     ag::examples::check_output_dir("--out", o.out, {});
     // The experiments on text read it when they get to it; too short a text is refused now.
-    static const std::set<std::string> on_text{"baselines", "scaling", "causal", "mask-fill", "heads", "importance"};
-    if (on_text.count(command)) load_text(o.corpus_chars);
+    static const std::set<std::string> on_text{"baselines", "scaling",    "causal",       "mask-fill",
+                                               "heads",     "importance", "bidirectional"};
+    if (!on_text.count(command) && (vm.count("corpus") || !vm["corpus-chars"].defaulted()))
+      refuse("{} does not read text: --corpus and --corpus-chars are for {}", command, fmt::join(on_text, ", "));
+    if (on_text.count(command)) load_text(o);
     // A signal stops the experiment at the next op (status 130); a second one at once.
     ag::examples::StopOnSignal stop;
     ag::examples::StopBetweenOps stop_points;

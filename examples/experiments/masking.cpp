@@ -55,15 +55,15 @@ Pair train_pair(const Text& text, const Options& o, const std::function<void(ag:
   print_table({columns[0], columns[1], columns[2], columns[3]},
               {{labels[0], f(r.train_standard), f(r.val_standard), f(r.val_standard)},
                {labels[1], f(r.train_altered), f(r.val_altered_own), f(r.val_altered_honest)}});
-  fmt::print("\nsample, {}: {}\n", labels[0], one_line(sample(standard, text, "The ", 120, o.seed)));
-  fmt::print("sample, {}: {}\n\n", labels[1], one_line(sample(altered, text, "The ", 120, o.seed)));
+  fmt::print("\nsample, {}: {}\n", labels[0], one_line(sample(standard, text, prompt_for(text, "The "), 120, o.seed)));
+  fmt::print("sample, {}: {}\n\n", labels[1], one_line(sample(altered, text, prompt_for(text, "The "), 120, o.seed)));
   return r;
 }
 
 }  // namespace
 
 int causal(const Options& o) {
-  Text text = load_text(o.corpus_chars);
+  Text text = load_text(o);
   fmt::print(
       "Two identical Mini-GPTs, {} each on the same batches; one without the causal mask.\n"
       "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
@@ -116,7 +116,7 @@ int mask_fill(const Options& o) {
              worst_formula_error);
 
   // Part 2: what a model trained with the leaky mask learns.
-  Text text = load_text(o.corpus_chars);
+  Text text = load_text(o);
   fmt::print("Part 2: two identical Mini-GPTs, {} each; one masks with 0 instead of -inf\n\n",
              ag::examples::plural(o.steps, "step"));
   Pair r = train_pair(text, o, [](ag::nn::GPT& m, bool altered) { set_zero_fill(m, altered); },

@@ -109,7 +109,7 @@ int scaling(const Options& o) {
 
   fmt::print("Part 2: a 2-layer GPT with one 256-wide head, {} each, scaled vs unscaled\n\n",
              ag::examples::plural(o.steps, "step"));
-  Text text = load_text(o.corpus_chars);
+  Text text = load_text(o);
   double with = train_wide_head(text, o, true), without = train_wide_head(text, o, false);
   print_table({"attention scores", "validation loss"},
               {{"q.k / sqrt(256)", fmt::format("{:.4f}", with)}, {"q.k", fmt::format("{:.4f}", without)}});

@@ -101,15 +101,42 @@ int self_test(const Options& o) {
       above, same(variant_b, with_inf) ? "yes" : "no");
   if (o.check) expect(above == 0.0 && same(variant_b, with_inf), "Q4: variant (b) is causal; -1e9 acts as -inf");
 
-  fmt::print("\nQ5. Translation: the decoder writes its 2nd word (after <s>); the source has 5 words.\n");
-  Tensor target_so_far = ag::randn({1, 3, d}, gen);  // <s>, word 1, word 2
-  Tensor weights;
-  attn.forward(target_so_far, memory, memory, {}, false, &weights);
   fmt::print(
-      "    Q from the decoder's {} tokens, K and V from the encoder's {}: weights {} = [batch, heads, tgt_len,"
-      " src_len]\n",
-      target_so_far.size(1), memory.size(1), ag::shape_str(weights.shape()));
-  if (o.check) expect(weights.shape() == ag::Shape{1, 2, 3, 5}, "Q5: cross-attention weights are [1, 2, 3, 5]");
+      "\nQ5. Translation: the decoder is at its 3rd position (it has read <s>, word 1, word 2); 5 source words.\n");
+  // Where the queries come from depends on how the decoder is run; the notes' answer does not
+  // say. The decoder's stream at positions 1..6 (<s>, word 1 .. word 5), one reading at a time:
+  Tensor decoder_states = ag::randn({1, 6, d}, gen);
+  Tensor forced, prefix, cached;
+  //   teacher forcing (training): every target position at once, the right words as input;
+  attn.forward(decoder_states, memory, memory, {}, false, &forced);
+  //   generating, no cache: the 3 positions written so far, recomputed at each step;
+  attn.forward(decoder_states.slice(1, 0, 3), memory, memory, {}, false, &prefix);
+  //   generating with a KV cache: the newest position's query alone.
+  attn.forward(decoder_states.slice(1, 2, 3), memory, memory, {}, false, &cached);
+  fmt::print(
+      "    Q from the decoder, K and V from the encoder's {} outputs, in every reading; the weights are\n"
+      "    [batch, heads, tgt_len, src_len] with tgt_len the number of queries computed together:\n"
+      "      teacher forcing (training), all 6 target positions:  {}\n"
+      "      generating without a cache, the 3 written so far:    {}\n"
+      "      generating with a KV cache, the newest one only:     {}\n",
+      memory.size(1), ag::shape_str(forced.shape()), ag::shape_str(prefix.shape()), ag::shape_str(cached.shape()));
+  // Position 3's row (index 2) is the same in all three: each query's row depends on that
+  // query alone (and, in a full decoder, on the positions before it, which the causal mask keeps
+  // the same in every reading).
+  // Equal up to float32 rounding: the projections of 6, 3 and 1 rows may take different
+  // blocked paths through the matrix product.
+  Tensor row_forced = forced.slice(2, 2, 3), row_prefix = prefix.slice(2, 2, 3);
+  double differ =
+      std::max((row_forced - row_prefix).pow(2).max().sqrt().item(), (row_forced - cached).pow(2).max().sqrt().item());
+  bool same_row = differ < 1e-6;
+  fmt::print("    position 3's row of weights is the same in all three (largest difference {:.1e}): {}\n", differ,
+             same_row ? "yes" : "no");
+  if (o.check) {
+    expect(forced.shape() == ag::Shape{1, 2, 6, 5} && prefix.shape() == ag::Shape{1, 2, 3, 5} &&
+               cached.shape() == ag::Shape{1, 2, 1, 5},
+           "Q5: cross-attention weights are [1, 2, 6, 5], [1, 2, 3, 5] or [1, 2, 1, 5] by reading");
+    expect(same_row, "Q5: position 3's weights do not depend on the reading");
+  }
   return exit_code();
 }
 

@@ -6,13 +6,13 @@
 # it was. The source tree also tracks no file that .gitignore ignores, that is, no generated file.
 # Without git, or when the source is not a git checkout (a tarball), the git checks are skipped.
 # Usage: clean_checkout_test.sh SOURCE_ROOT MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH \
-#          FIRST_GRADIENTS ATTENTION_BY_HAND HELLO FIRST_TRANSFORMER
+#          FIRST_GRADIENTS ATTENTION_BY_HAND HELLO FIRST_TRANSFORMER MINIMAL_ATTENTION
 set -euo pipefail
 # The programs run from other directories: make their paths absolute.
 absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 src=$1 minigpt=$(absolute "$2") seq2seq=$(absolute "$3") experiments=$(absolute "$4")
 attention_graph=$(absolute "$5") first_gradients=$(absolute "$6") attention_by_hand=$(absolute "$7") hello=$(absolute "$8")
-first_transformer=$(absolute "$9")
+first_transformer=$(absolute "$9") minimal_attention=$(absolute "${10}")
 scratch=$(mktemp -d) logs=$(mktemp -d)
 trap 'rm -rf "$scratch" "$logs"' EXIT
 
@@ -79,13 +79,17 @@ run minigpt-out "$minigpt" explore --checkpoint "$ckpt" --prompt "the cat sat on
 [ -f "$scratch/work$runs/minigpt-out/attention.html" ] || { echo "explore did not write minigpt-out/attention.html"; exit 1; }
 
 run seq2seq-out "$seq2seq" --min-len 3 --max-len 4 --steps 3 --batch 4 --d-model 8 --heads 2 --layers 1 --held-out 5
-for command in scaling shapes baselines; do  # the experiments that draw
+for command in scaling baselines; do  # the experiments that draw
   run experiments-out "$experiments" "$command" --steps 2 --batch 2 --corpus-chars 30000
 done
+run experiments-out "$experiments" shapes --steps 2 --batch 2
+run experiments-out "$experiments" bottleneck --steps 2 --batch 2
+run experiments-out "$experiments" long-range --steps 2 --batch 2 --distances 2
 run attention-graph-out "$attention_graph" --tokens 3
 run - "$first_gradients"
 run - "$attention_by_hand"
 run - "$hello"
 run - "$first_transformer"
+run - "$minimal_attention"
 echo "clean checkout: $runs commands, each writing only into its own output directory$([ $in_git = 1 ] &&
   echo ', git status unchanged')"

@@ -9,7 +9,8 @@
 #     that conflicts is refused, both values named, before anything else is printed;
 #   - sample given the training state says so; explore says when it cut the prompt; counts of
 #     one are singular.
-# Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND
+# Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND \
+#          MINIMAL_ATTENTION
 set -euo pipefail
 minigpt=$1
 dir=$(mktemp -d)
@@ -50,11 +51,13 @@ expect 2 "$5" --ep 1e-3
 has err "did you mean --eps?"
 expect 2 "$6" --hel
 has err "did you mean --help?"
+expect 2 "$7" --seq 3
+has err "did you mean --seq-len?"
 [ ! -e "$dir/never" ] || fail "a refused run created its directory"
-echo "abbreviations refused in all six programs"
+echo "abbreviations refused in all seven programs"
 
 # 2. --help: defaults as typed, nothing raw.
-for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$3" "$4" "$5" "$6"; do
+for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$3" "$4" "$5" "$6" "$7"; do
   expect 0 $cmd --help
   if grep -q '00000000\|99999999' "$dir/out"; then fail "$cmd --help prints a default with its binary noise"; fi
   # No control character but the newlines that end the lines.
@@ -128,3 +131,20 @@ expect 0 "$minigpt" explore --checkpoint "$dir/run/minigpt.safetensors" --prompt
 hasnt out "note:"
 has out "2 layers x 2 heads over 1 character;"
 echo "cli: runs kept, resumed with their model, conflicts refused with both values"
+
+# 4. Options that a command would ignore are refused, naming the commands they are for; values
+# out of range name the range.
+expect 2 "$3" positions --corpus "$dir/corpus.txt" --out "$dir/never"
+has err "positions does not read text: --corpus and --corpus-chars are for"
+expect 2 "$3" shapes --corpus-chars 1000 --out "$dir/never"
+has err "shapes does not read text"
+expect 2 "$3" bottleneck --distances 4 --out "$dir/never"
+has err "--distances and --every-position are for long-range, not bottleneck"
+expect 2 "$3" long-range --distances 2 64 --out "$dir/never"
+has err "--distances: 64 is not between 1 and 63"
+expect 2 "$3" heads --corpus "$dir/none.txt" --out "$dir/never"
+has err "$dir/none.txt"
+expect 2 "$7" --heads 0
+has err "--heads must be between 1 and 64, got 0"
+[ ! -e "$dir/never" ] || fail "a refused run created its directory"
+echo "cli: options a command does not use and values out of range refused"
