@@ -77,9 +77,9 @@ double accuracy(const Tensor& logits, const Tensor& y, std::int64_t k) {
 }
 
 // AdamW with warm-up + cosine, `steps` batches drawn from `pool` (fresh sequences each step
-// when pool is empty); loss_of gives the loss of a batch.
+// when pool is null); loss_of gives the loss of a batch.
 void fit(ag::nn::Module& model, std::int64_t k, std::int64_t steps, const Options& o,
-         const std::vector<std::int64_t>& pool, const std::string& label,
+         const std::vector<std::int64_t>* pool, const std::string& label,
          const std::function<Tensor(const Batch&)>& loss_of) {
   ag::Generator data(o.seed + 10 + static_cast<std::uint64_t>(k));
   ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 3e-3});
@@ -88,7 +88,7 @@ void fit(ag::nn::Module& model, std::int64_t k, std::int64_t steps, const Option
   model.train();
   for (std::int64_t step = 0; step < steps; ++step) {
     Batch b;
-    if (pool.empty()) {
+    if (pool == nullptr) {
       b = batch_of(periodic_sequences(o.batch, k, data), [&] {
         std::vector<std::int64_t> rows(static_cast<std::size_t>(o.batch));
         std::iota(rows.begin(), rows.end(), 0);
@@ -96,8 +96,8 @@ void fit(ag::nn::Module& model, std::int64_t k, std::int64_t steps, const Option
       }());
     } else {
       std::vector<std::int64_t> rows;
-      for (std::int64_t i = 0; i < o.batch; ++i) rows.push_back(data.integer(0, std::ssize(pool) / (kLength + 1)));
-      b = batch_of(pool, rows);
+      for (std::int64_t i = 0; i < o.batch; ++i) rows.push_back(data.integer(0, std::ssize(*pool) / (kLength + 1)));
+      b = batch_of(*pool, rows);
     }
     opt.set_lr(schedule.lr_at(step));
     Tensor loss = loss_of(b);
@@ -162,7 +162,7 @@ int long_range(const Options& o) {
     {
       ag::Generator init(o.seed);
       WindowMLP mlp(kSymbols, kWindow, 16, 256, init);
-      fit(mlp, k, o.steps, o, {}, labels[1], [&](const Batch& b) {
+      fit(mlp, k, o.steps, o, nullptr, labels[1], [&](const Batch& b) {
         Tensor y = predictable_targets(window_targets(b.y, kWindow), k, kWindow - 1, o.every_position);
         return ag::cross_entropy(mlp.forward(b.x), y, kIgnore);
       });
@@ -171,16 +171,18 @@ int long_range(const Options& o) {
     }
     ag::Generator scarce_gen(o.seed + 2000 + static_cast<std::uint64_t>(k));
     const std::vector<std::int64_t> scarce = periodic_sequences(kScarceSequences, k, scarce_gen);
-    const std::vector<std::pair<std::int64_t, const std::vector<std::int64_t>*>> gpt_runs{
+    struct GptRun {
+      std::int64_t steps;
+      const std::vector<std::int64_t>* pool;  // null: fresh sequences every step
+    };
+    const GptRun gpt_runs[] = {
         {o.steps, nullptr}, {std::max<std::int64_t>(1, o.steps / 8), nullptr}, {o.steps, &scarce}};
-    for (std::size_t r = 0; r < gpt_runs.size(); ++r) {
+    for (std::size_t r = 0; r < std::size(gpt_runs); ++r) {
       ag::Generator init(o.seed);
       ag::nn::GPT gpt(gpt_config(), init);
-      static const std::vector<std::int64_t> fresh;
-      fit(gpt, k, gpt_runs[r].first, o, gpt_runs[r].second ? *gpt_runs[r].second : fresh, labels[2 + r],
-          [&](const Batch& b) {
-            return ag::cross_entropy(gpt.forward(b.x), predictable_targets(b.y, k, 0, o.every_position), kIgnore);
-          });
+      fit(gpt, k, gpt_runs[r].steps, o, gpt_runs[r].pool, labels[2 + r], [&](const Batch& b) {
+        return ag::cross_entropy(gpt.forward(b.x), predictable_targets(b.y, k, 0, o.every_position), kIgnore);
+      });
       ag::NoGradGuard guard;
       acc[2 + r].push_back(accuracy(gpt.forward(test.x), test.y, k));
     }
