@@ -141,8 +141,10 @@ class Claims {
 
 // Every node reachable from the root, with the number of its consumers: how many gradients it
 // must wait for. All must still hold their saved tensors, checked before anything accumulates,
-// and each is claimed for this pass.
-std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims) {
+// and each is claimed for this pass. Leaves with a post-accumulate hook are counted the same
+// way, in `leaf_pending`: the hook runs when the last of their gradients has been added.
+std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims,
+                                               std::unordered_map<TensorImpl*, int>& leaf_pending) {
   std::unordered_map<Node*, int> pending{{root, 0}};
   std::vector<Node*> stack{root};
   claims.claim(root);
@@ -155,6 +157,7 @@ std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims) {
                   "with retain_graph = true to run backward through it again",
                   node->name());
     for (const Edge& e : node->next_edges()) {
+      if (e.leaf && !e.leaf->post_accumulate_hooks.empty()) ++leaf_pending[e.leaf.get()];
       if (!e.node) continue;
       auto [it, first_visit] = pending.try_emplace(e.node.get(), 0);
       ++it->second;
@@ -166,10 +169,18 @@ std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims) {
   return pending;
 }
 
+// A leaf's hooks, run when its gradient is complete (a copy of the list: a hook may remove itself).
+void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  auto hooks = leaf->post_accumulate_hooks;
+  Tensor t(leaf);
+  for (auto& [handle, hook] : hooks) hook(t);
+}
+
 // The state of one backward pass: the gradient waiting for each node, and how many of its
 // consumers have yet to pass theirs down.
 struct Pass {
   std::unordered_map<Node*, int> pending;
+  std::unordered_map<TensorImpl*, int> leaf_pending;  // only leaves with hooks
   std::unordered_map<Node*, std::shared_ptr<TensorImpl>> grads;
   std::vector<Node*> ready;
 
@@ -187,6 +198,8 @@ struct Pass {
       const Edge& e = node.next_edges()[i];
       // Moved, not copied: a gradient nobody else holds becomes the accumulator as it is.
       if (e.leaf && input_grads[i].defined()) accumulate(e.leaf->grad, std::move(input_grads[i]));
+      if (e.leaf && !e.leaf->post_accumulate_hooks.empty() && --leaf_pending[e.leaf.get()] == 0)
+        run_post_accumulate_hooks(e.leaf);
       if (!e.node) continue;
       if (input_grads[i].defined()) accumulate_for_node(grads[e.node.get()], std::move(input_grads[i]));
       if (--pending[e.node.get()] > 0) continue;
@@ -215,13 +228,17 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
   Node* root_node = root.impl()->grad_fn.get();
   if (!root_node) {  // backward on a leaf: d(root)/d(root) = identity
     accumulate(root.impl()->grad, std::move(seed));
+    if (!root.impl()->post_accumulate_hooks.empty()) run_post_accumulate_hooks(root.impl());
     return;
   }
   GraphObserver* observer = graph_observer();
 
   // Each node runs once all of its consumers have passed their gradient down (Kahn's order).
   Claims claims;
-  Pass pass{count_consumers(root_node, claims), {{root_node, owned(std::move(seed))}}, {root_node}};
+  Pass pass;
+  pass.pending = count_consumers(root_node, claims, pass.leaf_pending);
+  pass.grads[root_node] = owned(std::move(seed));
+  pass.ready.push_back(root_node);
   while (!pass.ready.empty()) {
     Node* node = pass.ready.back();
     pass.ready.pop_back();

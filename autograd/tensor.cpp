@@ -298,6 +298,24 @@ void Tensor::zero_grad() {
   impl_->grad.reset();
 }
 
+std::uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
+  TensorImpl& impl = const_cast<TensorImpl&>(checked("register_post_accumulate_grad_hook"));
+  if (!impl.requires_grad || impl.grad_fn)
+    throw_invalid("register_post_accumulate_grad_hook",
+                  "the {} tensor of shape {} is {}: only a leaf that requires grad accumulates a gradient",
+                  dtype_name(impl.dtype), shape_str(impl.shape),
+                  impl.grad_fn ? "the output of an op" : "a tensor that does not require grad");
+  static std::atomic<std::uint64_t> next_handle{1};
+  std::uint64_t handle = next_handle++;
+  impl.post_accumulate_hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(std::uint64_t handle) {
+  auto& hooks = const_cast<TensorImpl&>(checked("remove_post_accumulate_grad_hook")).post_accumulate_hooks;
+  std::erase_if(hooks, [&](const auto& h) { return h.first == handle; });
+}
+
 std::shared_ptr<Node> Tensor::grad_fn() const { return checked("grad_fn").grad_fn; }
 
 Tensor Tensor::detach() const {

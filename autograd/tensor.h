@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -62,6 +63,7 @@ class Storage {
 };
 
 class Node;
+class Tensor;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -70,6 +72,9 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // leaves only
   std::shared_ptr<Node> grad_fn;     // null for leaves and for tensors made without grad
+  // Called when a backward pass has added its last gradient into `grad` (leaves only; see
+  // Tensor::register_post_accumulate_grad_hook), by handle.
+  std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
 
   TensorImpl(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
   ~TensorImpl();
@@ -135,6 +140,14 @@ class Tensor {
   Tensor& retain_grad();
   bool retains_grad() const;
   void zero_grad();  // forgets the accumulated gradient
+  // Calls hook(*this) once per backward pass, when the pass has added the last of its
+  // gradients into this leaf's .grad: every op of the graph that used the leaf has run. Other
+  // ops of the pass may still be running, so a hook can start work on the finished gradient
+  // early (data-parallel training starts reducing it: dist/data_parallel.h). As PyTorch's
+  // register_post_accumulate_grad_hook; only for a leaf that requires grad. The hook runs on
+  // the thread running backward. Returns a handle for remove_post_accumulate_grad_hook.
+  std::uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook);
+  void remove_post_accumulate_grad_hook(std::uint64_t handle);
   std::shared_ptr<Node> grad_fn() const;
   // Same data, cut from the graph: no grad_fn, requires_grad false.
   Tensor detach() const;

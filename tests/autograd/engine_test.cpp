@@ -286,5 +286,59 @@ TEST(Engine, GradientOfAnotherDtypeSuggestsTo) {
       "with .to(ag::kFloat64))"));
 }
 
+// The post-accumulate hook runs once per pass, after the leaf's last gradient, even when the
+// leaf is used by several ops that the pass reaches at different times.
+TEST(Engine, PostAccumulateHookRunsOnceWhenTheLeafsGradientIsComplete) {
+  Tensor w = tensor({1.5, -2.0}, {2}, kFloat64).requires_grad_();
+  Tensor x = tensor({0.5, 3.0}, {2}, kFloat64).requires_grad_();
+  std::vector<std::vector<double>> seen;
+  std::vector<std::string> order;
+  w.register_post_accumulate_grad_hook([&](const Tensor& t) {
+    seen.push_back(t.grad().to_vector<double>());
+    order.push_back("w");
+  });
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("x"); });
+  // L = sum(w * x) + sum((w * w).exp()): three uses of w, one of x, on paths of different depth.
+  ((w * x).sum() + (w * w).exp().sum()).backward();
+  ASSERT_EQ(seen.size(), 1u);
+  // dL/dw = x + 2 w exp(w^2), by hand: the hook saw the whole of it.
+  EXPECT_DOUBLE_EQ(seen[0][0], 0.5 + 2 * 1.5 * std::exp(1.5 * 1.5));
+  EXPECT_DOUBLE_EQ(seen[0][1], 3.0 + 2 * -2.0 * std::exp(4.0));
+  EXPECT_EQ(std::count(order.begin(), order.end(), "w"), 1);
+  EXPECT_EQ(std::count(order.begin(), order.end(), "x"), 1);
+  // A second pass calls it again, after adding into the kept gradient.
+  (w * x).sum().backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_DOUBLE_EQ(seen[1][0], seen[0][0] + 0.5);
+}
+
+// The hook of a leaf that is finished early runs while the rest of backward is still to come.
+TEST(Engine, PostAccumulateHookRunsBeforeTheRestOfBackward) {
+  Tensor a = scalar(2.0, kFloat64).requires_grad_();
+  Tensor b = scalar(3.0, kFloat64).requires_grad_();
+  std::vector<std::string> order;
+  a.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("a"); });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("b"); });
+  // L = h(a) * b with h ten ops deep: b's gradient is complete after the first node, a's after the last.
+  Tensor h = a;
+  for (int i = 0; i < 10; ++i) h = (h * 0.5).tanh();
+  (h * b).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"b", "a"}));
+}
+
+TEST(Engine, PostAccumulateHookCanBeRemovedAndIsOnlyForLeaves) {
+  Tensor w = tensor({1.0}, {1}, kFloat64).requires_grad_();
+  int calls = 0;
+  std::uint64_t handle = w.register_post_accumulate_grad_hook([&](const Tensor&) { ++calls; });
+  (w * 2).sum().backward();
+  w.remove_post_accumulate_grad_hook(handle);
+  (w * 2).sum().backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { (w * 2).register_post_accumulate_grad_hook([](const Tensor&) {}); }, "the output of an op"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { tensor({1.0}, {1}).register_post_accumulate_grad_hook([](const Tensor&) {}); }, "does not require grad"));
+}
+
 }  // namespace
 }  // namespace ag
