@@ -11,6 +11,7 @@ PACKAGES=(
   g++ meson ninja-build pkg-config python3
   libopenblas-dev libfmt-dev libgtest-dev libbenchmark-dev
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev  # one Boost version, 1.81
+  libboost-mpi1.81-dev libopenmpi-dev openmpi-bin  # data-parallel training over MPI (optional)
   libpng-dev unifont                # pictures: PNG files, and a font for their labels
   fortunes fortunes-zh              # text corpora for the Mini-GPT (English and Chinese)
   clang libclang-rt-14-dev          # scripts/fuzz: clang and its libFuzzer and sanitizer runtimes

@@ -71,6 +71,13 @@ void check_train_options(const TrainOptions& o) {
   check_at_least("--eval-interval", o.eval_interval, 1);
   check_at_least("--eval-batches", o.eval_batches, 1);
   check_at_least("--checkpoint-interval", o.checkpoint_interval, 1);
+  check_at_least("--grad-accum", o.grad_accum, 1);
+  check_at_least("--sync-every", o.sync_check_interval, 1);
+  if (ag::dist::world_size() > 1 && o.grad_accum != 1)
+    refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step, so the step "
+           "already sums {}; to sum {} per step, run mpirun -np {} (or one process with --grad-accum {})",
+           o.grad_accum, ag::dist::world_size(), ag::dist::world_size(), o.grad_accum * ag::dist::world_size(),
+           o.grad_accum * ag::dist::world_size(), o.grad_accum * ag::dist::world_size());
   check_at_least("--warmup", o.warmup, 0);
   check_at_least("--sample-tokens", o.sample_tokens, 0);
   if (o.model.n_embd % o.model.n_head != 0)
@@ -127,7 +134,7 @@ Corpus read_training_corpus(const TrainOptions& o) {
              plural(std::ssize(ids), "character"), kMaxMapCharacters);
   }
   encode_prompt(tokenizer, "the final sample's prompt", "\n");  // every corpus line ends in one
-  return {std::move(files), std::move(tokenizer), std::move(dataset)};
+  return {std::move(files), ag::dist::fingerprint(text), std::move(tokenizer), std::move(dataset)};
 }
 
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config) {

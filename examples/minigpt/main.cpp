@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "../common/cli.h"
 #include "../common/kernels_option.h"
@@ -77,6 +78,11 @@ int train_command(int argc, char** argv) {
       "continue the run in --out from its last checkpoint, with its model (the model options may be left out)")(
       "overwrite", po::bool_switch(&o.overwrite),
       "replace the run in --out (without this or --resume, one there is refused)")(
+      "grad-accum", with_default(&o.grad_accum),
+      "micro-batches of --batch windows per step, their gradients summed in order (under mpirun, each process is "
+      "one: docs/distributed.md)")(
+      "sync-every", with_default(&o.sync_check_interval),
+      "under mpirun: steps between checks that every process holds the same weights")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
   po::variables_map vm;
   int code = 0;
@@ -198,6 +204,24 @@ int explore_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun, one of several processes (docs/distributed.md); otherwise nothing happens here.
+  std::optional<ag::dist::Environment> mpi;
+  try {
+    mpi.emplace(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "minigpt: " << e.what() << "\n";
+    return 2;
+  }
+  const bool distributed = ag::dist::world_size() > 1;
+  // Under mpirun an error names its rank; and since the other ranks may be waiting for this one,
+  // it stops them all (MPI_Abort) instead of returning.
+  auto fail = [&](const std::string& command, const char* what, int code) {
+    std::cerr << "minigpt " << command << ": "
+              << (distributed ? fmt::format("rank {} of {}: ", ag::dist::rank(), ag::dist::world_size()) : "") << what
+              << "\n";
+    if (distributed) ag::dist::abort(code);
+    return code;
+  };
   std::string usage =
       "usage: minigpt {train|sample|eval|explore} [options]   (minigpt SUBCOMMAND --help for the options)\n";
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -217,12 +241,15 @@ int main(int argc, char** argv) {
       code = explore_command(argc, argv);
     else
       std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
-  } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
-    std::cerr << "minigpt " << command << ": " << e.what() << "\n";
+  } catch (const minigpt::QuietExit& e) {
+    return e.code;
+  } catch (const ag::dist::Mismatch& e) {  // thrown on every rank at once: rank 0 says why
+    if (ag::dist::is_main_process()) std::cerr << "minigpt " << command << ": " << e.what() << "\n";
     return 2;
+  } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
+    return fail(command, e.what(), 2);
   } catch (const std::exception& e) {
-    std::cerr << "minigpt " << command << ": " << e.what() << "\n";
-    return 1;
+    return fail(command, e.what(), 1);
   }
   // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

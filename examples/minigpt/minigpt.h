@@ -24,6 +24,10 @@ struct TrainOptions {
   std::int64_t sample_tokens = 300;
   bool resume = false;     // continue the run in out_dir, its model as its training state has it
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
+  // Micro-batches of `batch` windows per step, their gradients summed in order: one process
+  // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
+  std::int64_t grad_accum = 1;
+  std::int64_t sync_check_interval = 100;  // under mpirun: steps between checks that every rank has the same weights
 };
 
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
@@ -41,6 +45,7 @@ void check_train_options(const TrainOptions& options);
 // --prompt's characters in its vocabulary.
 struct Corpus {
   std::vector<std::string> files;
+  std::uint64_t fingerprint = 0;  // of the text: ranks of one run must read the same
   ag::data::CharTokenizer tokenizer;
   ag::data::TextDataset dataset;
 };
@@ -60,6 +65,12 @@ void check_sampling_options(std::int64_t tokens, double temperature, std::int64_
 // `prompt` (given as `option`) is not empty and every character is in the vocabulary.
 std::vector<std::int64_t> encode_prompt(const ag::data::CharTokenizer& tokenizer, const std::string& option,
                                         const std::string& prompt);
+
+// Under mpirun, thrown on the ranks that stop because another rank refused the run (and said
+// why): they exit with `code`, quietly.
+struct QuietExit {
+  int code;
+};
 
 int train(const TrainOptions& options);
 

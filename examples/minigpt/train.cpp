@@ -12,6 +12,7 @@
 //
 // A signal is answered within one op (examples/common/stop.h): a step it cuts short is dropped,
 // its random draws undone, so the checkpoint is the one the last complete step left.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -44,20 +45,27 @@ std::optional<double> estimate_loss(ag::nn::GPT& model, const ag::data::TextData
                                     const TrainOptions& o, ag::Generator& gen) {
   ag::NoGradGuard no_grad;
   model.eval();
-  double total = 0;
+  // Under mpirun rank r computes batches r, r + N, ...; every rank draws all of them, and the
+  // per-batch losses are added in batch order, as one process adds them.
+  const int ranks = ag::dist::world_size(), me = ag::dist::rank();
+  std::vector<double> losses(static_cast<std::size_t>(o.eval_batches), 0.0);
   bool cut = false;
   for (std::int64_t i = 0; i < o.eval_batches; ++i) {
     auto b = ds.sample(split, o.batch, o.model.block_size, gen);
-    if (cut) continue;
+    if (cut || i % ranks != me) continue;
     try {
-      StopBetweenOps stop_points;
-      total += model.loss(b.x, b.y).item();
+      std::optional<StopBetweenOps> stop_points;
+      if (ranks == 1) stop_points.emplace();
+      losses[static_cast<std::size_t>(i)] = model.loss(b.x, b.y).item();
     } catch (const Interrupted&) {
       cut = true;
     }
   }
   model.train();
   if (cut) return std::nullopt;
+  ag::dist::sum_in_rank_order(losses);
+  double total = 0;
+  for (double l : losses) total += l;
   return total / static_cast<double>(o.eval_batches);
 }
 
@@ -122,20 +130,90 @@ void write_log_line(std::FILE* log, const std::string& path, const std::string& 
     throw std::runtime_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
 }
 
+
+// The settings every process of a data-parallel run must share, one per line, for
+// ag::dist::check_same: a rank started with other options or another corpus is refused.
+std::string run_description(const TrainOptions& o, const Corpus& corpus, const ag::nn::GPTConfig& config) {
+  return fmt::format(
+      "corpus: {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} dropout {}\n"
+      "steps {} batch {} lr {} min-lr {} warmup {} weight-decay {} grad-clip {}\neval-interval {} eval-batches {} "
+      "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nthreads per process {}\n",
+      fmt::join(corpus.files, " "), corpus.fingerprint, config.vocab_size, config.block_size, config.n_layer,
+      config.n_head, config.n_embd, config.dropout, o.steps, o.batch, o.lr, o.min_lr, o.warmup, o.weight_decay,
+      o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval, o.sync_check_interval, o.seed, o.resume,
+      ag::kernels_name(ag::kernels()), ag::get_num_threads());
+}
+
+// Dropout under gradient accumulation or mpirun: micro-batch k of a step draws its masks from
+// generators keyed by (the step's draw, k), not from wherever the previous micro-batch left
+// them, so that the process running micro-batch k draws the same masks whoever runs it. One
+// micro-batch per step (the default) draws exactly as before.
+class KeyedDropout {
+ public:
+  explicit KeyedDropout(ag::nn::GPT& model) {
+    std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
+    ag::io::collect_dropouts(model, "", dropouts);
+    for (auto& [_, d] : dropouts) generators_.push_back(&d->generator());
+  }
+  // At the start of a step: one draw from each generator, the same on every rank.
+  void begin_step() {
+    keys_.clear();
+    after_key_.clear();
+    for (ag::Generator* g : generators_) {
+      keys_.push_back(g->next_u64());
+      after_key_.push_back(*g);
+    }
+  }
+  void begin_micro_batch(std::int64_t k) {
+    for (std::size_t i = 0; i < generators_.size(); ++i)
+      generators_[i]->manual_seed(keys_[i] ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(k + 1)));
+  }
+  // At the end of the step every rank's generators are where the step's key left them.
+  void end_step() {
+    for (std::size_t i = 0; i < generators_.size(); ++i) *generators_[i] = after_key_[i];
+  }
+
+ private:
+  std::vector<ag::Generator*> generators_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<ag::Generator> after_key_;
+};
+
 }  // namespace
 
 int train(const TrainOptions& o) {
+  const bool distributed = ag::dist::world_size() > 1, main_rank = ag::dist::is_main_process();
   // Everything that can be known before the first step is checked first; nothing is written
-  // until all of it has passed.
-  check_train_options(o);
-  Corpus corpus = read_training_corpus(o);
+  // until all of it has passed. Under mpirun every rank checks its own options and corpus, and
+  // only rank 0 its output directory; a refusal on any rank stops all of them.
+  std::optional<Corpus> corpus_read;
+  ag::nn::GPTConfig config = o.model;
+  std::string refusal;
+  try {
+    check_train_options(o);
+    corpus_read.emplace(read_training_corpus(o));
+    config.vocab_size = corpus_read->tokenizer.size();
+    if (main_rank) check_train_resources(o, config);
+  } catch (const ag::examples::Refused& e) {
+    if (!distributed) throw;
+    refusal = e.what();
+  }
+  if (distributed) {
+    std::vector<double> refused = ag::dist::all_gather(refusal.empty() ? 0.0 : 1.0);
+    auto first = std::find(refused.begin(), refused.end(), 1.0);
+    if (first != refused.end()) {
+      if (first - refused.begin() == ag::dist::rank()) throw ag::examples::Refused(refusal);
+      throw QuietExit{2};
+    }
+    // Then that every rank is about to run the same thing.
+    ag::dist::check_same("the run's configuration", run_description(o, *corpus_read, config));
+  }
+  Corpus& corpus = *corpus_read;
   const ag::data::CharTokenizer& tokenizer = corpus.tokenizer;
   const ag::data::TextDataset& ds = corpus.dataset;
-  ag::nn::GPTConfig config = o.model;
-  config.vocab_size = tokenizer.size();
-  check_train_resources(o, config);
 
-  // From here on SIGINT and SIGTERM are requests to stop, answered at the next stop point.
+  // From here on SIGINT and SIGTERM are requests to stop, answered at the next stop point
+  // (under mpirun: at the end of the step, all ranks together).
   ag::examples::StopOnSignal stop;
   auto out = [&](const char* name) { return (std::filesystem::path(o.out_dir) / name).string(); };
   std::string model_path = out("minigpt.safetensors"), state_path = out("minigpt.train.safetensors"),
@@ -143,7 +221,8 @@ int train(const TrainOptions& o) {
   ag::Generator init_gen(o.seed), data_gen(o.seed + 1);
   std::unique_ptr<ag::nn::GPT> model_ptr;
   try {
-    StopBetweenOps stop_points;  // a large model takes a while to initialise
+    std::optional<StopBetweenOps> stop_points;  // a large model takes a while to initialise
+    if (!distributed) stop_points.emplace();
     model_ptr = std::make_unique<ag::nn::GPT>(config, init_gen);
   } catch (const Interrupted&) {
     fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
@@ -165,61 +244,109 @@ int train(const TrainOptions& o) {
     if (start > o.steps)
       ag::examples::refuse("--resume: {} is at step {}, past --steps {}; pass --steps {} or more to continue it",
                            state_path, start, o.steps, start);
-    if (ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
+    if (main_rank && ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
       fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
                  ag::io::schedule_json(schedule));
-    fmt::print("resuming from step {} of {}\n", start, state_path);
+    if (main_rank) fmt::print("resuming from step {} of {}\n", start, state_path);
   }
-  if (stop.requested()) {
-    fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
+  // Every rank starts from rank 0's weights, and checks that the rest of its state (the step,
+  // the optimizer's moments, the batch generator) is rank 0's too.
+  ag::dist::DataParallel dp(model.parameters(), {.micro_batches = o.grad_accum});
+  if (distributed) {
+    std::vector<ag::Tensor> weights = model.parameters();
+    for (auto& [_, b] : model.named_buffers()) weights.push_back(b);
+    ag::dist::broadcast(weights);
+    ag::dist::check_same("the training state", fmt::format("step {}\nbatch generator {}\n", start, data_gen.state()));
+    std::vector<ag::Tensor> moments;
+    for (auto& [_, t] : opt.state()) moments.push_back(t);
+    ag::dist::check_in_sync("the optimizer's moments", moments);
+  }
+  if (ag::dist::any(stop.requested())) {
+    if (main_rank) fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
     return 130;
   }
   // The first write: the directory, and the lock that keeps a second run out of it.
-  ag::examples::RunLock lock(o.out_dir, "minigpt.lock");
-  LossLog history = truncate_log(log_path, start);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(std::fopen(log_path.c_str(), "a"), &std::fclose);
-  if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
+  std::optional<ag::examples::RunLock> lock;
+  LossLog history;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(nullptr, &std::fclose);
+  if (main_rank) {
+    lock.emplace(o.out_dir, "minigpt.lock");
+    history = truncate_log(log_path, start);
+    log.reset(std::fopen(log_path.c_str(), "a"));
+    if (!log)
+      throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
+  }
+  const std::int64_t micro = dp.micro_batches();
+  if (main_rank) {
+    fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
+               static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
+               plural(tokenizer.size(), "character"));
+    fmt::print("model: {}, {}, n_embd {}, block {}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
+               plural(config.n_head, "head"), config.n_embd, config.block_size,
+               static_cast<double>(model.parameter_count()) / 1e6);
+    fmt::print("training: {} of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", plural(o.steps, "step"),
+               o.batch * micro, config.block_size, o.lr, o.warmup, o.min_lr);
+    if (distributed)
+      fmt::print("data-parallel: {} processes x {} per process, gradients summed in rank order\n",
+                 ag::dist::world_size(), plural(ag::get_num_threads(), "thread"));
+    else if (micro > 1)
+      fmt::print("gradient accumulation: {} micro-batches of {} per step, gradients summed in order\n", micro,
+                 plural(o.batch, "window"));
+    if (ag::kernels() == ag::Kernels::Reference)
+      fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
+  }
 
-  fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
-             static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
-             plural(tokenizer.size(), "character"));
-  fmt::print("model: {}, {}, n_embd {}, block {}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
-             plural(config.n_head, "head"), config.n_embd, config.block_size,
-             static_cast<double>(model.parameter_count()) / 1e6);
-  fmt::print("training: {} of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", plural(o.steps, "step"),
-             o.batch, config.block_size, o.lr, o.warmup, o.min_lr);
-  if (ag::kernels() == ag::Kernels::Reference)
-    fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
-
-  ag::examples::ProgressBar bar(o.steps - start);
+  std::optional<ag::examples::ProgressBar> bar;
+  if (main_rank) bar.emplace(o.steps - start);
   double smoothed = 0;
   std::int64_t step = start, saved = -1;
   // `done`: how many steps are complete; a resumed run starts there. The training state goes
   // first: it alone is what --resume reads; the model file beside it is for sample and eval.
+  // Only rank 0 writes.
   auto checkpoint = [&](std::int64_t done) {
-    ag::io::save_training_state(state_path, state, tokenizer, done);
-    ag::io::save_gpt(model_path, model, tokenizer);
+    if (main_rank) {
+      ag::io::save_training_state(state_path, state, tokenizer, done);
+      ag::io::save_gpt(model_path, model, tokenizer);
+    }
     saved = done;
   };
   DrawsOfAStep draws(model, data_gen);
-  bool eval_cut = false;
-  for (; step < o.steps && !stop.requested(); ++step) {
-    // The step's forward and backward passes stop at the next op when asked; the update after
-    // them never stops half-way, so the model is always the one a whole number of steps made.
+  KeyedDropout keyed_dropout(model);
+  const std::vector<std::int64_t> mine = dp.my_micro_batches();
+  bool eval_cut = false, stopping = false;
+  for (; step < o.steps && !stopping; ++step) {
+    // The step's forward and backward passes stop at the next op when asked (one process
+    // only: under mpirun a rank must not leave the others waiting half-way through a step);
+    // the update after them never stops half-way, so the model is always the one a whole
+    // number of steps made.
     draws.remember();
-    ag::Tensor loss;
+    std::vector<double> losses;
     try {
-      StopBetweenOps stop_points;
+      std::optional<StopBetweenOps> stop_points;
+      if (!distributed) stop_points.emplace();
       opt.set_lr(schedule.lr_at(step));
-      auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
-      loss = model.loss(batch.x, batch.y);
-      opt.zero_grad();
-      loss.backward();
+      if (micro > 1) keyed_dropout.begin_step();
+      // The step's global batch is micro x batch windows, drawn in order by every rank; micro-
+      // batch k is the k-th run of `batch`, and each rank keeps its own.
+      std::vector<ag::data::TextDataset::Batch> batches;
+      for (std::int64_t k = 0; k < micro; ++k) {
+        auto b = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
+        if (std::find(mine.begin(), mine.end(), k) != mine.end()) batches.push_back(std::move(b));
+      }
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        if (micro > 1) keyed_dropout.begin_micro_batch(mine[i]);
+        dp.begin_micro_batch();
+        ag::Tensor loss = model.loss(batches[i].x, batches[i].y);
+        loss.backward(dp.loss_weight(loss));
+        dp.end_micro_batch();
+        losses.push_back(loss.item());
+      }
+      if (micro > 1) keyed_dropout.end_step();
     } catch (const Interrupted&) {
       draws.undo();
       break;
     }
-    double l = loss.item();
+    double l = dp.sum_over_micro_batches(losses);
     // A loss that is no longer finite would make every weight NaN at this update, and the next
     // checkpoint would write them over the last good one: stop before the update instead.
     if (!std::isfinite(l)) {
@@ -231,40 +358,56 @@ int train(const TrainOptions& o) {
     }
     ag::optim::clip_grad_norm(model.parameters(), o.grad_clip);
     opt.step();
+    // Every rank has applied the same update to the same weights; every so often, check.
+    if (distributed && ((step + 1) % o.sync_check_interval == 0 || step + 1 == o.steps)) {
+      try {
+        ag::dist::check_in_sync(fmt::format("the weights after step {}", step + 1), model.parameters());
+      } catch (const ag::dist::Mismatch& e) {  // on every rank at once
+        if (main_rank)
+          fmt::print(stderr, "minigpt train: {}; stopped (the last checkpoint, if any, is from before)\n", e.what());
+        throw QuietExit{1};
+      }
+    }
 
     smoothed = step == start ? l : 0.95 * smoothed + 0.05 * l;
     history.steps.push_back(static_cast<double>(step + 1));
     history.losses.push_back(l);
-    bar.update(step + 1 - start, (step + 1 - start) * o.batch * config.block_size,
-               fmt::format("loss {:.4f}", smoothed));
+    if (bar)
+      bar->update(step + 1 - start, (step + 1 - start) * o.batch * micro * config.block_size,
+                  fmt::format("loss {:.4f}", smoothed));
     bool evaluate = (step + 1) % o.eval_interval == 0 || step + 1 == o.steps;
     std::optional<double> val = evaluate ? estimate_loss(model, ds, Split::Validation, o, data_gen) : std::nullopt;
     eval_cut = evaluate && !val;
-    write_log_line(log.get(), log_path,
-                   fmt::format("{},{},{},{}\n", step + 1, l, opt.lr(), val ? fmt::format("{}", *val) : ""));
+    if (main_rank)
+      write_log_line(log.get(), log_path,
+                     fmt::format("{},{},{},{}\n", step + 1, l, opt.lr(), val ? fmt::format("{}", *val) : ""));
     if (val) {
       history.val_steps.push_back(static_cast<double>(step + 1));
       history.val_losses.push_back(*val);
     }
     if (evaluate || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
-    if (val) {
+    if (val && bar) {
       // Perplexity e^loss: as unsure as a uniform choice among that many characters.
-      bar.print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}, perplexity {:.2f}  (saved {})",
-                                 step + 1, smoothed, *val, std::exp(*val), model_path));
+      bar->print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}, perplexity {:.2f}  (saved {})",
+                                  step + 1, smoothed, *val, std::exp(*val), model_path));
     }
+    stopping = distributed ? ag::dist::any(stop.requested()) : stop.requested();
   }
-  bar.finish();
-  if (stop.requested()) {
+  if (bar) bar->finish();
+  if (stop.requested() || stopping) {
     if (saved != step) checkpoint(step);
-    fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
-    if (eval_cut)
-      fmt::print("(the {} cut its evaluation short: the log has no validation loss for that step)\n",
-                 stop.signal_name());
+    if (main_rank) {
+      fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
+      if (eval_cut)
+        fmt::print("(the {} cut its evaluation short: the log has no validation loss for that step)\n",
+                   stop.signal_name());
+    }
     return 130;
   }
+  if (!main_rank) return 0;  // the pictures and the sample are rank 0's
   if (std::fclose(log.release()) != 0)
     throw std::runtime_error(fmt::format("cannot write '{}': {}", log_path, std::strerror(errno)));
-  fmt::print("trained {} in {}\n", plural(step - start, "step"), ag::examples::format_duration(bar.elapsed_seconds()));
+  fmt::print("trained {} in {}\n", plural(step - start, "step"), ag::examples::format_duration(bar->elapsed_seconds()));
 
   // The pictures and the sample: the checkpoint of the last step is already complete, so a
   // stop request here only skips what is left.

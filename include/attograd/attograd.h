@@ -20,6 +20,8 @@
 #include "autograd/memory.h"
 #include "autograd/node.h"
 #include "autograd/tensor.h"
+#include "dist/data_parallel.h"
+#include "dist/dist.h"
 #include "io/checkpoint.h"
 #include "nn/attention.h"
 #include "nn/gpt.h"
