@@ -107,8 +107,10 @@ std::vector<std::int64_t> DataParallel::my_micro_batches() const {
   return all;
 }
 
-Tensor DataParallel::loss_weight(const Tensor& loss) const {
-  return full(loss.shape(), 1.0 / static_cast<double>(total_), loss.dtype());
+Tensor DataParallel::loss_weight(const Tensor& loss, double weight) const {
+  if (!(weight >= 0 && weight <= 1))
+    throw_invalid("DataParallel::loss_weight", "a micro-batch's weight must be in [0, 1], got {}", weight);
+  return full(loss.shape(), weight, loss.dtype());
 }
 
 double DataParallel::sum_over_micro_batches(const std::vector<double>& mine) const {
@@ -117,7 +119,7 @@ double DataParallel::sum_over_micro_batches(const std::vector<double>& mine) con
                   mine.size(), distributed_ ? 1 : total_);
   std::vector<double> all = distributed_ ? all_gather(mine[0]) : mine;
   double total = 0;
-  for (double v : all) total += v / static_cast<double>(total_);
+  for (double v : all) total += v;
   return total;
 }
 

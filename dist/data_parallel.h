@@ -11,7 +11,9 @@
 //     ag::Tensor loss = model.loss(b.x, b.y);
 //     loss.backward(dp.loss_weight(loss));              // d(total)/d(loss_k) = 1 / M
 //     dp.end_micro_batch();
+//     mine.push_back(loss.item() / M);
 //   }
+//   double step_loss = dp.sum_over_micro_batches(mine);  // the same on every rank
 //   // every rank's .grad() now holds g_0 + g_1 + ... + g_(M-1), added in that order
 //
 // Under mpirun the parameters are grouped into buckets of about `bucket_bytes`, last layers
@@ -62,9 +64,12 @@ class DataParallel {
   // M, the step's micro-batches over all processes, and the global indices this one runs.
   std::int64_t micro_batches() const { return total_; }
   std::vector<std::int64_t> my_micro_batches() const;
-  // The gradient to seed a micro-batch's backward with, 1 / M in the loss's dtype: the step
-  // minimises the mean of the M micro-batch losses, each a mean over its own tokens.
-  Tensor loss_weight(const Tensor& loss) const;
+  // The gradient to seed a micro-batch's backward with: its weight in the step's loss, in the
+  // loss's dtype. The step minimises the mean over all the step's tokens; a micro-batch whose
+  // loss is the mean over its own n_k of N tokens weighs n_k / N (1 / M when all hold as many:
+  // the default). Every rank knows N: it draws the whole global batch.
+  Tensor loss_weight(const Tensor& loss) const { return loss_weight(loss, 1.0 / static_cast<double>(total_)); }
+  Tensor loss_weight(const Tensor& loss, double weight) const;
 
   // Around each micro-batch's forward and backward. begin sets the gradients so far aside
   // (the parameters' .grad() is undefined, ready for this micro-batch's own); end adds the
@@ -72,8 +77,8 @@ class DataParallel {
   void begin_micro_batch();
   void end_micro_batch();
 
-  // The step's loss: the micro-batch values this process computed (in my_micro_batches()
-  // order), weighted and summed over all of them in global order, on every rank.
+  // The step's loss, on every rank: the weighted micro-batch losses (weight x loss) this
+  // process computed, in my_micro_batches() order, summed with everyone's in global order.
   double sum_over_micro_batches(const std::vector<double>& mine) const;
 
   const CommunicationStats& last_step() const { return stats_; }

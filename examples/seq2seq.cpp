@@ -19,6 +19,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "common/cli.h"
 #include "common/digit_tasks.h"
@@ -35,6 +36,11 @@ namespace {
 
 using namespace ag::examples::digits;
 
+// Under mpirun: the ranks agreed to stop (one of them said why).
+struct AgreedExit {
+  int code;
+};
+
 struct Options {
   std::string task = "reverse";
   std::int64_t min_len = 4, max_len = 8;
@@ -44,6 +50,7 @@ struct Options {
   std::uint64_t seed = 1;
   std::string out = "seq2seq-out";
   double min_accuracy = 0;  // exit non-zero below this (for tests)
+  std::int64_t grad_accum = 1;
 };
 
 // Everything checked before the model is built: a run that starts can finish.
@@ -69,13 +76,19 @@ void check(const Options& o, const ag::nn::TransformerConfig& config) {
     refuse("--d-model {} must be a multiple of --heads {}: each head takes an equal share of the width", o.d_model,
            o.heads);
   if (!(std::isfinite(o.lr) && o.lr > 0)) refuse("--lr must be a positive finite number, got {}", o.lr);
+  if (o.grad_accum < 1) refuse("--grad-accum must be at least 1, got {}", o.grad_accum);
+  if (ag::dist::world_size() > 1 && o.grad_accum != 1)
+    refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step; run mpirun "
+           "-np {} (or one process with --grad-accum {}) to sum {} per step",
+           o.grad_accum, ag::dist::world_size(), o.grad_accum * ag::dist::world_size(),
+           o.grad_accum * ag::dist::world_size(), o.grad_accum * ag::dist::world_size());
   if (!(o.min_accuracy >= 0 && o.min_accuracy <= 1))
     refuse("--min-accuracy must be a fraction from 0 to 1, got {}", o.min_accuracy);
   ag::examples::check_fits_in_memory(
       fmt::format("the model (--layers {} --d-model {} --heads {}) at --batch {} and --max-len {}", o.layers, o.d_model,
                   o.heads, o.batch, o.max_len),
       ag::examples::transformer_training_memory(config, o.batch, o.max_len));
-  ag::examples::check_output_dir("--out", o.out, {"cross_attention.png"});
+  if (ag::dist::is_main_process()) ag::examples::check_output_dir("--out", o.out, {"cross_attention.png"});
 }
 
 int run(const Options& o) {
@@ -88,7 +101,28 @@ int run(const Options& o) {
                                    .n_encoder_layers = o.layers,
                                    .n_decoder_layers = o.layers,
                                    .max_len = o.max_len + 2};
-  check(o, config);
+  // Under mpirun a refusal on any rank stops every rank; the first that refused says why.
+  std::string refusal;
+  try {
+    check(o, config);
+  } catch (const ag::examples::Refused& e) {
+    if (ag::dist::world_size() == 1) throw;
+    refusal = e.what();
+  }
+  const bool main_rank = ag::dist::is_main_process();
+  if (ag::dist::world_size() > 1) {
+    std::vector<double> refused = ag::dist::all_gather(refusal.empty() ? 0.0 : 1.0);
+    auto first = std::find(refused.begin(), refused.end(), 1.0);
+    if (first != refused.end()) {
+      if (first - refused.begin() == ag::dist::rank())
+        std::cerr << "seq2seq: " << (main_rank ? "" : fmt::format("rank {}: ", ag::dist::rank())) << refusal << "\n";
+      throw AgreedExit{2};
+    }
+    ag::dist::check_same("the run's configuration",
+                         fmt::format("task {} {} {}\nsteps {} batch {} lr {} seed {}\nmodel {} {} {}\nthreads {}\n",
+                                     o.task, o.min_len, o.max_len, o.steps, o.batch, o.lr, o.seed, o.d_model,
+                                     o.heads, o.layers, ag::get_num_threads()));
+  }
   ag::Generator init(o.seed), data(o.seed + 1), eval_gen(o.seed + 2);
   // Drawn before training (from a generator of its own, so the same set): an empty one is
   // known now, not after the training it would make useless.
@@ -96,11 +130,26 @@ int run(const Options& o) {
   if (held_out.empty())
     ag::examples::refuse("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len);
   ag::nn::Transformer model(config, init);
-  fmt::print("task: {} digit sequences of length {} to {}; model: {} + {}, d_model {}, {}, {} parameters\n", o.task,
-             o.min_len, o.max_len, o.layers, ag::examples::plural(o.layers, "layer"), o.d_model,
-             ag::examples::plural(o.heads, "head"), model.parameter_count());
-  if (o.steps == 0) fmt::print("--steps 0: the untrained model, as a baseline\n");
-  train(model, task, {.steps = o.steps, .batch = o.batch, .lr = o.lr}, data);
+  ag::dist::broadcast(model.parameters());
+  if (main_rank) {
+    fmt::print("task: {} digit sequences of length {} to {}; model: {} + {}, d_model {}, {}, {} parameters\n", o.task,
+               o.min_len, o.max_len, o.layers, ag::examples::plural(o.layers, "layer"), o.d_model,
+               ag::examples::plural(o.heads, "head"), model.parameter_count());
+    if (ag::dist::world_size() > 1)
+      fmt::print("data-parallel: {} processes, {} sequences each per step\n", ag::dist::world_size(), o.batch);
+    else if (o.grad_accum > 1)
+      fmt::print("gradient accumulation: {} micro-batches of {} sequences per step\n", o.grad_accum, o.batch);
+  }
+  if (o.steps == 0 && main_rank) fmt::print("--steps 0: the untrained model, as a baseline\n");
+  double last_loss =
+      train(model, task, {.steps = o.steps, .batch = o.batch, .lr = o.lr, .grad_accum = o.grad_accum}, data);
+  ag::dist::check_in_sync("the weights after training", model.parameters());
+  if (!main_rank) return 0;  // the evaluation and the picture are rank 0's
+  // Every digit of the last loss and a fingerprint of the weights: two runs that should be
+  // equal (one process accumulating, several under mpirun) can be compared exactly.
+  if (o.steps > 0)
+    fmt::print("last step's loss: {}; weights: fingerprint {:016x}\n", last_loss,
+               ag::dist::fingerprint(model.parameters()));
 
   double accuracy = exact_accuracy(model, task, held_out);
   auto correct = static_cast<std::int64_t>(std::lround(accuracy * static_cast<double>(held_out.size())));
@@ -140,6 +189,22 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun, one of several processes (docs/distributed.md); otherwise nothing happens here.
+  std::optional<ag::dist::Environment> mpi;
+  try {
+    mpi.emplace(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "seq2seq: " << e.what() << "\n";
+    return 2;
+  }
+  const bool distributed = ag::dist::world_size() > 1;
+  // An error on one rank under mpirun stops every rank (the others may be waiting for it).
+  auto fail = [&](const std::string& what, int code) {
+    std::cerr << "seq2seq: " << (distributed ? fmt::format("rank {} of {}: ", ag::dist::rank(), ag::dist::world_size()) : "")
+              << what << "\n";
+    if (distributed) ag::dist::abort(code);
+    return code;
+  };
   Options o;
   po::options_description opts("seq2seq: an encoder-decoder Transformer learns to reverse or sort digit sequences");
   opts.add_options()("help,h", "show this help")("task", ag::examples::with_default(&o.task), "reverse or sort")(
@@ -155,7 +220,10 @@ int main(int argc, char** argv) {
       "seed", ag::examples::seed_value(&o.seed), "random seed")("out", ag::examples::with_default(&o.out),
                                                                 "directory for the cross-attention picture")(
       "min-accuracy", ag::examples::with_default(&o.min_accuracy),
-      "exit with status 1 when the held-out accuracy is below this fraction")("kernels", ag::examples::kernels_value(),
+      "exit with status 1 when the held-out accuracy is below this fraction")(
+      "grad-accum", ag::examples::with_default(&o.grad_accum),
+      "micro-batches of --batch sequences per step, their gradients summed in order (under mpirun, each process is "
+      "one: docs/distributed.md)")("kernels", ag::examples::kernels_value(),
                                                                               ag::examples::kKernelsHelp);
   try {
     po::variables_map vm;
@@ -166,26 +234,29 @@ int main(int argc, char** argv) {
     }
     po::notify(vm);
     // A signal stops the run at the next op (nothing is saved: the run is short and has no
-    // checkpoint); a second one at once.
+    // checkpoint); a second one at once. Under mpirun, at the end of a step, all ranks together.
     ag::examples::StopOnSignal stop;
-    ag::examples::StopBetweenOps stop_points;
+    std::optional<ag::examples::StopBetweenOps> stop_points;
+    if (!distributed) stop_points.emplace();
     int code = run(o);
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-      std::cerr << "seq2seq: cannot write to standard output\n";
-      return 1;
-    }
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("cannot write to standard output", 1);
+    if (distributed && code != 0) ag::dist::abort(code);
     return code;
+  } catch (const AgreedExit& e) {
+    return e.code;
+  } catch (const ag::dist::Mismatch& e) {  // on every rank at once: rank 0 says why
+    if (ag::dist::is_main_process()) std::cerr << "seq2seq: " << e.what() << "\n";
+    return 2;
   } catch (const po::error& e) {
     std::cerr << "seq2seq: " << e.what() << "\n\n" << opts << "\n";
-    return 2;
+    return distributed ? fail("bad command line", 2) : 2;
   } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
-    std::cerr << "seq2seq: " << e.what() << "\n";
-    return 2;
+    return fail(e.what(), 2);
   } catch (const ag::examples::Interrupted&) {
-    std::cerr << "\nseq2seq: interrupted by " << ag::examples::StopOnSignal::signal_name() << "; nothing was saved\n";
+    if (ag::dist::is_main_process())
+      std::cerr << "\nseq2seq: interrupted by " << ag::examples::StopOnSignal::signal_name() << "; nothing was saved\n";
     return 130;
   } catch (const std::exception& e) {
-    std::cerr << "seq2seq: " << e.what() << "\n";
-    return 1;
+    return fail(e.what(), 1);
   }
 }

@@ -1,9 +1,11 @@
 #include "digit_tasks.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "progress.h"
+#include "stop.h"
 
 namespace ag::examples::digits {
 
@@ -59,33 +61,64 @@ Batch make_batch(const Task& task, const std::vector<Sequence>& sources) {
           from_vector(tout, {b, t_len})};
 }
 
-void train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
-           const Forward& forward) {
+double train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
+             const Forward& forward) {
   optim::AdamW opt(optim::decay_groups(model, 0.01), {.lr = s.lr, .beta2 = 0.98});
   optim::WarmupCosine schedule{
       .warmup = std::min<std::int64_t>(100, s.steps), .total = s.steps, .max_lr = s.lr, .min_lr = s.lr / 20};
+  dist::DataParallel dp(model.parameters(), {.micro_batches = s.grad_accum});
+  const std::int64_t micro = dp.micro_batches();
+  const std::vector<std::int64_t> mine = dp.my_micro_batches();
   model.train();
-  ProgressBar bar(s.steps);
+  std::optional<ProgressBar> bar;
+  if (dist::is_main_process()) bar.emplace(s.steps);
   std::int64_t tokens = 0;  // source and target tokens seen
+  double loss_value = 0;
   for (std::int64_t step = 0; step < s.steps; ++step) {
-    std::vector<Sequence> sources;
-    while (static_cast<std::int64_t>(sources.size()) < s.batch) {
-      Sequence seq = random_sequence(task, data);
-      if (!is_held_out(seq)) sources.push_back(seq);
+    // The step's micro x batch sequences, drawn in order by every rank; micro-batch k is the
+    // k-th run of `batch`. The loss is the mean over the step's target tokens, so a micro-batch
+    // weighs its share of them: padding makes the shares unequal.
+    std::vector<Batch> batches;
+    std::vector<double> targets;
+    double all_targets = 0;
+    for (std::int64_t k = 0; k < micro; ++k) {
+      std::vector<Sequence> sources;
+      while (static_cast<std::int64_t>(sources.size()) < s.batch) {
+        Sequence seq = random_sequence(task, data);
+        if (!is_held_out(seq)) sources.push_back(seq);
+      }
+      Batch b = make_batch(task, sources);
+      tokens += b.src.numel() + b.tgt_in.numel();
+      std::vector<std::int64_t> out = b.tgt_out.to_vector<std::int64_t>();
+      auto n = static_cast<double>(out.size()) - static_cast<double>(std::count(out.begin(), out.end(), kPad));
+      all_targets += n;
+      if (std::find(mine.begin(), mine.end(), k) == mine.end()) continue;
+      batches.push_back(std::move(b));
+      targets.push_back(n);
     }
-    Batch b = make_batch(task, sources);
     opt.set_lr(schedule.lr_at(step));
-    Tensor logits = forward ? forward(b) : model.forward(b.src, b.tgt_in, b.src_mask);
-    Tensor loss = cross_entropy(logits, b.tgt_out, kPad);
-    opt.zero_grad();
-    loss.backward();
+    std::vector<double> losses;
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const Batch& b = batches[i];
+      dp.begin_micro_batch();
+      Tensor logits = forward ? forward(b) : model.forward(b.src, b.tgt_in, b.src_mask);
+      Tensor loss = cross_entropy(logits, b.tgt_out, kPad);
+      double weight = micro == 1 ? 1.0 : targets[i] / all_targets;
+      loss.backward(dp.loss_weight(loss, weight));
+      dp.end_micro_batch();
+      losses.push_back(loss.item() * weight);
+    }
+    loss_value = dp.sum_over_micro_batches(losses);
     optim::clip_grad_norm(model.parameters(), 1.0);
     opt.step();
-    tokens += b.src.numel() + b.tgt_in.numel();
-    bar.update(step + 1, tokens, fmt::format("{}{}loss {:.4f}", label, label.empty() ? "" : "  ", loss.item()));
+    if (bar) bar->update(step + 1, tokens, fmt::format("{}{}loss {:.4f}", label, label.empty() ? "" : "  ", loss_value));
+    // Under mpirun a stop request is answered here, by all ranks together (a signal only
+    // interrupts an op in a single process: examples/common/stop.h).
+    if (dist::world_size() > 1 && dist::any(StopOnSignal::requested())) throw Interrupted();
   }
-  bar.finish();
+  if (bar) bar->finish();
   model.eval();
+  return loss_value;
 }
 
 Sequence decode(nn::Transformer& model, const Sequence& source, std::vector<Tensor>* cross) {

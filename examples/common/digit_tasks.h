@@ -40,15 +40,18 @@ Batch make_batch(const Task& task, const std::vector<Sequence>& sources);
 struct TrainSettings {
   std::int64_t steps = 1500, batch = 64;
   double lr = 2e-3;
+  // Micro-batches of `batch` sequences per step, their gradients summed in order; under
+  // mpirun each process runs one (ag::dist::DataParallel).
+  std::int64_t grad_accum = 1;
 };
 // How a batch becomes logits [B, T, kVocab]; empty means model.forward(src, tgt_in, src_mask).
 // An experiment passes its own to change what the decoder reads.
 using Forward = std::function<Tensor(const Batch&)>;
 
 // AdamW with warm-up + cosine on batches of training (not held-out) sequences, with a
-// progress bar labelled `label`.
-void train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data,
-           const std::string& label = "", const Forward& forward = {});
+// progress bar labelled `label` (rank 0's only, under mpirun). Returns the last step's loss.
+double train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data,
+             const std::string& label = "", const Forward& forward = {});
 
 // Greedy decoding of one source sequence; `cross` receives the last step's cross-attention.
 Sequence decode(nn::Transformer& model, const Sequence& source, std::vector<Tensor>* cross = nullptr);

@@ -252,9 +252,9 @@ int main(int argc, char** argv) {
     return fail(command, e.what(), 1);
   }
   // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::cerr << "minigpt " << command << ": cannot write to standard output\n";
-    return 1;
-  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(command, "cannot write to standard output", 1);
+  // Under mpirun, an exit the ranks did not agree on (a bad option on one of them, say) must
+  // not leave the others waiting: 0 and 130 (a stop all ranks agreed on) are the agreed ones.
+  if (distributed && code != 0 && code != 130) ag::dist::abort(code);
   return code;
 }

@@ -135,10 +135,11 @@ void write_log_line(std::FILE* log, const std::string& path, const std::string& 
 // ag::dist::check_same: a rank started with other options or another corpus is refused.
 std::string run_description(const TrainOptions& o, const Corpus& corpus, const ag::nn::GPTConfig& config) {
   return fmt::format(
-      "corpus: {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} dropout {}\n"
+      "corpus: {} characters in {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} dropout {}\n"
       "steps {} batch {} lr {} min-lr {} warmup {} weight-decay {} grad-clip {}\neval-interval {} eval-batches {} "
       "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nthreads per process {}\n",
-      fmt::join(corpus.files, " "), corpus.fingerprint, config.vocab_size, config.block_size, config.n_layer,
+      corpus.dataset.size(Split::Train) + corpus.dataset.size(Split::Validation), plural(std::ssize(corpus.files), "file"),
+      corpus.fingerprint, config.vocab_size, config.block_size, config.n_layer,
       config.n_head, config.n_embd, config.dropout, o.steps, o.batch, o.lr, o.min_lr, o.warmup, o.weight_decay,
       o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval, o.sync_check_interval, o.seed, o.resume,
       ag::kernels_name(ag::kernels()), ag::get_num_threads());
@@ -202,7 +203,10 @@ int train(const TrainOptions& o) {
     std::vector<double> refused = ag::dist::all_gather(refusal.empty() ? 0.0 : 1.0);
     auto first = std::find(refused.begin(), refused.end(), 1.0);
     if (first != refused.end()) {
-      if (first - refused.begin() == ag::dist::rank()) throw ag::examples::Refused(refusal);
+      if (first - refused.begin() == ag::dist::rank())
+        fmt::print(stderr, "minigpt train: {}{}\n",
+                   ag::dist::rank() == 0 ? "" : fmt::format("rank {} of {}: ", ag::dist::rank(), ag::dist::world_size()),
+                   refusal);
       throw QuietExit{2};
     }
     // Then that every rank is about to run the same thing.
@@ -339,7 +343,7 @@ int train(const TrainOptions& o) {
         ag::Tensor loss = model.loss(batches[i].x, batches[i].y);
         loss.backward(dp.loss_weight(loss));
         dp.end_micro_batch();
-        losses.push_back(loss.item());
+        losses.push_back(loss.item() / static_cast<double>(micro));
       }
       if (micro > 1) keyed_dropout.end_step();
     } catch (const Interrupted&) {

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Data-parallel training under mpirun (docs/distributed.md):
+#   1. N = 2 and 3 processes write the same bytes (train_log.csv, both checkpoints) as one
+#      process with --grad-accum N; seq2seq prints the same loss and weights;
+#   2. a rank killed mid-run brings the whole run down within seconds, naming the rank; the last
+#      checkpoint is intact, and --resume from it ends exactly where an unbroken run ends;
+#   3. a run resumed with another N equals one process that changes --grad-accum at that step;
+#   4. ranks started with other options or another corpus are refused before anything is written.
+# Skipped (77) without mpirun or in a build without MPI. One thread per process.
+# Usage: distributed_test.sh MINIGPT SEQ2SEQ HAVE_MPI
+set -euo pipefail
+minigpt=$1
+seq2seq=$2
+have_mpi=$3
+if [ "$have_mpi" != true ] || ! command -v mpirun > /dev/null; then
+  echo "skipped: this build has no MPI, or mpirun is not installed"
+  exit 77
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export AG_NUM_THREADS=1
+# Open MPI refuses to run as root unless told, and may not have the cores it is asked for.
+mpi=(mpirun --oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+# Containers often forbid the cross-memory attach Open MPI's shared-memory transport tries first.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+same_run() {  # same_run DIR_A DIR_B: the files a run writes are byte for byte the same
+  for f in train_log.csv minigpt.safetensors minigpt.train.safetensors; do
+    cmp "$1/$f" "$2/$f" || fail "$f of $(basename "$1") and $(basename "$2") differ"
+  done
+}
+
+for i in $(seq 1 80); do printf 'the cat sat on the mat; a dog lay on the log. %d\n' "$i"; done > "$dir/corpus.txt"
+train=("$minigpt" train --corpus "$dir/corpus.txt" --batch 4 --block 16 --layers 2 --heads 2 --embd 32
+  --eval-interval 10 --eval-batches 3 --sample-tokens 5)
+
+# 1. Equality, 20 steps, dropout on (its masks are keyed by micro-batch).
+for n in 2 3; do
+  "${train[@]}" --steps 20 --dropout 0.1 --grad-accum $n --out "$dir/accum$n" > "$dir/accum$n.log"
+  "${mpi[@]}" -np $n "${train[@]}" --steps 20 --dropout 0.1 --out "$dir/mpi$n" > "$dir/mpi$n.log" 2>&1 ||
+    { cat "$dir/mpi$n.log"; fail "mpirun -np $n failed"; }
+  same_run "$dir/accum$n" "$dir/mpi$n"
+  grep -q "data-parallel: $n processes" "$dir/mpi$n.log" || fail "mpirun -np $n did not say it ran data-parallel"
+  [ "$(grep -c '^final validation loss' "$dir/mpi$n.log")" -eq 1 ] || fail "more than rank 0 printed the summary"
+  echo "N = $n: train_log.csv and both checkpoints equal to --grad-accum $n, byte for byte ($(($(wc -l < "$dir/mpi$n/train_log.csv") - 1)) steps, last: $(tail -1 "$dir/mpi$n/train_log.csv"))"
+done
+# Equal, and still a different run from one process with one micro-batch of 4.
+"${train[@]}" --steps 20 --dropout 0.1 --out "$dir/single" > /dev/null
+cmp -s "$dir/single/train_log.csv" "$dir/mpi2/train_log.csv" && fail "two processes logged what one micro-batch logs"
+
+s2s=("$seq2seq" --steps 25 --batch 16 --d-model 32 --layers 1 --held-out 40)
+"${s2s[@]}" --grad-accum 3 --out "$dir/s2s_accum" > "$dir/s2s_accum.log"
+"${mpi[@]}" -np 3 "${s2s[@]}" --out "$dir/s2s_mpi" > "$dir/s2s_mpi.log" 2>&1 || { cat "$dir/s2s_mpi.log"; fail "seq2seq under mpirun failed"; }
+a=$(grep "^last step's loss" "$dir/s2s_accum.log") && b=$(grep "^last step's loss" "$dir/s2s_mpi.log") ||
+  fail "seq2seq printed no last loss"
+[ "$a" = "$b" ] || fail "seq2seq: '$a' with --grad-accum 3, '$b' with mpirun -np 3"
+echo "seq2seq, N = 3: $b (the same with --grad-accum 3)"
+
+# 2. Kill rank 1 with SIGKILL once a few checkpoints are written.
+steps=400
+"${train[@]}" --steps $steps --checkpoint-interval 5 --out "$dir/straight" --grad-accum 2 > /dev/null
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+"${mpi[@]}" -np 2 "${train[@]}" --steps $steps --checkpoint-interval 5 --out "$dir/killed" > "$dir/killed.log" 2>&1 &
+launcher=$!
+while kill -0 $launcher 2> /dev/null && [ "$(lines "$dir/killed/train_log.csv")" -le 30 ]; do sleep 0.05; done
+victim=
+for pid in $(pgrep -P $launcher); do
+  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
+done
+[ -n "$victim" ] || fail "could not find rank 1 among the children of mpirun"
+killed_at=$(date +%s%N)
+kill -KILL "$victim"
+code=0
+wait $launcher || code=$?
+took_ms=$((($(date +%s%N) - killed_at) / 1000000))
+[ "$code" -ne 0 ] || fail "mpirun exited 0 after rank 1 was killed"
+echo "killed rank 1 (pid $victim) after step $(($(lines "$dir/killed/train_log.csv") - 1)): mpirun exited $code after $took_ms ms"
+[ "$took_ms" -lt 10000 ] || fail "the other rank took $took_ms ms to stop"
+grep -Eq "rank 1|\[\[[0-9]+,1\],1\]" "$dir/killed.log" || { cat "$dir/killed.log"; fail "the error does not name rank 1"; }
+grep -E "rank 1|exited on signal" "$dir/killed.log" | head -2 | sed 's/^/  /'
+"${mpi[@]}" -np 2 "${train[@]}" --steps $steps --checkpoint-interval 5 --out "$dir/killed" --resume > "$dir/resumed.log" 2>&1 ||
+  { cat "$dir/resumed.log"; fail "--resume after the kill failed"; }
+grep -q "resuming from step" "$dir/resumed.log" || fail "the resumed run did not say where it resumed"
+same_run "$dir/straight" "$dir/killed"
+echo "resumed with the same N: train_log.csv and checkpoints equal to the run that was never killed"
+
+# 3. Two processes for 10 steps, then three: the same as one process changing --grad-accum.
+"${mpi[@]}" -np 2 "${train[@]}" --steps 10 --out "$dir/grow" > /dev/null 2>&1 || fail "mpirun -np 2 (10 steps) failed"
+"${mpi[@]}" -np 3 "${train[@]}" --steps 20 --out "$dir/grow" --resume > /dev/null 2>&1 || fail "resume with -np 3 failed"
+"${train[@]}" --steps 10 --grad-accum 2 --out "$dir/grow_ref" > /dev/null
+"${train[@]}" --steps 20 --grad-accum 3 --out "$dir/grow_ref" --resume > /dev/null
+same_run "$dir/grow_ref" "$dir/grow"
+echo "resumed with N = 3 after N = 2: equal to --grad-accum 2 then --grad-accum 3"
+
+# 4. Ranks that disagree are refused at the start, quickly, and nothing is written.
+refused() {  # refused NAME EXPECTED -- ARGS FOR RANK 1...
+  local name=$1 expected=$2
+  shift 3
+  code=0
+  timeout 60 "${mpi[@]}" -np 1 "${train[@]}" --steps 5 --out "$dir/$name" : -np 1 "${train[@]}" --steps 5 --out "$dir/$name" "$@" \
+    > "$dir/$name.log" 2>&1 || code=$?
+  [ "$code" -ne 124 ] || fail "$name: mpirun hung"
+  [ "$code" -eq 2 ] || { cat "$dir/$name.log"; fail "$name: exit code $code, expected 2"; }
+  grep -q "$expected" "$dir/$name.log" || { cat "$dir/$name.log"; fail "$name: no '$expected' in the error"; }
+  [ ! -e "$dir/$name" ] || fail "$name: the refused run wrote $dir/$name"
+  echo "$name: refused: $(grep -m1 "$expected" "$dir/$name.log" | cut -c1-160)"
+}
+refused "other-model" "differs between ranks" -- --dropout 0.2
+printf 'another text entirely, line %d\n' $(seq 1 80) > "$dir/other.txt"
+refused "other-corpus" "differs between ranks" -- --corpus "$dir/other.txt"
+refused "other-options" "differs between ranks" -- --lr 0.01
+refused "bad-option-on-one-rank" "" -- --dropout 1.5
+grep -q "rank 1 of 2: --dropout must be in \[0, 1), got 1.5" "$dir/bad-option-on-one-rank.log" ||
+  { cat "$dir/bad-option-on-one-rank.log"; fail "the refusal on rank 1 does not name the rank"; }
+echo "a run under mpirun with --grad-accum 2 is refused:"
+code=0
+"${mpi[@]}" -np 2 "${train[@]}" --steps 5 --grad-accum 2 --out "$dir/accum-and-mpi" > "$dir/accum-and-mpi.log" 2>&1 || code=$?
+[ "$code" -eq 2 ] && grep -q "run mpirun -np 4" "$dir/accum-and-mpi.log" || { cat "$dir/accum-and-mpi.log"; fail "--grad-accum under mpirun"; }
+echo "ok"
