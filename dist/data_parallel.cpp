@@ -187,6 +187,8 @@ void DataParallel::end_micro_batch() {
     return;
   }
   if (!armed_) throw_state("DataParallel", "end_micro_batch() without begin_micro_batch()");
+  stats_.buckets_started_during_backward =
+      static_cast<std::int64_t>(std::count(waiting_.begin(), waiting_.end(), 0));
   // A parameter this backward did not reach contributes zeros, so that every rank sends the
   // same buckets in the same order.
   for (std::size_t j = 0; j < parameters_.size(); ++j) {

@@ -47,6 +47,7 @@ struct DataParallelOptions {
 // Figures of the last step under mpirun, summed over its buckets.
 struct CommunicationStats {
   std::int64_t buckets = 0;
+  std::int64_t buckets_started_during_backward = 0;  // by the engine's hooks (the rest by end_micro_batch)
   std::int64_t bytes_sent = 0;   // by this process
   double reduce_seconds = 0;     // in the communication thread, reducing
   double exposed_seconds = 0;    // waited for in end_micro_batch(), after backward had finished
