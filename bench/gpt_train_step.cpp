@@ -2,6 +2,12 @@
 // on random token ids, for the reference configurations of docs/performance.md.
 //
 //   gpt_train_step --config small --threads 2 [--steps 30] [--warmup 5]
+//   mpirun -np 2 gpt_train_step --config small --threads 1     (data-parallel: docs/distributed.md)
+//
+// Under mpirun the configuration's batch is the global one, split evenly over the processes,
+// so a step does the same work however many there are; the JSON line (rank 0's) adds the
+// gradient bytes each process sent, the time spent reducing, the part of it backward did not
+// hide, and the overlap.
 //
 // Prints a line per measured step, then a final JSON line:
 //   {"config": "small", "threads": 2, "ms_step_median": ..., "tokens_per_s": ...,
@@ -14,6 +20,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <span>
 
 #include "../examples/common/kernels_option.h"
@@ -60,6 +67,10 @@ double peak_rss_mb() {
 int main(int argc, char** argv) {
   std::string name = "small";
   int threads = 2, steps = 30, warmup = 5;
+  std::int64_t bucket_kb = 256;
+  bool no_overlap = false;
+  ag::dist::Environment mpi(argc, argv);
+  const int ranks = ag::dist::world_size();
   std::string reference_ops;
   po::options_description opts("gpt_train_step: time GPT training steps (zero_grad + forward + backward + AdamW)");
   opts.add_options()("help,h", "show this help")("config", po::value(&name)->default_value(name),
@@ -68,6 +79,8 @@ int main(int argc, char** argv) {
       "steps", po::value(&steps)->default_value(steps), "measured steps")(
       "warmup", po::value(&warmup)->default_value(warmup), "unmeasured steps first")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
+      "bucket-kb", po::value(&bucket_kb)->default_value(bucket_kb), "under mpirun: gradient KiB per bucket")(
+      "no-overlap", po::bool_switch(&no_overlap), "under mpirun: reduce the gradients after backward, not during it")(
       "reference-ops", po::value(&reference_ops),
       "comma-separated ops to run on their reference kernels while the rest stay fast (linear, linear_gelu, gelu, "
       "layer_norm, embedding, cross_entropy, scaled_dot_product_attention, adam_update, clip_grad_norm): what "
@@ -88,10 +101,19 @@ int main(int argc, char** argv) {
     }
     ag::set_reference_ops(listed);
     Config c = config_named(name);
+    const std::int64_t global_batch = c.batch;
+    if (c.batch % ranks != 0)
+      throw std::invalid_argument(fmt::format("the batch of {} does not split over {} processes", c.batch, ranks));
+    c.batch /= ranks;
     ag::set_num_threads(threads);
     ag::Generator gen(0);
     ag::nn::GPT model(c.model, gen);
+    ag::dist::broadcast(model.parameters());
+    gen.manual_seed(1 + static_cast<std::uint64_t>(ag::dist::rank()));  // each rank its own batches
     ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 1e-3});
+    std::optional<ag::dist::DataParallel> dp;
+    if (ranks > 1) dp.emplace(model.parameters(), ag::dist::DataParallelOptions{.bucket_bytes = bucket_kb << 10, .overlap = !no_overlap});
+    std::vector<double> sent_mb, reduce_ms, exposed_ms, overlap;
     auto random_ids = [&] {
       ag::Tensor t = ag::empty({c.batch, c.model.block_size}, ag::kInt64);
       for (auto& v : std::span(t.data_ptr<std::int64_t>(), static_cast<std::size_t>(t.numel())))
@@ -103,30 +125,59 @@ int main(int argc, char** argv) {
     for (int s = 0; s < warmup + steps; ++s) {
       ag::Tensor x = random_ids(), y = random_ids();
       auto start = std::chrono::steady_clock::now();
-      opt.zero_grad();
-      ag::Tensor loss = model.loss(x, y);
-      loss.backward();
+      if (dp) {
+        dp->begin_micro_batch();
+        ag::Tensor loss = model.loss(x, y);
+        loss.backward(dp->loss_weight(loss));
+        dp->end_micro_batch();
+      } else {
+        opt.zero_grad();
+        ag::Tensor loss = model.loss(x, y);
+        loss.backward();
+      }
       opt.step();
       double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (s >= warmup) {
         ms.push_back(elapsed);
         live_bytes.push_back(ag::memory_stats().live_bytes);
+        if (dp) {
+          const ag::dist::CommunicationStats& st = dp->last_step();
+          sent_mb.push_back(static_cast<double>(st.bytes_sent) / 1e6);
+          reduce_ms.push_back(st.reduce_seconds * 1e3);
+          exposed_ms.push_back(st.exposed_seconds * 1e3);
+          overlap.push_back(st.overlap());
+        }
       }
     }
+    auto median_of = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     double median = sorted[sorted.size() / 2];
-    double tokens = static_cast<double>(c.batch * c.model.block_size);
+    double tokens = static_cast<double>(global_batch * c.model.block_size);
+    // The exposed time of the rank that waited longest (the others wait for it): the step's cost.
+    double exposed_worst = 0;
+    for (double e : ag::dist::all_gather(median_of(exposed_ms))) exposed_worst = std::max(exposed_worst, e);
+    std::string communication;
+    if (dp)
+      communication = fmt::format(
+          ", \"processes\": {}, \"buckets\": {}, \"sent_mb_per_step\": {:.3f}, \"reduce_ms_median\": {:.3f}, "
+          "\"exposed_ms_median_worst_rank\": {:.3f}, \"overlap_median\": {:.3f}, \"overlap\": {}",
+          ranks, dp->last_step().buckets, median_of(sent_mb), median_of(reduce_ms), exposed_worst, median_of(overlap),
+          no_overlap ? "false" : "true");
+    if (!ag::dist::is_main_process()) return 0;
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
         "{{\"config\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", \"threads\": {}, "
         "\"steps\": {}, "
         "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
-        "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}}}\n",
+        "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}{}}}\n",
         name, ag::kernels_name(ag::kernels()), reference_ops, ag::blas_kernels(), threads, steps, median,
         sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
-        static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false");
+        static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);
   } catch (const std::exception& e) {
     std::cerr << "gpt_train_step: " << e.what() << "\n";
     return 1;

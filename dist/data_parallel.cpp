@@ -78,7 +78,7 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, DataParallelOptions o
   grads_.resize(parameters_.size());
   for (std::size_t j = 0; j < parameters_.size(); ++j)
     hooks_.push_back(parameters_[j].register_post_accumulate_grad_hook([this, j](const Tensor&) { on_gradient_ready(j); }));
-  if (detail::background_communication()) thread_ = std::thread([this] { communicate(); });
+  if (options_.overlap && detail::background_communication()) thread_ = std::thread([this] { communicate(); });
 }
 
 DataParallel::~DataParallel() {

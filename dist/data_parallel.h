@@ -42,6 +42,10 @@ struct DataParallelOptions {
   // Gradient bytes per bucket (a larger parameter gets a bucket of its own). Smaller buckets
   // start reducing earlier and overlap more of backward; each costs one more round of messages.
   std::int64_t bucket_bytes = 256 << 10;
+  // Reduce each bucket during backward, on a communication thread, as soon as it is complete.
+  // false: reduce every bucket after backward, on the calling thread (the same sums; for
+  // measuring what the overlap buys).
+  bool overlap = true;
 };
 
 // Figures of the last step under mpirun, summed over its buckets.

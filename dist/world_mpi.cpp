@@ -103,6 +103,11 @@ Environment::Environment(int& argc, char**& argv) {
   if (launcher_world_size() <= 1 && !launched_by_mpi()) return;
   // Serialized: the thread that reduces gradients during backward (data_parallel.cpp) calls
   // MPI while the main thread computes, never both at once.
+  // Open MPI waits for messages by polling. Each process here has two threads that take turns
+  // (computing, and reducing gradients), so a wait that yields the core lets the other run:
+  // measured on 2 cores, 2 processes, small GPT: 60-64 ms a step without, 46 ms with. A user's
+  // own setting is kept.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   g_environment = std::make_unique<mpi::environment>(argc, argv, mpi::threading::serialized, true);
   g_world = std::make_unique<mpi::communicator>();
 }
