@@ -157,6 +157,20 @@ int main(int argc, char** argv) {
     std::sort(sorted.begin(), sorted.end());
     double median = sorted[sorted.size() / 2];
     double tokens = static_cast<double>(global_batch * c.model.block_size);
+    // The reduction alone: the gradient's size summed across ranks with every rank ready (after
+    // a collective that lines them up), so that no wait for a slower rank is in it.
+    std::vector<double> alone_ms;
+    if (dp) {
+      std::int64_t n = 0;
+      for (const ag::Tensor& p : model.parameters()) n += p.numel();
+      std::vector<float> buffer(static_cast<std::size_t>(n), 1.0f);
+      for (int i = 0; i < 11; ++i) {
+        ag::dist::any(false);
+        auto start = std::chrono::steady_clock::now();
+        ag::dist::sum_in_rank_order(buffer.data(), n, ag::kFloat32);
+        if (i > 0) alone_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
     // The exposed time of the rank that waited longest (the others wait for it): the step's cost.
     double exposed_worst = 0;
     for (double e : ag::dist::all_gather(median_of(exposed_ms))) exposed_worst = std::max(exposed_worst, e);
@@ -164,9 +178,10 @@ int main(int argc, char** argv) {
     if (dp)
       communication = fmt::format(
           ", \"processes\": {}, \"buckets\": {}, \"sent_mb_per_step\": {:.3f}, \"reduce_ms_median\": {:.3f}, "
-          "\"exposed_ms_median_worst_rank\": {:.3f}, \"overlap_median\": {:.3f}, \"overlap\": {}",
+          "\"exposed_ms_median_worst_rank\": {:.3f}, \"overlap_median\": {:.3f}, \"overlap\": {}, "
+          "\"reduce_alone_ms_median\": {:.3f}",
           ranks, dp->last_step().buckets, median_of(sent_mb), median_of(reduce_ms), exposed_worst, median_of(overlap),
-          no_overlap ? "false" : "true");
+          no_overlap ? "false" : "true", median_of(alone_ms));
     if (!ag::dist::is_main_process()) return 0;
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(

@@ -27,6 +27,7 @@
 #include "common/memory_budget.h"
 #include "common/plot.h"
 #include "common/preflight.h"
+#include "common/ranks.h"
 #include "common/stop.h"
 
 namespace po = boost::program_options;
@@ -35,11 +36,6 @@ using ag::Tensor;
 namespace {
 
 using namespace ag::examples::digits;
-
-// Under mpirun: the ranks agreed to stop (one of them said why).
-struct AgreedExit {
-  int code;
-};
 
 struct Options {
   std::string task = "reverse";
@@ -76,7 +72,13 @@ void check(const Options& o, const ag::nn::TransformerConfig& config) {
     refuse("--d-model {} must be a multiple of --heads {}: each head takes an equal share of the width", o.d_model,
            o.heads);
   if (!(std::isfinite(o.lr) && o.lr > 0)) refuse("--lr must be a positive finite number, got {}", o.lr);
-  if (o.grad_accum < 1) refuse("--grad-accum must be at least 1, got {}", o.grad_accum);
+  if (o.grad_accum < 1 || o.grad_accum > (1 << 16))
+    refuse("--grad-accum must be from 1 to {}, got {}", 1 << 16, o.grad_accum);
+  // A step's micro-batches are drawn before the first runs (each weighs its share of the step's
+  // targets): their token tensors, four of int64, are held at once.
+  ag::examples::check_fits_in_memory(
+      fmt::format("--grad-accum {} micro-batches of --batch {} sequences", o.grad_accum, o.batch),
+      ag::examples::Size(o.grad_accum) * o.batch * (o.max_len + 2) * 32);
   if (ag::dist::world_size() > 1 && o.grad_accum != 1)
     refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step; run mpirun "
            "-np {} (or one process with --grad-accum {}) to sum {} per step",
@@ -102,22 +104,9 @@ int run(const Options& o) {
                                    .n_decoder_layers = o.layers,
                                    .max_len = o.max_len + 2};
   // Under mpirun a refusal on any rank stops every rank; the first that refused says why.
-  std::string refusal;
-  try {
-    check(o, config);
-  } catch (const ag::examples::Refused& e) {
-    if (ag::dist::world_size() == 1) throw;
-    refusal = e.what();
-  }
+  ag::examples::checks_on_every_rank("seq2seq", [&] { check(o, config); });
   const bool main_rank = ag::dist::is_main_process();
   if (ag::dist::world_size() > 1) {
-    std::vector<double> refused = ag::dist::all_gather(refusal.empty() ? 0.0 : 1.0);
-    auto first = std::find(refused.begin(), refused.end(), 1.0);
-    if (first != refused.end()) {
-      if (first - refused.begin() == ag::dist::rank())
-        std::cerr << "seq2seq: " << (main_rank ? "" : fmt::format("rank {}: ", ag::dist::rank())) << refusal << "\n";
-      throw AgreedExit{2};
-    }
     ag::dist::check_same("the run's configuration",
                          fmt::format("task {} {} {}\nsteps {} batch {} lr {} seed {}\nmodel {} {} {}\nthreads {}\n",
                                      o.task, o.min_len, o.max_len, o.steps, o.batch, o.lr, o.seed, o.d_model,
@@ -200,10 +189,8 @@ int main(int argc, char** argv) {
   const bool distributed = ag::dist::world_size() > 1;
   // An error on one rank under mpirun stops every rank (the others may be waiting for it).
   auto fail = [&](const std::string& what, int code) {
-    std::cerr << "seq2seq: " << (distributed ? fmt::format("rank {} of {}: ", ag::dist::rank(), ag::dist::world_size()) : "")
-              << what << "\n";
-    if (distributed) ag::dist::abort(code);
-    return code;
+    std::cerr << "seq2seq: " << ag::examples::rank_prefix() << what << "\n";
+    return ag::examples::finish_rank(code);
   };
   Options o;
   po::options_description opts("seq2seq: an encoder-decoder Transformer learns to reverse or sort digit sequences");
@@ -240,16 +227,15 @@ int main(int argc, char** argv) {
     if (!distributed) stop_points.emplace();
     int code = run(o);
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("cannot write to standard output", 1);
-    if (distributed && code != 0) ag::dist::abort(code);
-    return code;
-  } catch (const AgreedExit& e) {
+    return ag::examples::finish_rank(code);
+  } catch (const ag::examples::AgreedExit& e) {
     return e.code;
   } catch (const ag::dist::Mismatch& e) {  // on every rank at once: rank 0 says why
     if (ag::dist::is_main_process()) std::cerr << "seq2seq: " << e.what() << "\n";
     return 2;
   } catch (const po::error& e) {
     std::cerr << "seq2seq: " << e.what() << "\n\n" << opts << "\n";
-    return distributed ? fail("bad command line", 2) : 2;
+    return ag::examples::finish_rank(2);
   } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
     return fail(e.what(), 2);
   } catch (const ag::examples::Interrupted&) {

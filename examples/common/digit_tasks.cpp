@@ -92,7 +92,7 @@ double train(nn::Transformer& model, const Task& task, const TrainSettings& s, G
       std::vector<std::int64_t> out = b.tgt_out.to_vector<std::int64_t>();
       auto n = static_cast<double>(out.size()) - static_cast<double>(std::count(out.begin(), out.end(), kPad));
       all_targets += n;
-      if (std::find(mine.begin(), mine.end(), k) == mine.end()) continue;
+      if (dist::world_size() > 1 && k != mine.front()) continue;  // another rank's micro-batch
       batches.push_back(std::move(b));
       targets.push_back(n);
     }

@@ -72,6 +72,9 @@ void check_train_options(const TrainOptions& o) {
   check_at_least("--eval-batches", o.eval_batches, 1);
   check_at_least("--checkpoint-interval", o.checkpoint_interval, 1);
   check_at_least("--grad-accum", o.grad_accum, 1);
+  if (o.grad_accum > kMaxMicroBatches)
+    refuse("--grad-accum {} is more than {} micro-batches a step; a step that large is better a longer run",
+           o.grad_accum, kMaxMicroBatches);
   check_at_least("--sync-every", o.sync_check_interval, 1);
   if (ag::dist::world_size() > 1 && o.grad_accum != 1)
     refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step, so the step "

@@ -20,6 +20,7 @@
 #include "../common/kernels_option.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
+#include "../common/ranks.h"
 #include "minigpt.h"
 
 namespace po = boost::program_options;
@@ -212,15 +213,11 @@ int main(int argc, char** argv) {
     std::cerr << "minigpt: " << e.what() << "\n";
     return 2;
   }
-  const bool distributed = ag::dist::world_size() > 1;
   // Under mpirun an error names its rank; and since the other ranks may be waiting for this one,
-  // it stops them all (MPI_Abort) instead of returning.
+  // it stops them all (examples/common/ranks.h).
   auto fail = [&](const std::string& command, const char* what, int code) {
-    std::cerr << "minigpt " << command << ": "
-              << (distributed ? fmt::format("rank {} of {}: ", ag::dist::rank(), ag::dist::world_size()) : "") << what
-              << "\n";
-    if (distributed) ag::dist::abort(code);
-    return code;
+    std::cerr << "minigpt " << command << ": " << ag::examples::rank_prefix() << what << "\n";
+    return ag::examples::finish_rank(code);
   };
   std::string usage =
       "usage: minigpt {train|sample|eval|explore} [options]   (minigpt SUBCOMMAND --help for the options)\n";
@@ -241,7 +238,7 @@ int main(int argc, char** argv) {
       code = explore_command(argc, argv);
     else
       std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
-  } catch (const minigpt::QuietExit& e) {
+  } catch (const ag::examples::AgreedExit& e) {
     return e.code;
   } catch (const ag::dist::Mismatch& e) {  // thrown on every rank at once: rank 0 says why
     if (ag::dist::is_main_process()) std::cerr << "minigpt " << command << ": " << e.what() << "\n";
@@ -253,8 +250,5 @@ int main(int argc, char** argv) {
   }
   // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(command, "cannot write to standard output", 1);
-  // Under mpirun, an exit the ranks did not agree on (a bad option on one of them, say) must
-  // not leave the others waiting: 0 and 130 (a stop all ranks agreed on) are the agreed ones.
-  if (distributed && code != 0 && code != 130) ag::dist::abort(code);
-  return code;
+  return ag::examples::finish_rank(code);  // a bad option on one rank must not leave the others waiting
 }

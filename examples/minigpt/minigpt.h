@@ -9,6 +9,8 @@
 
 namespace minigpt {
 
+constexpr std::int64_t kMaxMicroBatches = 1 << 16;
+
 struct TrainOptions {
   std::vector<std::string> corpus;  // files to read; empty means the English fortunes
   std::string out_dir = "minigpt-out";
@@ -26,7 +28,7 @@ struct TrainOptions {
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
   // Micro-batches of `batch` windows per step, their gradients summed in order: one process
   // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
-  std::int64_t grad_accum = 1;
+  std::int64_t grad_accum = 1;  // at most kMaxMicroBatches
   std::int64_t sync_check_interval = 100;  // under mpirun: steps between checks that every rank has the same weights
 };
 
@@ -65,12 +67,6 @@ void check_sampling_options(std::int64_t tokens, double temperature, std::int64_
 // `prompt` (given as `option`) is not empty and every character is in the vocabulary.
 std::vector<std::int64_t> encode_prompt(const ag::data::CharTokenizer& tokenizer, const std::string& option,
                                         const std::string& prompt);
-
-// Under mpirun, thrown on the ranks that stop because another rank refused the run (and said
-// why): they exit with `code`, quietly.
-struct QuietExit {
-  int code;
-};
 
 int train(const TrainOptions& options);
 

@@ -25,6 +25,7 @@
 #include "../common/plot.h"
 #include "../common/preflight.h"
 #include "../common/progress.h"
+#include "../common/ranks.h"
 #include "../common/run_lock.h"
 #include "../common/stop.h"
 #include "minigpt.h"
@@ -189,29 +190,14 @@ int train(const TrainOptions& o) {
   // only rank 0 its output directory; a refusal on any rank stops all of them.
   std::optional<Corpus> corpus_read;
   ag::nn::GPTConfig config = o.model;
-  std::string refusal;
-  try {
+  ag::examples::checks_on_every_rank("minigpt train", [&] {
     check_train_options(o);
     corpus_read.emplace(read_training_corpus(o));
     config.vocab_size = corpus_read->tokenizer.size();
     if (main_rank) check_train_resources(o, config);
-  } catch (const ag::examples::Refused& e) {
-    if (!distributed) throw;
-    refusal = e.what();
-  }
-  if (distributed) {
-    std::vector<double> refused = ag::dist::all_gather(refusal.empty() ? 0.0 : 1.0);
-    auto first = std::find(refused.begin(), refused.end(), 1.0);
-    if (first != refused.end()) {
-      if (first - refused.begin() == ag::dist::rank())
-        fmt::print(stderr, "minigpt train: {}{}\n",
-                   ag::dist::rank() == 0 ? "" : fmt::format("rank {} of {}: ", ag::dist::rank(), ag::dist::world_size()),
-                   refusal);
-      throw QuietExit{2};
-    }
-    // Then that every rank is about to run the same thing.
-    ag::dist::check_same("the run's configuration", run_description(o, *corpus_read, config));
-  }
+  });
+  // Then that every rank is about to run the same thing.
+  if (distributed) ag::dist::check_same("the run's configuration", run_description(o, *corpus_read, config));
   Corpus& corpus = *corpus_read;
   const ag::data::CharTokenizer& tokenizer = corpus.tokenizer;
   const ag::data::TextDataset& ds = corpus.dataset;
@@ -331,16 +317,14 @@ int train(const TrainOptions& o) {
       opt.set_lr(schedule.lr_at(step));
       if (micro > 1) keyed_dropout.begin_step();
       // The step's global batch is micro x batch windows, drawn in order by every rank; micro-
-      // batch k is the k-th run of `batch`, and each rank keeps its own.
-      std::vector<ag::data::TextDataset::Batch> batches;
+      // batch k is the k-th run of `batch`: one process runs each as it is drawn, a rank under
+      // mpirun only its own.
       for (std::int64_t k = 0; k < micro; ++k) {
-        auto b = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
-        if (std::find(mine.begin(), mine.end(), k) != mine.end()) batches.push_back(std::move(b));
-      }
-      for (std::size_t i = 0; i < mine.size(); ++i) {
-        if (micro > 1) keyed_dropout.begin_micro_batch(mine[i]);
+        auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
+        if (distributed && k != mine.front()) continue;  // another rank's micro-batch
+        if (micro > 1) keyed_dropout.begin_micro_batch(k);
         dp.begin_micro_batch();
-        ag::Tensor loss = model.loss(batches[i].x, batches[i].y);
+        ag::Tensor loss = model.loss(batch.x, batch.y);
         loss.backward(dp.loss_weight(loss));
         dp.end_micro_batch();
         losses.push_back(loss.item() / static_cast<double>(micro));
@@ -369,7 +353,7 @@ int train(const TrainOptions& o) {
       } catch (const ag::dist::Mismatch& e) {  // on every rank at once
         if (main_rank)
           fmt::print(stderr, "minigpt train: {}; stopped (the last checkpoint, if any, is from before)\n", e.what());
-        throw QuietExit{1};
+        throw ag::examples::AgreedExit{1};
       }
     }
 
