@@ -4,8 +4,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace ag::examples {
+
+namespace {
+// mpirun hands every process a pseudo-terminal for its output, whatever its own output is (a
+// file, a pipe): under it the bar cannot tell, and prints a line per tenth instead of redrawing.
+bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE"); }
+}  // namespace
 
 std::string format_duration(double seconds) {
   auto s = static_cast<std::int64_t>(seconds + 0.5);
@@ -14,7 +21,8 @@ std::string format_duration(double seconds) {
 }
 
 ProgressBar::ProgressBar(std::int64_t total)
-    : total_(total), terminal_(isatty(STDOUT_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+    : total_(total), terminal_(isatty(STDOUT_FILENO) != 0 && !launched_by_mpirun()),
+      start_(std::chrono::steady_clock::now()) {}
 
 double ProgressBar::elapsed_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

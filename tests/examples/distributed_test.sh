@@ -3,7 +3,8 @@
 #   1. N = 1 to 4 processes write the same bytes (train_log.csv, both checkpoints) as one
 #      process with --grad-accum N; seq2seq prints the same loss and weights;
 #   2. a rank killed mid-run brings the whole run down within seconds, naming the rank; the last
-#      checkpoint is intact, and --resume from it ends exactly where an unbroken run ends;
+#      checkpoint is intact, and --resume from it ends exactly where an unbroken run ends; the
+#      same after SIGTERM, which every rank answers at the end of the same step;
 #   3. a run resumed with another N equals one process that changes --grad-accum at that step;
 #   4. ranks started with other options or another corpus are refused before anything is written.
 # Skipped (77) without mpirun or in a build without MPI. One thread per process.
@@ -89,6 +90,22 @@ grep -E "rank 1|exited on signal" "$dir/killed.log" | head -2 | sed 's/^/  /'
 grep -q "resuming from step" "$dir/resumed.log" || fail "the resumed run did not say where it resumed"
 same_run "$dir/straight" "$dir/killed"
 echo "resumed with the same N: train_log.csv and checkpoints equal to the run that was never killed"
+
+# A stop request (SIGTERM to mpirun, which passes it on) is answered by all ranks at the end of a
+# step: rank 0 saves that step, and --resume ends where the unbroken run ends.
+long=3000  # mpirun takes a moment to pass the signal on: long enough not to finish first
+"${train[@]}" --steps $long --checkpoint-interval 50 --out "$dir/straight_long" --grad-accum 2 > /dev/null
+"${mpi[@]}" -np 2 "${train[@]}" --steps $long --checkpoint-interval 50 --out "$dir/stopped" > "$dir/stopped.log" 2>&1 &
+launcher=$!
+while kill -0 $launcher 2> /dev/null && [ "$(lines "$dir/stopped/train_log.csv")" -le 30 ]; do sleep 0.05; done
+kill -TERM $launcher
+wait $launcher || true
+grep -q "interrupted at step" "$dir/stopped.log" || { cat "$dir/stopped.log"; fail "SIGTERM: no 'interrupted at step' from rank 0"; }
+echo "SIGTERM to mpirun: $(grep -m1 'interrupted at step' "$dir/stopped.log")"
+"${mpi[@]}" -np 2 "${train[@]}" --steps $long --checkpoint-interval 50 --out "$dir/stopped" --resume > /dev/null 2>&1 ||
+  fail "--resume after SIGTERM failed"
+same_run "$dir/straight_long" "$dir/stopped"
+echo "resumed after SIGTERM: equal to the run that was never stopped"
 
 # 3. Two processes for 10 steps, then three: the same as one process changing --grad-accum.
 "${mpi[@]}" -np 2 "${train[@]}" --steps 10 --out "$dir/grow" > /dev/null 2>&1 || fail "mpirun -np 2 (10 steps) failed"
