@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     ag::Generator gen(0);
     ag::nn::GPT model(c.model, gen);
     ag::dist::broadcast(model.parameters());
-    gen.manual_seed(1 + static_cast<std::uint64_t>(ag::dist::rank()));  // each rank its own batches
+    if (ranks > 1) gen.manual_seed(1 + static_cast<std::uint64_t>(ag::dist::rank()));  // each rank its own batches
     ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 1e-3});
     std::optional<ag::dist::DataParallel> dp;
     if (ranks > 1) dp.emplace(model.parameters(), ag::dist::DataParallelOptions{.bucket_bytes = bucket_kb << 10, .overlap = !no_overlap});

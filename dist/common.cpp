@@ -56,8 +56,6 @@ std::uint64_t fingerprint(const std::vector<Tensor>& tensors) {
   return hash;
 }
 
-}  // namespace ag::dist
-
-namespace ag::dist {
 std::uint64_t fingerprint(const std::string& bytes) { return detail::fnv1a(bytes.data(), bytes.size()); }
+
 }  // namespace ag::dist

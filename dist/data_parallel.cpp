@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <unordered_set>
 
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
@@ -30,7 +34,76 @@ void add_into(Tensor& acc, const Tensor& g) {
 
 void set_grad(const Tensor& param, const Tensor& grad) { param.impl()->grad = grad.impl(); }
 
+
 }  // namespace
+
+struct DataParallel::Channel {
+  std::vector<Bucket> buckets;
+  std::vector<Tensor> grads;  // per parameter: its finished gradient, set before its bucket is ready
+  std::mutex mutex;
+  std::condition_variable cv;
+  // Under mutex:
+  std::vector<char> ready;  // per bucket
+  std::size_t reduced = 0;  // buckets reduced this micro-batch
+  bool stop = false;
+  std::exception_ptr error;
+  double reduce_seconds = 0;
+  std::int64_t bytes_sent = 0;
+
+  // Sums one bucket across ranks: its gradients copied into one buffer, reduced in rank order,
+  // and copied back.
+  void reduce(const Bucket& bucket) {
+    std::int64_t before = dist::bytes_sent();
+    std::size_t elem = dtype_size(bucket.dtype);
+    std::vector<char> flat(static_cast<std::size_t>(bucket.numel) * elem);
+    std::size_t offset = 0;
+    for (std::size_t j : bucket.params) {
+      std::size_t n = static_cast<std::size_t>(grads[j].numel()) * elem;
+      std::memcpy(flat.data() + offset, grads[j].raw_data(), n);
+      offset += n;
+    }
+    sum_in_rank_order(flat.data(), bucket.numel, bucket.dtype);
+    offset = 0;
+    for (std::size_t j : bucket.params) {
+      std::size_t n = static_cast<std::size_t>(grads[j].numel()) * elem;
+      grads[j].impl()->storage->bump_version();
+      std::memcpy(const_cast<void*>(grads[j].raw_data()), flat.data() + offset, n);
+      offset += n;
+    }
+    std::lock_guard lock(mutex);
+    bytes_sent += dist::bytes_sent() - before;
+  }
+
+  // The communication thread: each bucket in turn, as soon as the main thread says it is ready.
+  void communicate() {
+    std::size_t next = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return stop || ready[next]; });
+        if (stop) return;
+        ready[next] = 0;
+      }
+      auto start = Clock::now();
+      try {
+        reduce(buckets[next]);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        error = std::current_exception();
+        cv.notify_all();
+        return;
+      }
+      {
+        std::lock_guard lock(mutex);
+        reduce_seconds += seconds_since(start);
+        ++reduced;
+      }
+      cv.notify_all();
+      next = (next + 1) % buckets.size();
+    }
+  }
+};
+
 
 double CommunicationStats::overlap() const {
   if (reduce_seconds <= 0) return 0;
@@ -48,6 +121,11 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, DataParallelOptions o
     if (!p.defined() || !p.requires_grad() || p.grad_fn() || !is_floating(p.dtype()))
       throw_invalid("DataParallel", "parameter {} is not a floating-point leaf that requires grad", i);
   }
+  // A tensor listed twice would be summed twice.
+  std::unordered_set<const TensorImpl*> seen;
+  for (std::size_t i = 0; i < parameters_.size(); ++i)
+    if (!seen.insert(parameters_[i].impl().get()).second)
+      throw_invalid("DataParallel", "parameter {} (shape {}) is listed twice", i, shape_str(parameters_[i].shape()));
   distributed_ = world_size() > 1;
   if (distributed_ && options_.micro_batches != 1)
     throw_invalid("DataParallel",
@@ -60,25 +138,28 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, DataParallelOptions o
 
   // Buckets, last parameter first: backward reaches the output's layers first. A new bucket
   // starts when the dtype changes or the current one is full.
+  channel_ = std::make_shared<Channel>();
+  std::vector<Bucket>& buckets = channel_->buckets;
   bucket_of_.resize(parameters_.size());
   for (std::size_t j = parameters_.size(); j-- > 0;) {
     const Tensor& p = parameters_[j];
     std::int64_t bytes = p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
-    bool fits = !buckets_.empty() && buckets_.back().dtype == p.dtype() &&
-                (buckets_.back().numel * static_cast<std::int64_t>(dtype_size(p.dtype())) + bytes <=
+    bool fits = !buckets.empty() && buckets.back().dtype == p.dtype() &&
+                (buckets.back().numel * static_cast<std::int64_t>(dtype_size(p.dtype())) + bytes <=
                  options_.bucket_bytes);
-    if (!fits) buckets_.push_back({{}, 0, p.dtype()});
-    buckets_.back().params.push_back(j);
-    buckets_.back().numel += p.numel();
-    bucket_of_[j] = buckets_.size() - 1;
+    if (!fits) buckets.push_back({{}, 0, p.dtype()});
+    buckets.back().params.push_back(j);
+    buckets.back().numel += p.numel();
+    bucket_of_[j] = buckets.size() - 1;
   }
-  waiting_.resize(buckets_.size());
-  ready_.assign(buckets_.size(), 0);
+  waiting_.resize(buckets.size());
+  channel_->ready.assign(buckets.size(), 0);
   finished_.assign(parameters_.size(), 0);
-  grads_.resize(parameters_.size());
+  channel_->grads.resize(parameters_.size());
   for (std::size_t j = 0; j < parameters_.size(); ++j)
     hooks_.push_back(parameters_[j].register_post_accumulate_grad_hook([this, j](const Tensor&) { on_gradient_ready(j); }));
-  if (options_.overlap && detail::background_communication()) thread_ = std::thread([this] { communicate(); });
+  if (options_.overlap && detail::background_communication())
+    thread_ = std::thread([channel = channel_] { channel->communicate(); });
 }
 
 DataParallel::~DataParallel() {
@@ -86,14 +167,14 @@ DataParallel::~DataParallel() {
   if (!thread_.joinable()) return;
   bool in_flight;
   {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-    in_flight = armed_ && reduced_ < buckets_.size();
+    std::lock_guard lock(channel_->mutex);
+    channel_->stop = true;
+    in_flight = armed_ && channel_->reduced < channel_->buckets.size();
   }
-  cv_.notify_all();
-  // A step abandoned half-way (an exception on this rank) may have left the thread inside
-  // MPI, waiting for ranks that will never answer: it cannot be joined. The process is about to
-  // end with dist::abort, which stops every rank.
+  channel_->cv.notify_all();
+  // A step abandoned half-way (an exception on this rank) may have left the thread inside MPI,
+  // waiting for ranks that will never answer: it cannot be joined. It keeps the channel alive;
+  // the process is about to end with dist::abort, which stops every rank.
   if (in_flight)
     thread_.detach();
   else
@@ -137,13 +218,15 @@ void DataParallel::begin_micro_batch() {
     }
     return;
   }
-  std::lock_guard lock(mutex_);
-  if (error_) std::rethrow_exception(error_);
+  std::lock_guard lock(channel_->mutex);
+  if (channel_->error) std::rethrow_exception(channel_->error);
   for (Tensor& p : parameters_) p.zero_grad();
-  for (std::size_t b = 0; b < buckets_.size(); ++b) waiting_[b] = static_cast<int>(buckets_[b].params.size());
+  for (std::size_t b = 0; b < waiting_.size(); ++b)
+    waiting_[b] = static_cast<int>(channel_->buckets[b].params.size());
   std::fill(finished_.begin(), finished_.end(), 0);
-  reduced_ = 0;
-  reduce_seconds_in_step_ = 0;
+  channel_->reduced = 0;
+  channel_->reduce_seconds = 0;
+  channel_->bytes_sent = 0;
   stats_ = {};
   armed_ = true;
 }
@@ -156,15 +239,18 @@ void DataParallel::on_gradient_ready(std::size_t j) {
                 "between begin_micro_batch() and end_micro_batch()",
                 j, shape_str(parameters_[j].shape()));
   finished_[j] = 1;
-  grads_[j] = parameters_[j].grad();
+  // Every op that used the parameter may have returned no gradient: it then contributes zeros.
+  const Tensor& p = parameters_[j];
+  if (!p.impl()->grad) set_grad(p, zeros(p.shape(), p.dtype()));
+  channel_->grads[j] = p.grad();
   std::size_t b = bucket_of_[j];
   if (--waiting_[b] > 0) return;
   if (!thread_.joinable()) return;  // no communication thread: end_micro_batch reduces everything
   {
-    std::lock_guard lock(mutex_);
-    ready_[b] = 1;
+    std::lock_guard lock(channel_->mutex);
+    channel_->ready[b] = 1;
   }
-  cv_.notify_all();
+  channel_->cv.notify_all();
 }
 
 void DataParallel::end_micro_batch() {
@@ -187,78 +273,34 @@ void DataParallel::end_micro_batch() {
     return;
   }
   if (!armed_) throw_state("DataParallel", "end_micro_batch() without begin_micro_batch()");
-  stats_.buckets_started_during_backward =
-      static_cast<std::int64_t>(std::count(waiting_.begin(), waiting_.end(), 0));
+  Channel& channel = *channel_;
+  if (thread_.joinable())
+    stats_.buckets_started_during_backward = static_cast<std::int64_t>(std::count(waiting_.begin(), waiting_.end(), 0));
   // A parameter this backward did not reach contributes zeros, so that every rank sends the
   // same buckets in the same order.
-  for (std::size_t j = 0; j < parameters_.size(); ++j) {
-    if (finished_[j]) continue;
-    if (!parameters_[j].impl()->grad) set_grad(parameters_[j], zeros(parameters_[j].shape(), parameters_[j].dtype()));
-    on_gradient_ready(j);
-  }
+  for (std::size_t j = 0; j < parameters_.size(); ++j)
+    if (!finished_[j]) on_gradient_ready(j);
   auto start = Clock::now();
   if (thread_.joinable()) {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return reduced_ == buckets_.size() || error_; });
-    if (error_) std::rethrow_exception(error_);
-    stats_.reduce_seconds = reduce_seconds_in_step_;
+    std::unique_lock lock(channel.mutex);
+    channel.cv.wait(lock, [&] { return channel.reduced == channel.buckets.size() || channel.error; });
+    if (channel.error) std::rethrow_exception(channel.error);
   } else {
-    for (const Bucket& bucket : buckets_) reduce_bucket(bucket);
-    stats_.reduce_seconds = seconds_since(start);
+    for (const Bucket& bucket : channel.buckets) {
+      auto bucket_start = Clock::now();
+      channel.reduce(bucket);
+      channel.reduce_seconds += seconds_since(bucket_start);
+    }
   }
   stats_.exposed_seconds = seconds_since(start);
-  stats_.buckets = static_cast<std::int64_t>(buckets_.size());
+  {
+    std::lock_guard lock(channel.mutex);
+    stats_.reduce_seconds = channel.reduce_seconds;
+    stats_.bytes_sent = channel.bytes_sent;
+  }
+  stats_.buckets = static_cast<std::int64_t>(channel.buckets.size());
   armed_ = false;
-  for (Tensor& g : grads_) g = Tensor();
-}
-
-void DataParallel::reduce_bucket(const Bucket& bucket) {
-  std::int64_t before = bytes_sent();
-  std::size_t elem = dtype_size(bucket.dtype);
-  std::vector<char> flat(static_cast<std::size_t>(bucket.numel) * elem);
-  std::size_t offset = 0;
-  for (std::size_t j : bucket.params) {
-    std::size_t n = static_cast<std::size_t>(grads_[j].numel()) * elem;
-    std::memcpy(flat.data() + offset, grads_[j].raw_data(), n);
-    offset += n;
-  }
-  sum_in_rank_order(flat.data(), bucket.numel, bucket.dtype);
-  offset = 0;
-  for (std::size_t j : bucket.params) {
-    std::size_t n = static_cast<std::size_t>(grads_[j].numel()) * elem;
-    grads_[j].impl()->storage->bump_version();
-    std::memcpy(const_cast<void*>(grads_[j].raw_data()), flat.data() + offset, n);
-    offset += n;
-  }
-  stats_.bytes_sent += bytes_sent() - before;
-}
-
-void DataParallel::communicate() {
-  std::size_t next = 0;
-  for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || ready_[next]; });
-      if (stop_) return;
-      ready_[next] = 0;
-    }
-    auto start = Clock::now();
-    try {
-      reduce_bucket(buckets_[next]);
-    } catch (...) {
-      std::lock_guard lock(mutex_);
-      error_ = std::current_exception();
-      cv_.notify_all();
-      return;
-    }
-    {
-      std::lock_guard lock(mutex_);
-      reduce_seconds_in_step_ += seconds_since(start);
-      ++reduced_;
-    }
-    cv_.notify_all();
-    next = (next + 1) % buckets_.size();
-  }
+  for (Tensor& g : channel.grads) g = Tensor();
 }
 
 }  // namespace ag::dist

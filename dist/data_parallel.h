@@ -24,10 +24,8 @@
 // flight: that wait is the communication backward could not hide.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <mutex>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -37,7 +35,8 @@ namespace ag::dist {
 
 struct DataParallelOptions {
   // Micro-batches per step in a single process (gradient accumulation). Under mpirun each
-  // process is one micro-batch, so this must be 1 there: M = world_size().
+  // process is one micro-batch, so this must be 1 there: M = world_size(). Each micro-batch is
+  // one backward pass (under mpirun a second one between begin and end is an error).
   std::int64_t micro_batches = 1;
   // Gradient bytes per bucket (a larger parameter gets a bucket of its own). Smaller buckets
   // start reducing earlier and overlap more of backward; each costs one more round of messages.
@@ -51,9 +50,11 @@ struct DataParallelOptions {
 // Figures of the last step under mpirun, summed over its buckets.
 struct CommunicationStats {
   std::int64_t buckets = 0;
-  std::int64_t buckets_started_during_backward = 0;  // by the engine's hooks (the rest by end_micro_batch)
+  // Reduced while backward ran, started by the engine's hooks (with overlap; the rest wait for
+  // end_micro_batch).
+  std::int64_t buckets_started_during_backward = 0;
   std::int64_t bytes_sent = 0;   // by this process
-  double reduce_seconds = 0;     // in the communication thread, reducing
+  double reduce_seconds = 0;     // reducing: on the communication thread, or after backward without overlap
   double exposed_seconds = 0;    // waited for in end_micro_batch(), after backward had finished
   // The share of the reduction time hidden behind backward: 1 - exposed / reduce, within [0, 1].
   double overlap() const;
@@ -90,14 +91,16 @@ class DataParallel {
 
  private:
   struct Bucket {
-    std::vector<std::size_t> params;  // indices into parameters_
+    std::vector<std::size_t> params;  // indices into the parameters
     std::int64_t numel = 0;
     DType dtype = kFloat32;
   };
+  // Everything the communication thread touches: the buckets, the finished gradients, and the
+  // flags it and the main thread exchange under a mutex. Both hold it through a shared_ptr, so
+  // that a DataParallel destroyed half-way through a step (an exception on this rank, which
+  // then stops every rank) can leave its thread, detached, with state that still exists.
+  struct Channel;
   void on_gradient_ready(std::size_t param);
-  void communicate();  // the communication thread's loop
-  void reduce_bucket(const Bucket& bucket);
-  void start_thread();
 
   std::vector<Tensor> parameters_;
   DataParallelOptions options_;
@@ -106,23 +109,15 @@ class DataParallel {
   // Gradient accumulation: what earlier micro-batches summed to.
   std::vector<Tensor> accumulated_;
   std::int64_t micro_batch_in_step_ = 0;
-  // Under mpirun.
-  std::vector<Bucket> buckets_;
+  // Under mpirun; the main thread's own bookkeeping.
   std::vector<std::size_t> bucket_of_;
   std::vector<std::uint64_t> hooks_;
-  std::vector<int> waiting_;       // per bucket: gradients not yet finished (main thread only)
-  std::vector<char> finished_;     // per parameter, this micro-batch
-  std::vector<Tensor> grads_;      // per parameter: its finished gradient
+  std::vector<int> waiting_;    // per bucket: gradients not yet finished
+  std::vector<char> finished_;  // per parameter, this micro-batch
   bool armed_ = false;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<char> ready_;        // per bucket, under mutex_
-  std::size_t reduced_ = 0;        // buckets reduced this micro-batch, under mutex_
-  bool stop_ = false;
-  std::exception_ptr error_;
+  std::shared_ptr<Channel> channel_;
   std::thread thread_;
   CommunicationStats stats_;
-  double reduce_seconds_in_step_ = 0;  // under mutex_
 };
 
 }  // namespace ag::dist

@@ -20,8 +20,9 @@ namespace detail {
 // MPI_THREAD_SERIALIZED): DataParallel then reduces during backward.
 bool background_communication();
 std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t hash = 14695981039346656037ull);
-// "`what` differs between ranks: rank r ... line k: `a` on rank 0, `b` on rank r", from every
-// rank's text in rank order.
+// "`what` differs between ranks: rank 0 has 'a', rank r has 'b'; ...", naming the first rank
+// that differs from rank 0 and the first line where it does, from every rank's text in rank
+// order.
 std::string describe_difference(const std::string& what, const std::vector<std::string>& texts);
 }  // namespace detail
 

@@ -37,7 +37,7 @@ void sum_in_rank_order_typed(T* values, std::int64_t n) {
   const int size = world_size(), me = rank();
   auto lo = [&](int r) { return n * r / size; };
   const std::int64_t mine = lo(me + 1) - lo(me);
-  if (n / size > std::numeric_limits<int>::max())
+  if ((n + size - 1) / size > std::numeric_limits<int>::max())
     throw_invalid("dist::sum_in_rank_order", "{} elements over {} ranks: a part exceeds MPI's int count", n, size);
   // Phase 1: every rank sends rank j the part j owns, and receives the other ranks' copies of
   // its own part, one slot per rank.

@@ -72,18 +72,12 @@ void check(const Options& o, const ag::nn::TransformerConfig& config) {
     refuse("--d-model {} must be a multiple of --heads {}: each head takes an equal share of the width", o.d_model,
            o.heads);
   if (!(std::isfinite(o.lr) && o.lr > 0)) refuse("--lr must be a positive finite number, got {}", o.lr);
-  if (o.grad_accum < 1 || o.grad_accum > (1 << 16))
-    refuse("--grad-accum must be from 1 to {}, got {}", 1 << 16, o.grad_accum);
+  ag::examples::check_grad_accum(o.grad_accum);
   // A step's micro-batches are drawn before the first runs (each weighs its share of the step's
   // targets): their token tensors, four of int64, are held at once.
   ag::examples::check_fits_in_memory(
       fmt::format("--grad-accum {} micro-batches of --batch {} sequences", o.grad_accum, o.batch),
       ag::examples::Size(o.grad_accum) * o.batch * (o.max_len + 2) * 32);
-  if (ag::dist::world_size() > 1 && o.grad_accum != 1)
-    refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step; run mpirun "
-           "-np {} (or one process with --grad-accum {}) to sum {} per step",
-           o.grad_accum, ag::dist::world_size(), o.grad_accum * ag::dist::world_size(),
-           o.grad_accum * ag::dist::world_size(), o.grad_accum * ag::dist::world_size());
   if (!(o.min_accuracy >= 0 && o.min_accuracy <= 1))
     refuse("--min-accuracy must be a fraction from 0 to 1, got {}", o.min_accuracy);
   ag::examples::check_fits_in_memory(
@@ -116,8 +110,10 @@ int run(const Options& o) {
   // Drawn before training (from a generator of its own, so the same set): an empty one is
   // known now, not after the training it would make useless.
   std::vector<Sequence> held_out = held_out_set(task, o.held_out, eval_gen);
-  if (held_out.empty())
-    ag::examples::refuse("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len);
+  ag::examples::checks_on_every_rank("seq2seq", [&] {
+    if (held_out.empty())
+      ag::examples::refuse("no sequence of length {} to {} is held out; use longer sequences", o.min_len, o.max_len);
+  });
   ag::nn::Transformer model(config, init);
   ag::dist::broadcast(model.parameters());
   if (main_rank) {

@@ -13,6 +13,16 @@ std::string rank_prefix() {
   return fmt::format("rank {} of {}: ", dist::rank(), dist::world_size());
 }
 
+void check_grad_accum(std::int64_t grad_accum) {
+  if (grad_accum < 1 || grad_accum > kMaxMicroBatches)
+    refuse("--grad-accum must be from 1 to {}, got {}", kMaxMicroBatches, grad_accum);
+  const std::int64_t n = dist::world_size();
+  if (n > 1 && grad_accum != 1)
+    refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step; to sum {} "
+           "per step, run mpirun -np {} (or one process with --grad-accum {})",
+           grad_accum, n, grad_accum * n, grad_accum * n, grad_accum * n);
+}
+
 void checks_on_every_rank(const std::string& program, const std::function<void()>& checks) {
   if (dist::world_size() == 1) {
     checks();

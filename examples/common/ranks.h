@@ -19,6 +19,13 @@ struct AgreedExit {
   int code;
 };
 
+// The most micro-batches a step may have: a step that large is better a longer run.
+constexpr std::int64_t kMaxMicroBatches = 1 << 16;
+// --grad-accum: from 1 to kMaxMicroBatches, and 1 under mpirun, where each process is one
+// micro-batch of the step (partial sums inside each process would change the order of the
+// additions: docs/distributed.md). Refused otherwise, saying what to run instead.
+void check_grad_accum(std::int64_t grad_accum);
+
 // Runs `checks` (every rank its own options, input and, on rank 0, output). One process: a
 // refusal propagates as it is. Under mpirun the ranks then agree: if any refused, the first
 // that did prints "`program`: rank r of N: why" and every rank throws AgreedExit{2}, so none is

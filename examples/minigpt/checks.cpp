@@ -8,6 +8,7 @@
 #include "../common/corpus.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
+#include "../common/ranks.h"
 #include "../common/run_lock.h"
 #include "minigpt.h"
 
@@ -71,16 +72,8 @@ void check_train_options(const TrainOptions& o) {
   check_at_least("--eval-interval", o.eval_interval, 1);
   check_at_least("--eval-batches", o.eval_batches, 1);
   check_at_least("--checkpoint-interval", o.checkpoint_interval, 1);
-  check_at_least("--grad-accum", o.grad_accum, 1);
-  if (o.grad_accum > kMaxMicroBatches)
-    refuse("--grad-accum {} is more than {} micro-batches a step; a step that large is better a longer run",
-           o.grad_accum, kMaxMicroBatches);
+  ag::examples::check_grad_accum(o.grad_accum);
   check_at_least("--sync-every", o.sync_check_interval, 1);
-  if (ag::dist::world_size() > 1 && o.grad_accum != 1)
-    refuse("--grad-accum {} under mpirun with {} processes: each process is one micro-batch of the step, so the step "
-           "already sums {}; to sum {} per step, run mpirun -np {} (or one process with --grad-accum {})",
-           o.grad_accum, ag::dist::world_size(), ag::dist::world_size(), o.grad_accum * ag::dist::world_size(),
-           o.grad_accum * ag::dist::world_size(), o.grad_accum * ag::dist::world_size());
   check_at_least("--warmup", o.warmup, 0);
   check_at_least("--sample-tokens", o.sample_tokens, 0);
   if (o.model.n_embd % o.model.n_head != 0)
@@ -137,7 +130,9 @@ Corpus read_training_corpus(const TrainOptions& o) {
              plural(std::ssize(ids), "character"), kMaxMapCharacters);
   }
   encode_prompt(tokenizer, "the final sample's prompt", "\n");  // every corpus line ends in one
-  return {std::move(files), ag::dist::fingerprint(text), std::move(tokenizer), std::move(dataset)};
+  // The fingerprint is for comparing ranks under mpirun; one process has nothing to compare.
+  std::uint64_t fingerprint = ag::dist::world_size() > 1 ? ag::dist::fingerprint(text) : 0;
+  return {std::move(files), fingerprint, std::move(tokenizer), std::move(dataset)};
 }
 
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config) {

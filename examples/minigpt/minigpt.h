@@ -9,8 +9,6 @@
 
 namespace minigpt {
 
-constexpr std::int64_t kMaxMicroBatches = 1 << 16;
-
 struct TrainOptions {
   std::vector<std::string> corpus;  // files to read; empty means the English fortunes
   std::string out_dir = "minigpt-out";
@@ -28,7 +26,7 @@ struct TrainOptions {
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
   // Micro-batches of `batch` windows per step, their gradients summed in order: one process
   // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
-  std::int64_t grad_accum = 1;  // at most kMaxMicroBatches
+  std::int64_t grad_accum = 1;  // at most ag::examples::kMaxMicroBatches
   std::int64_t sync_check_interval = 100;  // under mpirun: steps between checks that every rank has the same weights
 };
 

@@ -102,26 +102,53 @@ LossLog truncate_log(const std::string& path, std::int64_t upto) {
   return log;
 }
 
-// The random generators a step draws from: the batch sampler's and every Dropout's. A step cut
-// short by a stop request puts them back as they were before it.
-class DrawsOfAStep {
+// The random generators a step draws from: the batch sampler's and every Dropout's.
+//  - remember / undo: a step cut short by a stop request puts them back as they were before it.
+//  - with several micro-batches a step (--grad-accum, or mpirun), micro-batch k draws its
+//    dropout masks from generators keyed by (the step's draw, k), not from wherever the
+//    previous micro-batch left them, so that whichever process runs micro-batch k draws the
+//    same masks (docs/distributed.md). One micro-batch a step draws exactly as before.
+class StepGenerators {
  public:
-  DrawsOfAStep(ag::nn::GPT& model, ag::Generator& data_gen) : live_{&data_gen} {
+  StepGenerators(ag::nn::GPT& model, ag::Generator& data_gen) : data_(&data_gen) {
     std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
     ag::io::collect_dropouts(model, "", dropouts);
-    for (auto& [_, d] : dropouts) live_.push_back(&d->generator());
+    for (auto& [_, d] : dropouts) dropouts_.push_back(&d->generator());
   }
   void remember() {
-    saved_.clear();
-    for (const ag::Generator* g : live_) saved_.push_back(*g);
+    saved_data_ = *data_;
+    saved_dropouts_.clear();
+    for (const ag::Generator* g : dropouts_) saved_dropouts_.push_back(*g);
   }
   void undo() {
-    for (std::size_t i = 0; i < live_.size(); ++i) *live_[i] = saved_[i];
+    *data_ = saved_data_;
+    for (std::size_t i = 0; i < dropouts_.size(); ++i) *dropouts_[i] = saved_dropouts_[i];
+  }
+  // At the start of a step of several micro-batches: one draw from each dropout generator, the
+  // same on every rank.
+  void begin_keyed_step() {
+    keys_.clear();
+    after_key_.clear();
+    for (ag::Generator* g : dropouts_) {
+      keys_.push_back(g->next_u64());
+      after_key_.push_back(*g);
+    }
+  }
+  void key_micro_batch(std::int64_t k) {
+    for (std::size_t i = 0; i < dropouts_.size(); ++i)
+      dropouts_[i]->manual_seed(keys_[i] ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(k + 1)));
+  }
+  // At the end of the step every rank's dropout generators are where the step's key left them.
+  void end_keyed_step() {
+    for (std::size_t i = 0; i < dropouts_.size(); ++i) *dropouts_[i] = after_key_[i];
   }
 
  private:
-  std::vector<ag::Generator*> live_;
-  std::vector<ag::Generator> saved_;
+  ag::Generator* data_;
+  std::vector<ag::Generator*> dropouts_;
+  ag::Generator saved_data_;
+  std::vector<ag::Generator> saved_dropouts_, after_key_;
+  std::vector<std::uint64_t> keys_;
 };
 
 // The log is on disk line by line, so a crash loses no step that finished; a write that fails
@@ -145,41 +172,6 @@ std::string run_description(const TrainOptions& o, const Corpus& corpus, const a
       o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval, o.sync_check_interval, o.seed, o.resume,
       ag::kernels_name(ag::kernels()), ag::get_num_threads());
 }
-
-// Dropout under gradient accumulation or mpirun: micro-batch k of a step draws its masks from
-// generators keyed by (the step's draw, k), not from wherever the previous micro-batch left
-// them, so that the process running micro-batch k draws the same masks whoever runs it. One
-// micro-batch per step (the default) draws exactly as before.
-class KeyedDropout {
- public:
-  explicit KeyedDropout(ag::nn::GPT& model) {
-    std::vector<std::pair<std::string, ag::nn::Dropout*>> dropouts;
-    ag::io::collect_dropouts(model, "", dropouts);
-    for (auto& [_, d] : dropouts) generators_.push_back(&d->generator());
-  }
-  // At the start of a step: one draw from each generator, the same on every rank.
-  void begin_step() {
-    keys_.clear();
-    after_key_.clear();
-    for (ag::Generator* g : generators_) {
-      keys_.push_back(g->next_u64());
-      after_key_.push_back(*g);
-    }
-  }
-  void begin_micro_batch(std::int64_t k) {
-    for (std::size_t i = 0; i < generators_.size(); ++i)
-      generators_[i]->manual_seed(keys_[i] ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(k + 1)));
-  }
-  // At the end of the step every rank's generators are where the step's key left them.
-  void end_step() {
-    for (std::size_t i = 0; i < generators_.size(); ++i) *generators_[i] = after_key_[i];
-  }
-
- private:
-  std::vector<ag::Generator*> generators_;
-  std::vector<std::uint64_t> keys_;
-  std::vector<ag::Generator> after_key_;
-};
 
 }  // namespace
 
@@ -223,22 +215,23 @@ int train(const TrainOptions& o) {
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
   ag::io::TrainingState state{model, opt, schedule, data_gen};  // saved and restored by io/training_state.cpp
   std::int64_t start = 0;
-  if (o.resume) {
-    ag::io::ResumedTraining resumed{};
-    try {
-      resumed = ag::io::load_training_state(state_path, state, tokenizer);
-    } catch (const std::invalid_argument& e) {
-      ag::examples::refuse("--resume: {}", e.what());
-    }
-    start = resumed.step;
-    if (start > o.steps)
-      ag::examples::refuse("--resume: {} is at step {}, past --steps {}; pass --steps {} or more to continue it",
-                           state_path, start, o.steps, start);
-    if (main_rank && ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
-      fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
-                 ag::io::schedule_json(schedule));
-    if (main_rank) fmt::print("resuming from step {} of {}\n", start, state_path);
-  }
+  // Every rank reads the training state (under mpirun, a rank that cannot stops them all).
+  if (o.resume) ag::examples::checks_on_every_rank("minigpt train", [&] {
+      ag::io::ResumedTraining resumed{};
+      try {
+        resumed = ag::io::load_training_state(state_path, state, tokenizer);
+      } catch (const std::invalid_argument& e) {
+        ag::examples::refuse("--resume: {}", e.what());
+      }
+      start = resumed.step;
+      if (start > o.steps)
+        ag::examples::refuse("--resume: {} is at step {}, past --steps {}; pass --steps {} or more to continue it",
+                             state_path, start, o.steps, start);
+      if (main_rank && ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
+        fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
+                   ag::io::schedule_json(schedule));
+      if (main_rank) fmt::print("resuming from step {} of {}\n", start, state_path);
+    });
   // Every rank starts from rank 0's weights, and checks that the rest of its state (the step,
   // the optimizer's moments, the batch generator) is rank 0's too.
   ag::dist::DataParallel dp(model.parameters(), {.micro_batches = o.grad_accum});
@@ -300,8 +293,7 @@ int train(const TrainOptions& o) {
     }
     saved = done;
   };
-  DrawsOfAStep draws(model, data_gen);
-  KeyedDropout keyed_dropout(model);
+  StepGenerators draws(model, data_gen);
   const std::vector<std::int64_t> mine = dp.my_micro_batches();
   bool eval_cut = false, stopping = false;
   for (; step < o.steps && !stopping; ++step) {
@@ -315,21 +307,21 @@ int train(const TrainOptions& o) {
       std::optional<StopBetweenOps> stop_points;
       if (!distributed) stop_points.emplace();
       opt.set_lr(schedule.lr_at(step));
-      if (micro > 1) keyed_dropout.begin_step();
+      if (micro > 1) draws.begin_keyed_step();
       // The step's global batch is micro x batch windows, drawn in order by every rank; micro-
       // batch k is the k-th run of `batch`: one process runs each as it is drawn, a rank under
       // mpirun only its own.
       for (std::int64_t k = 0; k < micro; ++k) {
         auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
         if (distributed && k != mine.front()) continue;  // another rank's micro-batch
-        if (micro > 1) keyed_dropout.begin_micro_batch(k);
+        if (micro > 1) draws.key_micro_batch(k);
         dp.begin_micro_batch();
         ag::Tensor loss = model.loss(batch.x, batch.y);
         loss.backward(dp.loss_weight(loss));
         dp.end_micro_batch();
         losses.push_back(loss.item() / static_cast<double>(micro));
       }
-      if (micro > 1) keyed_dropout.end_step();
+      if (micro > 1) draws.end_keyed_step();
     } catch (const Interrupted&) {
       draws.undo();
       break;
@@ -382,7 +374,9 @@ int train(const TrainOptions& o) {
     stopping = distributed ? ag::dist::any(stop.requested()) : stop.requested();
   }
   if (bar) bar->finish();
-  if (stop.requested() || stopping) {
+  // Under mpirun only the stop all ranks agreed on counts: a signal that reached one rank after
+  // the last agreement must not make it exit alone.
+  if (distributed ? stopping : stop.requested()) {
     if (saved != step) checkpoint(step);
     if (main_rank) {
       fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);

@@ -187,6 +187,8 @@ TEST(DataParallel, RefusesBadSettings) {
                                                  "micro_batches must be at least 1, got 0"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dist::DataParallel({w * 2}); },
                                                  "parameter 0 is not a floating-point leaf that requires grad"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dist::DataParallel({w, w}); },
+                                                 "parameter 1 (shape [3]) is listed twice"));
   dist::DataParallel dp({w});
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dp.loss_weight(w.sum(), 1.5); }, "must be in [0, 1], got 1.5"));
   if (dist::world_size() > 1) {
