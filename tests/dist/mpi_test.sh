@@ -14,5 +14,6 @@ mpi=(mpirun --oversubscribe)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
 for n in 2 3 4; do
   echo "=== $n processes"
-  timeout 240 "${mpi[@]}" -np "$n" "$program" --gtest_brief=1
+  # No colours: mpirun gives the processes a terminal, and the escapes would reach the test log.
+  timeout 240 "${mpi[@]}" -np "$n" "$program" --gtest_brief=1 --gtest_color=no
 done
