@@ -104,7 +104,6 @@ struct DataParallel::Channel {
   }
 };
 
-
 double CommunicationStats::overlap() const {
   if (reduce_seconds <= 0) return 0;
   return std::clamp(1.0 - exposed_seconds / reduce_seconds, 0.0, 1.0);
@@ -158,7 +157,7 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, DataParallelOptions o
   channel_->grads.resize(parameters_.size());
   for (std::size_t j = 0; j < parameters_.size(); ++j)
     hooks_.push_back(parameters_[j].register_post_accumulate_grad_hook([this, j](const Tensor&) { on_gradient_ready(j); }));
-  if (options_.overlap && detail::background_communication())
+  if (options_.overlap && !buckets.empty() && detail::background_communication())
     thread_ = std::thread([channel = channel_] { channel->communicate(); });
 }
 

@@ -197,6 +197,16 @@ TEST(DataParallel, RefusesBadSettings) {
   }
 }
 
+TEST(DataParallel, NoParametersAtAllIsAStepWithNothingToSum) {
+  dist::DataParallel dp({});
+  for (std::int64_t k : dp.my_micro_batches()) {
+    (void)k;
+    dp.begin_micro_batch();
+    dp.end_micro_batch();
+  }
+  EXPECT_EQ(dp.last_step().bytes_sent, 0);
+}
+
 TEST(DataParallel, AParameterNoMicroBatchReachesGetsZerosOnEveryRank) {
   Tensor used = full({4}, 2.0, kFloat64).requires_grad_(), unused = full({3}, 1.0, kFloat64).requires_grad_();
   std::int64_t micro = dist::world_size() == 1 ? 2 : 1;
