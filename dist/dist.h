@@ -84,10 +84,8 @@ std::uint64_t fingerprint(const std::string& bytes);
 // naming `what` and the ranks that differ from rank 0.
 void check_in_sync(const std::string& what, const std::vector<Tensor>& tensors);
 
-// Bytes this process has sent to other ranks, and seconds it spent in sum_in_rank_order, since
-// it started: for the benchmark's communication figures.
+// Bytes this process has sent to other ranks since it started (DataParallel's statistics).
 std::int64_t bytes_sent();
-double reduce_seconds();
 
 // Stops every process of the world at once with exit status `code` (MPI_Abort); after a failure
 // on one rank, so that the others do not wait for it. Just exits in a world of one.

@@ -4,7 +4,6 @@
 #include <boost/mpi/communicator.hpp>
 #include <boost/mpi/environment.hpp>
 #include <boost/mpi/nonblocking.hpp>
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <fmt/ranges.h>
@@ -25,7 +24,6 @@ namespace {
 std::unique_ptr<mpi::environment> g_environment;
 std::unique_ptr<mpi::communicator> g_world;
 std::int64_t g_bytes_sent = 0;
-double g_reduce_seconds = 0;
 
 const mpi::communicator& world() { return *g_world; }
 
@@ -144,10 +142,8 @@ void broadcast(const std::vector<Tensor>& tensors, int root) {
 
 void sum_in_rank_order(void* values, std::int64_t n, DType dtype) {
   if (world_size() == 1 || n == 0) return;
-  auto start = std::chrono::steady_clock::now();
   dispatch_floating(dtype, "dist::sum_in_rank_order",
                     [&](auto tag) { sum_in_rank_order_typed(static_cast<decltype(tag)*>(values), n); });
-  g_reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void sum_in_rank_order(std::vector<double>& values) {
@@ -200,7 +196,6 @@ void check_in_sync(const std::string& what, const std::vector<Tensor>& tensors) 
 }
 
 std::int64_t bytes_sent() { return g_bytes_sent; }
-double reduce_seconds() { return g_reduce_seconds; }
 
 void abort(int code) {
   if (world_size() > 1) MPI_Abort(MPI_COMM_WORLD, code);

@@ -31,7 +31,6 @@ bool any(bool value) { return value; }
 void check_same(const std::string&, const std::string&) {}
 void check_in_sync(const std::string&, const std::vector<Tensor>&) {}
 std::int64_t bytes_sent() { return 0; }
-double reduce_seconds() { return 0; }
 void abort(int code) { std::exit(code); }
 bool detail::background_communication() { return false; }
 
