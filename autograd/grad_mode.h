@@ -20,4 +20,17 @@ class NoGradGuard {
   bool previous_;
 };
 
+// RAII: grad mode set to `enabled` while the guard lives (libtorch's AutoGradMode), the
+// previous mode after. AutoGradMode(true) records a graph again inside a NoGradGuard.
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : previous_(is_grad_enabled()) { set_grad_enabled(enabled); }
+  ~AutoGradMode() { set_grad_enabled(previous_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace ag

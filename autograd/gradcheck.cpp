@@ -4,7 +4,9 @@
 
 #include "error.h"
 #include "generator.h"
+#include "grad.h"
 #include "grad_mode.h"
+#include "../ops/shape.h"
 
 namespace ag {
 
@@ -115,6 +117,88 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
   if (checked.empty())
     throw_invalid("gradcheck", "none of the {} inputs requires grad: nothing to check", inputs.size());
   return check([&] { return f(x); }, checked, numbers, options);
+}
+
+GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options) {
+  std::vector<std::size_t> differentiable;  // positions of the inputs that require grad
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && is_floating(inputs[i].dtype()) && inputs[i].requires_grad()) differentiable.push_back(i);
+  if (differentiable.empty())
+    throw_invalid("gradgradcheck", "none of the {} inputs requires grad: nothing to check", inputs.size());
+  // g: random weights for f's output, drawn once (seed + 1: not the weights gradcheck puts on
+  // the gradient below).
+  Shape out_shape;
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> x;
+    for (const Tensor& in : inputs) x.push_back(in.defined() && is_floating(in.dtype()) ? in.detach().to(kFloat64) : in);
+    Tensor out = f(x);
+    if (!out.defined() || !is_floating(out.dtype()))
+      throw_invalid("gradgradcheck", "the function must return a float tensor");
+    out_shape = out.shape();
+  }
+  Generator generator(options.seed + 1);
+  std::vector<Tensor> with_g = inputs;
+  with_g.push_back(randn(out_shape, generator, kFloat64).requires_grad_());
+
+  auto first_derivatives = [&](const std::vector<Tensor>& a) {
+    AutoGradMode grad_mode(true);  // gradcheck's finite differences run under NoGradGuard
+    std::vector<Tensor> x(a.begin(), a.end() - 1), wrt;
+    for (std::size_t i : differentiable) wrt.push_back(x[i]);
+    Tensor out = f(x);
+    Tensor g = out.dtype() == kFloat64 ? a.back() : a.back().to(out.dtype());
+    std::vector<Tensor> grads(wrt.size());
+    if (out.requires_grad())
+      grads = grad({out}, wrt, {g}, {.create_graph = true, .allow_unused = true});
+    std::vector<Tensor> flat;
+    for (std::size_t k = 0; k < wrt.size(); ++k)
+      flat.push_back((grads[k].defined() ? grads[k] : zeros_like(wrt[k])).reshape({-1}));
+    return cat(flat, 0);
+  };
+  GradcheckResult r = gradcheck(first_derivatives, with_g, options);
+  if (!r.passed) {
+    std::string inputs_named = fmt::format("gradgradcheck: the gradient is checked as a function of the inputs and of "
+                                           "g, which is input {}; its elements are the gradients of inputs",
+                                           inputs.size());
+    for (std::size_t i : differentiable) inputs_named += fmt::format(" {}", i);
+    r.report = inputs_named + ", flattened and joined\n" + r.report;
+  }
+  return r;
+}
+
+GradcheckResult gradgradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                       const GradcheckOptions& options) {
+  if (tensors.empty()) throw_invalid("gradgradcheck", "no tensors to check");
+  Shape out_shape;
+  {
+    NoGradGuard no_grad;
+    Tensor out = f();
+    if (!out.defined() || out.dtype() != kFloat64)
+      throw_invalid("gradgradcheck", "the function must return a float64 tensor");
+    out_shape = out.shape();
+  }
+  Generator generator(options.seed + 1);
+  Tensor g = randn(out_shape, generator, kFloat64).requires_grad_();
+  auto first_derivatives = [&] {
+    AutoGradMode grad_mode(true);
+    Tensor out = f();
+    std::vector<Tensor> grads(tensors.size());
+    if (out.requires_grad()) grads = grad({out}, tensors, {g}, {.create_graph = true, .allow_unused = true});
+    std::vector<Tensor> flat;
+    for (std::size_t k = 0; k < tensors.size(); ++k)
+      flat.push_back((grads[k].defined() ? grads[k] : zeros_like(tensors[k])).reshape({-1}));
+    return cat(flat, 0);
+  };
+  std::vector<Tensor> with_g = tensors;
+  with_g.push_back(g);
+  GradcheckResult r = gradcheck_in_place(first_derivatives, with_g, options);
+  if (!r.passed)
+    r.report = fmt::format("gradgradcheck: the gradients of tensors 0..{}, flattened and joined, checked as a function "
+                           "of those tensors and of g (tensor {})\n",
+                           tensors.size() - 1, tensors.size()) +
+               r.report;
+  return r;
 }
 
 }  // namespace ag

@@ -55,4 +55,22 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
 GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
                                    const GradcheckOptions& options = {});
 
+// The second derivative, checked the same way: gradgradcheck runs gradcheck on the function
+//
+//     (inputs, g)  ->  the gradients of sum(f(inputs) * g) with respect to the inputs that
+//                      require grad, computed by ag::grad with create_graph, flattened and joined
+//
+// for a fixed random g shaped like f's output (g requires grad too). Its Jacobian holds every
+// second derivative of f, weighted by g, and the first derivatives again through g: the terms
+// a backward formula that is linear in its grad_output must also get right. Each element is
+// compared with central differences of that analytic gradient, in float64. Every op that f
+// uses must support create_graph (docs/higher_order.md); one that does not makes this throw,
+// naming it.
+GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+// The same for tensors that `f` reaches by itself, such as a module's parameters (float64 leaves
+// that require grad, perturbed in place and restored, as for gradcheck_in_place).
+GradcheckResult gradgradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                       const GradcheckOptions& options = {});
+
 }  // namespace ag

@@ -15,11 +15,13 @@ namespace ag {
 
 extern std::atomic<std::int64_t> g_live_nodes;  // memory_stats(), defined in tensor.cpp
 
-Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved)
+Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved,
+           BackwardOrder order)
     : name_(std::move(name)),
       next_edges_(std::move(next_edges)),
       backward_(std::move(backward)),
-      saved_(std::move(saved)) {
+      saved_(std::move(saved)),
+      order_(order) {
   ++g_live_nodes;
 }
 
@@ -30,6 +32,9 @@ Node::~Node() {
   --g_live_nodes;
   std::vector<std::shared_ptr<Node>> orphans;
   auto adopt_inputs = [&orphans](Node& node) {
+    // The closure goes first: the inputs it keeps (as passed, for create_graph) hold their
+    // nodes too, and would otherwise free them from inside this destructor.
+    node.backward_ = nullptr;
     for (Edge& e : node.next_edges_)
       if (e.node && e.node.use_count() == 1) orphans.push_back(std::move(e.node));
   };
@@ -76,11 +81,43 @@ void check_unchanged(const std::string& op, const SavedVersion& saved) {
 
 }  // namespace
 
+namespace {
+
+// The node whose backward formula is running on this thread, for detail::node_output.
+thread_local const Node* t_running = nullptr;
+
+struct Running {
+  const Node* previous = t_running;
+  explicit Running(const Node* node) { t_running = node; }
+  ~Running() { t_running = previous; }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+};
+
+}  // namespace
+
+bool detail::creating_graph() { return t_running && is_grad_enabled(); }
+
+Tensor detail::node_output(const Tensor& saved) {
+  if (!creating_graph()) throw std::logic_error("node_output called outside a backward pass with create_graph");
+  auto output = std::make_shared<TensorImpl>(saved.impl()->storage, saved.shape(), saved.dtype());
+  output->requires_grad = true;
+  output->grad_fn = std::const_pointer_cast<Node>(t_running->shared_from_this());
+  return Tensor(std::move(output));
+}
+
 std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
   for (const SavedVersion& saved : saved_) check_unchanged(name_, saved);
+  if (order_ == BackwardOrder::FirstOrder && is_grad_enabled())
+    throw_state("backward",
+                "'{}' has no second derivative: its backward formula computes the gradient outside the graph, so "
+                "backward with create_graph cannot differentiate it again (an op defined with record() must build "
+                "its gradients from ops when detail::creating_graph() is true, and declare BackwardOrder::AnyOrder)",
+                name_);
   std::vector<bool> needs(next_edges_.size());
   for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
 
+  Running running(this);
   std::vector<Tensor> grads = backward_(grad_output, needs);
 
   // A wrong shape here is a bug in the op's backward, not in the caller's input.
@@ -136,7 +173,8 @@ std::vector<SavedVersion> saved_versions(const Tensor& output, const std::vector
 }
 
 std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
-                                BackwardFn backward, const std::optional<std::vector<Tensor>>& saved) {
+                                BackwardFn backward, const std::optional<std::vector<Tensor>>& saved,
+                                BackwardOrder order) {
   std::vector<Edge> edges(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
@@ -152,7 +190,7 @@ std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const st
       edges[i].leaf = in.impl();
   }
   auto node = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward),
-                                     saved_versions(output, inputs, saved));
+                                     saved_versions(output, inputs, saved), order);
   node->set_output(output.shape(), output.dtype());
   return node;
 }
@@ -163,10 +201,10 @@ GraphObserver* graph_observer() { return t_observer; }
 void set_graph_observer(GraphObserver* observer) { t_observer = observer; }
 
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
-              std::optional<std::vector<Tensor>> saved) {
+              std::optional<std::vector<Tensor>> saved, BackwardOrder order) {
   std::shared_ptr<Node> node;
   if (is_grad_enabled() && any_requires_grad(inputs))
-    node = make_node(name, output, inputs, std::move(backward), saved);
+    node = make_node(name, output, inputs, std::move(backward), saved, order);
   if (t_observer && !detail::in_backward()) t_observer->recorded(name, output, inputs, node.get());
   if (node) {
     output.impl()->grad_fn = std::move(node);

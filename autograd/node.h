@@ -60,9 +60,18 @@ struct SavedVersion {
 using BackwardFn =
     std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs_input_grad)>;
 
-class Node {
+// Whether an op's backward formula can itself be differentiated (a backward pass with
+// create_graph: ag::grad, docs/higher_order.md). Such a pass runs the formulas with grad mode
+// on, and a formula declared AnyOrder then computes its gradients with differentiable ops, so
+// that they join the graph; detail::creating_graph() tells it which case it is in. A formula
+// declared FirstOrder computes them outside the graph (a hand loop), so a pass with
+// create_graph refuses to run it, naming the op, rather than return a second derivative of zero.
+enum class BackwardOrder { FirstOrder, AnyOrder };
+
+class Node : public std::enable_shared_from_this<Node> {
  public:
-  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved = {});
+  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved = {},
+       BackwardOrder order = BackwardOrder::FirstOrder);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -70,9 +79,11 @@ class Node {
   const std::string& name() const { return name_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   bool released() const { return !backward_; }
+  BackwardOrder order() const { return order_; }
 
   // Checks that no saved tensor was changed in place, runs the op's backward, and checks each
-  // returned gradient's shape and dtype.
+  // returned gradient's shape and dtype. With grad mode on (a pass with create_graph) a
+  // FirstOrder backward throws instead.
   std::vector<Tensor> apply(const Tensor& grad_output) const;
   // Frees the saved tensors (the closure); a later backward through this node is an error.
   void release() {
@@ -108,6 +119,7 @@ class Node {
   std::vector<Edge> next_edges_;
   BackwardFn backward_;
   std::vector<SavedVersion> saved_;
+  BackwardOrder order_;
   std::atomic<bool> in_backward_{false};
   Shape output_shape_;
   DType output_dtype_ = kFloat32;
@@ -125,17 +137,30 @@ class Node {
 // captured, such as a mask); their versions are checked before it runs. Left out, every input
 // and the output count as saved: never too few, sometimes more than needed. `{}` says the
 // formula reads no tensor at all (add's gradient is dy itself).
+//
+// `order` says whether `backward` can be differentiated again (BackwardOrder above). An op whose
+// formula is a hand loop leaves it at FirstOrder; one that builds its gradients from ops when
+// detail::creating_graph() is true declares AnyOrder.
 using Saved = std::vector<Tensor>;
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
-              std::optional<Saved> saved = std::nullopt);
+              std::optional<Saved> saved = std::nullopt, BackwardOrder order = BackwardOrder::FirstOrder);
 
 // Runs reverse-mode differentiation from `root` (see Tensor::backward). engine.cpp.
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);
 
 namespace detail {
-// True on a thread while run_backward is running backward formulas there; their ops are not
+// True on a thread while a backward pass is running backward formulas there; their ops are not
 // reported to the graph observer (hooks.h).
 bool in_backward();
+// True inside a backward formula that must build a graph (a pass with create_graph): its
+// gradients must then be computed with differentiable ops, reading the tensors it saved with
+// their history (inputs as they were passed, the output through node_output below).
+bool creating_graph();
+// Inside a backward formula run by a pass with create_graph: the op's output, sharing the data
+// of `saved` (the output the op saved, detached), as the tensor computed by the running node.
+// A formula that reads its output (exp's y, softmax's p) uses this to differentiate through it
+// without holding the output in the node, which would be a cycle.
+Tensor node_output(const Tensor& saved);
 }  // namespace detail
 
 }  // namespace ag

@@ -227,7 +227,8 @@ Tensor Tensor::to(DType target) const {
   DType source = dtype();
   return record(
       "to", out, {*this},
-      [source](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy.to(source)}; }, Saved{});
+      [source](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy.to(source)}; }, Saved{},
+      BackwardOrder::AnyOrder);
 }
 
 Tensor Tensor::clone() const {
@@ -237,7 +238,7 @@ Tensor Tensor::clone() const {
   // y = x:  dx = dy
   return record(
       "clone", out, {*this}, [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy}; },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 // --- autograd state ------------------------------------------------------------------------
@@ -337,9 +338,9 @@ void Tensor::set_data(const Tensor& source) {
   impl_->grad.reset();
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   checked("backward");
-  run_backward(*this, gradient, retain_graph);
+  run_backward(*this, gradient, retain_graph.value_or(create_graph), create_graph);
 }
 
 // --- construction --------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -157,8 +158,13 @@ class Tensor {
   void set_data(const Tensor& source);
   // Reverse-mode differentiation from this tensor. Without `gradient` the tensor must hold
   // one element (a loss); with it, `gradient` is dL/d(this) and has this tensor's shape.
-  // The graph's saved tensors are freed afterwards unless `retain_graph` is true.
-  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // The graph's saved tensors are freed afterwards unless `retain_graph` is true (left unset,
+  // it follows create_graph). With `create_graph` the pass is recorded too: the gradients it
+  // adds into .grad() are tensors of the graph, which can be differentiated again (ag::grad in
+  // autograd/grad.h is the usual way to do that). A .grad() with a graph refers back to the
+  // parameter through its graph; zero_grad() or a new gradient ends that (docs/higher_order.md).
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
 
   // --- ops: thin methods over the free functions in ops/ ----------------------------------
   Tensor operator-() const;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad.h"
 #include "../autograd/node.h"
 #include "attention_tiles.h"
 #include "binary.h"
@@ -148,6 +149,26 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
   return grads;
 }
 
+// With create_graph: the chain rule through the reference route's matmul, masked_fill and
+// softmax in the op's own layout, which recompute the scores and weights from q, k and v with
+// their history (where the fused kernel keeps only the log-sum-exp), so that the gradient can
+// be differentiated again, to any order.
+std::vector<Tensor> composed_attention_backward(const FusedSaved& s, const Tensor& dout, const std::vector<bool>& need) {
+  std::string_view op = s.op;
+  Tensor mask = s.mask;
+  bool causal = s.causal;
+  double scale = s.scale;
+  std::int64_t heads = s.n.h;
+  auto attend = [=](const std::vector<Tensor>& in) {
+    if (op == "scaled_dot_product_attention_packed")
+      return reference::scaled_dot_product_attention_packed(in[0], heads, mask, causal, scale).output;
+    if (op == "scaled_dot_product_attention_bthd")
+      return reference::scaled_dot_product_attention_bthd(in[0], in[1], in[2], mask, causal, scale).output;
+    return reference::scaled_dot_product_attention(in[0], in[1], in[2], mask, causal, scale).output;
+  };
+  return detail::backward_by_composition(attend, s.inputs, dout, need);
+}
+
 // The fused op over any layout: `inputs` are the node's inputs, q, k and v are found in them at
 // `at`, laid out as `L` says; `n` has been checked. Each input's gradient has the input's shape,
 // and q's, k's and v's gradients land where q, k and v were read.
@@ -172,15 +193,16 @@ AttentionResult fused_attention(const char* op, const std::vector<Tensor>& input
                            need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>());
     });
   FusedSaved saved{{}, at, attn_mask, lse, n, L, s, causal, op};
-  for (const Tensor& t : inputs) saved.inputs.push_back(t.detach());
+  for (const Tensor& t : inputs) saved.inputs.push_back(t);  // as passed, for the reference route below
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
   read.push_back(attn_mask);
   Tensor result = record(
       op, out, inputs,
       [saved](const Tensor& dout, const std::vector<bool>& need) {
+        if (detail::creating_graph()) return composed_attention_backward(saved, dout, need);
         return fused_attention_backward(saved, dout, need);
       },
-      read);
+      read, BackwardOrder::AnyOrder);
   return {result, weights};
 }
 

@@ -117,7 +117,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   return record(
       "broadcast_to", y, {x},
       [x_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{sum_to(dy, x_shape)}; },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -138,7 +138,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return record(
       "sum_to", y, {g},
       [g_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{broadcast_to(dy, g_shape)}; },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 // y = a + b        da = sum_to(dy)          db = sum_to(dy)
@@ -149,7 +149,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
       },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 // y = a - b        da = sum_to(dy)          db = -sum_to(dy)
@@ -160,7 +160,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
       },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 // y = a * b        da = sum_to(dy * b)      db = sum_to(dy * a)
@@ -168,11 +168,12 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("mul", a, b, [](auto u, auto v) { return u * v; });
   return record(
       "mul", y, {a, b},
-      [a = a.detach(), b = b.detach()](const Tensor& dy, const std::vector<bool>& need) {
+      // a and b as passed: with create_graph the products below are differentiated through them.
+      [a, b](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
                                    need[1] ? sum_to(dy * a, b.shape()) : Tensor()};
       },
-      Saved{a, b});
+      Saved{a, b}, BackwardOrder::AnyOrder);
 }
 
 // y = a / b        da = sum_to(dy / b)      db = sum_to(-dy * a / b^2) = sum_to(-dy * y / b)
@@ -180,11 +181,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
   return record(
       "div", y, {a, b},
-      [b = b.detach(), y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
+      [b, y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
+        Tensor out = need[1] && detail::creating_graph() ? detail::node_output(y) : y;  // y with its history
         return std::vector<Tensor>{need[0] ? sum_to(dy / b, sa) : Tensor(),
-                                   need[1] ? sum_to(-(dy * y) / b, b.shape()) : Tensor()};
+                                   need[1] ? sum_to(-(dy * out) / b, b.shape()) : Tensor()};
       },
-      Saved{b, y});
+      Saved{b, y}, BackwardOrder::AnyOrder);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

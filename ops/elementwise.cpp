@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
@@ -39,8 +40,11 @@ Tensor unary_backward(const char* op, const Tensor& dy, const Tensor& saved, DF 
   return dx;
 }
 
-template <class F, class DF>
-Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
+// `df_graph` is f' again, written with ops on a tensor that has a history (the input as it
+// was passed, or the output as the node's own): the backward formula under create_graph, so
+// that dx = dy * f'(x) can itself be differentiated.
+template <class F, class DF, class DFGraph>
+Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGraph df_graph) {
   check_floating(op, x);
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
@@ -49,14 +53,28 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
     T* py = y.data_ptr<T>();
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = f(px[i]);
   });
-  // The saved tensor shares the caller's buffer: no copy.
-  Tensor saved = saves == Saves::Input ? x.detach() : y.detach();
+  // The saved tensor shares the caller's buffer: no copy. The input is kept as passed (its
+  // history is already held by the node's edge); the output detached, since the node itself
+  // is its history (detail::node_output restores it).
+  Tensor saved = saves == Saves::Input ? x : y.detach();
   return record(
       op, y, {x},
-      [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
+      [op, df, df_graph, saves, saved](const Tensor& dy, const std::vector<bool>&) {
+        if (detail::creating_graph())
+          return std::vector<Tensor>{dy * df_graph(saves == Saves::Input ? saved : detail::node_output(saved))};
         return std::vector<Tensor>{unary_backward(op, dy, saved, df)};
       },
-      Saved{saved});
+      Saved{saved}, BackwardOrder::AnyOrder);
+}
+
+// f'(x) for a piecewise-constant slope (relu's step): a constant, outside the graph, since
+// its own derivative is 0 wherever it exists.
+template <class DF>
+auto constant_slope(const char* op, DF df) {
+  return [op, df](const Tensor& x) {
+    NoGradGuard no_grad;
+    return unary_backward(op, ones_like(x), x, df);
+  };
 }
 
 }  // namespace
@@ -64,59 +82,68 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
 // y = -x                 dy/dx = -1
 Tensor neg(const Tensor& x) {
   return unary_op(
-      "neg", x, Saves::Input, [](auto v) { return -v; }, [](auto v) { return decltype(v)(-1); });
+      "neg", x, Saves::Input, [](auto v) { return -v; }, [](auto v) { return decltype(v)(-1); },
+      [](const Tensor& v) { return full(v.shape(), -1.0, v.dtype()); });
 }
 
 // y = x^p                dy/dx = p x^(p-1)
 Tensor pow(const Tensor& x, double p) {
   return unary_op(
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1.0)); });
+      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1.0)); },
+      [p](const Tensor& v) { return p * pow(v, p - 1.0); });
 }
 
 // y = e^x                dy/dx = e^x = y
 Tensor exp(const Tensor& x) {
   return unary_op(
-      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; });
+      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; },
+      [](const Tensor& y) { return y; });
 }
 
 // y = ln x               dy/dx = 1 / x        (x < 0 gives NaN and x = 0 gives -inf, as IEEE does)
 Tensor log(const Tensor& x) {
   return unary_op(
-      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; });
+      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; },
+      [](const Tensor& v) { return 1.0 / v; });
 }
 
 // y = sqrt(x)            dy/dx = 1 / (2 sqrt(x)) = 1 / (2y)
 Tensor sqrt(const Tensor& x) {
   return unary_op(
-      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); }, [](auto y) { return 1 / (2 * y); });
+      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); }, [](auto y) { return 1 / (2 * y); },
+      [](const Tensor& y) { return 0.5 / y; });
 }
 
 // y = tanh x             dy/dx = 1 - tanh^2 x = 1 - y^2
 Tensor tanh(const Tensor& x) {
   return unary_op(
-      "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); }, [](auto y) { return 1 - y * y; });
+      "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); }, [](auto y) { return 1 - y * y; },
+      [](const Tensor& y) { return 1.0 - y * y; });
 }
 
 // y = 1 / (1 + e^-x)     dy/dx = e^-x / (1 + e^-x)^2 = y (1 - y)
 Tensor sigmoid(const Tensor& x) {
   return unary_op(
-      "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); }, [](auto y) { return y * (1 - y); });
+      "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); }, [](auto y) { return y * (1 - y); },
+      [](const Tensor& y) { return y * (1.0 - y); });
 }
 
 // y = erfc(x) = 1 - erf(x)   dy/dx = -2/sqrt(pi) e^(-x^2)     (the CDF of N(0, 1) is erfc(-x/sqrt 2) / 2)
 Tensor erfc(const Tensor& x) {
   return unary_op(
       "erfc", x, Saves::Input, [](auto v) { return std::erfc(v); },
-      [](auto v) { return static_cast<decltype(v)>(-2 * std::numbers::inv_sqrtpi * std::exp(-v * v)); });
+      [](auto v) { return static_cast<decltype(v)>(-2 * std::numbers::inv_sqrtpi * std::exp(-v * v)); },
+      [](const Tensor& v) { return (-2 * std::numbers::inv_sqrtpi) * exp(-(v * v)); });
 }
 
 // y = max(x, 0)          dy/dx = 1 if x > 0 else 0   (at the kink x = 0 we take 0, as PyTorch does;
 //                                                      NaN passes through, also as PyTorch does)
 Tensor relu(const Tensor& x) {
+  auto relu_slope = [](auto v) { return v > 0 ? decltype(v)(1) : decltype(v)(0); };
   return unary_op(
       "relu", x, Saves::Input, [](auto v) { return v < 0 ? decltype(v)(0) : v; },
-      [](auto v) { return v > 0 ? decltype(v)(1) : decltype(v)(0); });
+      relu_slope, constant_slope("relu", relu_slope));
 }
 
 // Exact:  y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2
@@ -200,13 +227,19 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
       detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
     });
   });
+  // With create_graph: the chain rule through reference::gelu's ops, which gives
+  // GELU''(x) = phi(x) (2 - x^2) (or the tanh form's) when differentiated again.
   return record(
       op, y, {x},
-      [slope](const Tensor& dy, const std::vector<bool>&) {
+      [slope, x, approximate](const Tensor& dy, const std::vector<bool>& need) {
+        if (detail::creating_graph())
+          return detail::backward_by_composition(
+              [approximate](const std::vector<Tensor>& in) { return reference::gelu(in[0], approximate); }, {x}, dy,
+              need);
         NoGradGuard no_grad;
         return std::vector<Tensor>{dy * slope};
       },
-      Saved{slope});
+      Saved{slope, x}, BackwardOrder::AnyOrder);
 }
 
 Tensor Tensor::operator-() const { return neg(*this); }

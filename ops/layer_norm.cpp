@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
 #include "fast_math.h"
@@ -160,9 +161,17 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   });
   return record(
       "layer_norm", y, {x, weight, bias},
-      [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), mean, rstd](
-          const Tensor& dy, const std::vector<bool>& need) { return layer_norm_backward(dy, x, w, mean, rstd, need); },
-      Saved{x, weight});
+      // x, weight and bias as passed: with create_graph the backward is the chain rule through
+      // reference::layer_norm's ops, which recompute mean and rstd from x with their history,
+      // so that every higher derivative (also the mixed x-weight ones) follows.
+      [x, weight, bias, eps, mean, rstd](const Tensor& dy, const std::vector<bool>& need) {
+        if (detail::creating_graph())
+          return detail::backward_by_composition(
+              [eps](const std::vector<Tensor>& in) { return reference::layer_norm(in[0], in[1], in[2], eps); },
+              {x, weight, bias}, dy, need);
+        return layer_norm_backward(dy, x, weight, mean, rstd, need);
+      },
+      Saved{x, weight}, BackwardOrder::AnyOrder);
 }
 
 }  // namespace ag

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
@@ -160,10 +161,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
   return record(
       "linear", y, {x, weight, bias},
-      [x = x.detach(), w = weight.detach()](const Tensor& dy, const std::vector<bool>& need) {
-        return linear_backward(dy, x, w, need);
+      // x and weight as passed: with create_graph the backward is the chain rule through
+      // reference::linear's matmul and add, differentiable again.
+      [x, weight, bias](const Tensor& dy, const std::vector<bool>& need) {
+        if (detail::creating_graph())
+          return detail::backward_by_composition(
+              [](const std::vector<Tensor>& in) { return reference::linear(in[0], in[1], in[2]); }, {x, weight, bias},
+              dy, need);
+        return linear_backward(dy, x, weight, need);
       },
-      Saved{x, weight});
+      Saved{x, weight}, BackwardOrder::AnyOrder);
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
@@ -182,10 +189,16 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
   });
   return record(
       "linear_gelu", y, {x, weight, bias},
-      [x = x.detach(), w = weight.detach(), slope](const Tensor& dy, const std::vector<bool>& need) {
-        return linear_gelu_backward(dy, x, w, slope, need);
+      [x, weight, bias, slope, approximate](const Tensor& dy, const std::vector<bool>& need) {
+        if (detail::creating_graph())  // through reference::linear_gelu's ops, as linear's
+          return detail::backward_by_composition(
+              [approximate](const std::vector<Tensor>& in) {
+                return reference::linear_gelu(in[0], in[1], in[2], approximate);
+              },
+              {x, weight, bias}, dy, need);
+        return linear_gelu_backward(dy, x, weight, slope, need);
       },
-      Saved{x, weight, slope});
+      Saved{x, weight, slope}, BackwardOrder::AnyOrder);
 }
 
 }  // namespace ag

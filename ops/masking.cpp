@@ -41,7 +41,7 @@ Tensor masked_fill_backward(const Tensor& dy, const Tensor& m) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_floating("masked_fill", x);
   check_bool("masked_fill", mask);
-  Tensor m = expand_mask("masked_fill", mask, x.shape());
+  const Tensor m = expand_mask("masked_fill", mask, x.shape());  // const: reading it is not a write
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), "masked_fill", [&](auto tag) {
     using T = decltype(tag);
@@ -53,8 +53,12 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
   return record(
       "masked_fill", y, {x},
-      [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill_backward(dy, m)}; },
-      Saved{m});
+      [m](const Tensor& dy, const std::vector<bool>&) {
+        // With create_graph the same rule as an op: masked_fill again, with 0.
+        if (detail::creating_graph()) return std::vector<Tensor>{masked_fill(dy, m, 0.0)};
+        return std::vector<Tensor>{masked_fill_backward(dy, m)};
+      },
+      Saved{m}, BackwardOrder::AnyOrder);
 }
 
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {

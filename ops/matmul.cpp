@@ -116,10 +116,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor c = batched_gemm(a, false, b, false);
   return record(
       "matmul", c, {a, b},
-      [a = a.detach(), b = b.detach()](const Tensor& dc, const std::vector<bool>& need) {
+      // a and b as passed: with create_graph the products are differentiated through them.
+      [a, b](const Tensor& dc, const std::vector<bool>& need) {
+        if (detail::creating_graph())  // the same two products, as ops
+          return std::vector<Tensor>{need[0] ? sum_to(dc.matmul(b.transpose(-2, -1)), a.shape()) : Tensor(),
+                                     need[1] ? sum_to(a.transpose(-2, -1).matmul(dc), b.shape()) : Tensor()};
         return matmul_backward(dc, a, b, need);
       },
-      Saved{a, b});
+      Saved{a, b}, BackwardOrder::AnyOrder);
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, other); }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../autograd/dispatch.h"
+#include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
@@ -40,6 +41,19 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, const Shape& w_sh
   return dw;
 }
 
+// embedding_backward as ops: dW = onehot^T dy, onehot[p, v] = [ids[p] = v], a constant.
+Tensor embedding_scatter(const Tensor& dy, const Tensor& ids, const Shape& w_shape) {
+  std::int64_t positions = ids.numel(), vocab = w_shape[0];
+  Tensor onehot = zeros({positions, vocab}, dy.dtype());
+  dispatch_floating(dy.dtype(), "embedding", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = onehot.data_ptr<T>();
+    const auto* pid = ids.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < positions; ++i) p[i * vocab + pid[i]] = T(1);
+  });
+  return onehot.transpose(0, 1).matmul(dy.reshape({positions, w_shape[1]}));
+}
+
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
@@ -68,9 +82,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return record(
       "embedding", y, {weight, ids},
       [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
+        // With create_graph: the scatter-add as a product with constant one-hot rows (see
+        // reference/embedding.cpp), so that it is differentiable in dy.
+        if (detail::creating_graph()) return std::vector<Tensor>{embedding_scatter(dy, ids, w_shape), Tensor()};
         return std::vector<Tensor>{embedding_backward(dy, ids, w_shape), Tensor()};  // ids: not differentiable
       },
-      Saved{ids});
+      Saved{ids}, BackwardOrder::AnyOrder);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -94,7 +111,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   }
   return record(
       "dropout", y, {x},
-      [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; }, Saved{scale});
+      [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; }, Saved{scale},
+      BackwardOrder::AnyOrder);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -185,11 +203,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
   return record(
       "cross_entropy", loss, {logits, targets},
-      [x = logits.detach(), targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>&) {
+      [x = logits, targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>& need) {
+        // With create_graph: the chain rule through reference::cross_entropy's log_softmax,
+        // masked_fill and sum, so that the second derivative (diag(p) - p p^T) / N follows.
+        if (detail::creating_graph())
+          return detail::backward_by_composition(
+              [ignore_index](const std::vector<Tensor>& in) {
+                return reference::cross_entropy(in[0], in[1], ignore_index);
+              },
+              {x, targets}, dy, need);
         // targets: not differentiable
         return std::vector<Tensor>{cross_entropy_backward(dy, x, targets, lse, counted, ignore_index), Tensor()};
       },
-      Saved{logits, targets});
+      Saved{logits, targets}, BackwardOrder::AnyOrder);
 }
 
 }  // namespace ag

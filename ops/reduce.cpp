@@ -63,7 +63,7 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdi
         Tensor dx = broadcast_to(dy.reshape(l.kept), x_shape);
         return std::vector<Tensor>{is_mean ? dx / static_cast<double>(l.n) : dx};
       },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 // dx: dy at each winning position, 0 elsewhere (the gradient of a max goes to its argmax).
@@ -113,9 +113,17 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   return record(
       op, y, {x},
       [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+        if (detail::creating_graph()) {  // dy spread over x's shape, times a constant one-hot of the winners
+          Tensor winners;
+          {
+            NoGradGuard no_grad;
+            winners = max_backward(ones(dy.shape(), dy.dtype()), argmax, l, x_shape);
+          }
+          return std::vector<Tensor>{broadcast_to(dy.reshape(l.kept), x_shape) * winners};
+        }
         return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
       },
-      Saved{argmax});
+      Saved{argmax}, BackwardOrder::AnyOrder);
 }
 
 }  // namespace

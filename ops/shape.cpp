@@ -73,7 +73,7 @@ Tensor reshape_for(const char* op, const Tensor& x, Shape shape) {
       [x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{reshape(dy, x_shape)};
       },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 }  // namespace
@@ -127,7 +127,7 @@ Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   return record(
       "permute", y, {x},
       [inverse](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{permute(dy, inverse)}; },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
@@ -138,6 +138,25 @@ Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
             dims[static_cast<std::size_t>(normalize_dim("transpose", dim1, x.dim()))]);
   return permute(x, dims);
 }
+
+namespace {
+
+// slice's adjoint: zeros of x's shape with dy placed where the slice read, dx[o, b + j*step, i]
+// = dy[o, j, i]. An op of its own, whose adjoint is the slice again, so that slice can be
+// differentiated to any order.
+Tensor unslice(const Tensor& dy, const Shape& x_shape, std::size_t d, std::int64_t b, std::int64_t step) {
+  Tensor dx = zeros(x_shape, dy.dtype());
+  std::int64_t n = dy.shape()[d];
+  copy_along(dx, b, step, dy, 0, 1, n, d);
+  return record(
+      "slice_backward", dx, {dy},
+      [d, b, step, n](const Tensor& ddx, const std::vector<bool>&) {
+        return std::vector<Tensor>{slice(ddx, static_cast<std::int64_t>(d), b, n == 0 ? b : b + (n - 1) * step + 1, step)};
+      },
+      Saved{}, BackwardOrder::AnyOrder);
+}
+
+}  // namespace
 
 Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step) {
   check_defined("slice", x);
@@ -157,11 +176,9 @@ Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t
   return record(
       "slice", y, {x},
       [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
-        Tensor dx = zeros(x_shape, dy.dtype());
-        copy_along(dx, b, step, dy, 0, 1, dy.shape()[d], d);
-        return std::vector<Tensor>{dx};
+        return std::vector<Tensor>{unslice(dy, x_shape, d, b, step)};
       },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
@@ -204,7 +221,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
         }
         return dx;
       },
-      Saved{});
+      Saved{}, BackwardOrder::AnyOrder);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {

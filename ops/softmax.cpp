@@ -21,6 +21,10 @@
 #include <limits>
 
 #include "../autograd/node.h"
+#include "binary.h"
+#include "elementwise.h"
+#include "masking.h"
+#include "reduce.h"
 #include "dim_layout.h"
 
 namespace ag {
@@ -106,6 +110,27 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& 
   return dx;
 }
 
+// True on every element of a row whose log-probabilities are all -inf (a fully masked row);
+// undefined when there is none.
+Tensor fully_masked_rows(const Tensor& y, const DimLayout& l) {
+  Tensor dead = zeros(y.shape(), kBool);
+  bool any = false;
+  dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* py = y.data_ptr<T>();
+    bool* pd = dead.data_ptr<bool>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i) {
+        T m = -std::numeric_limits<T>::infinity();
+        for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, py[l.at(o, k, i)]);
+        if (!fully_masked(m)) continue;
+        any = true;
+        for (std::int64_t k = 0; k < l.n; ++k) pd[l.at(o, k, i)] = true;
+      }
+  });
+  return any ? dead : Tensor();
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) {
@@ -115,10 +140,14 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
   // Saved for backward: y only (the formula needs nothing else).
   return record(
       "softmax", y, {x},
-      [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+      [l, dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+        if (detail::creating_graph()) {  // the same formula as ops, through y's own history
+          Tensor p = detail::node_output(y);
+          return std::vector<Tensor>{p * (dy - sum(dy * p, dim, /*keepdim=*/true))};
+        }
         return std::vector<Tensor>{softmax_backward(dy, y, l)};
       },
-      Saved{y});
+      Saved{y}, BackwardOrder::AnyOrder);
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
@@ -127,10 +156,15 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) {
   Tensor y = softmax_forward("log_softmax", x, l, true);
   return record(
       "log_softmax", y, {x},
-      [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+      [l, dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+        if (detail::creating_graph()) {  // the same formula as ops; a fully masked row still gets none
+          Tensor dx = dy - exp(detail::node_output(y)) * sum(dy, dim, /*keepdim=*/true);
+          Tensor dead = fully_masked_rows(y, l);
+          return std::vector<Tensor>{dead.defined() ? masked_fill(dx, dead, 0.0) : dx};
+        }
         return std::vector<Tensor>{log_softmax_backward(dy, y, l)};
       },
-      Saved{y});
+      Saved{y}, BackwardOrder::AnyOrder);
 }
 
 Tensor Tensor::softmax(std::int64_t dim) const { return ag::softmax(*this, dim); }

@@ -1,0 +1,127 @@
+#include "functional.h"
+
+#include "dispatch.h"
+#include "error.h"
+#include "grad.h"
+#include "grad_mode.h"
+#include "../ops/shape.h"
+
+namespace ag {
+
+namespace {
+
+// A fresh leaf holding x's values, for f to be differentiated at.
+Tensor leaf_at(const char* op, const Tensor& x) {
+  check_defined(op, x);
+  if (!is_floating(x.dtype()))
+    throw_invalid(op, "x must be float32 or float64, got {} with shape {}", dtype_name(x.dtype()),
+                  shape_str(x.shape()));
+  return x.detach().clone().requires_grad_();
+}
+
+void check_like(const char* op, const char* name, const Tensor& v, const Tensor& like, const char* like_name) {
+  check_defined(op, v);
+  if (v.shape() != like.shape() || v.dtype() != like.dtype())
+    throw_invalid(op, "{} is {} with shape {}, but {} is {} with shape {}", name, dtype_name(v.dtype()),
+                  shape_str(v.shape()), like_name, dtype_name(like.dtype()), shape_str(like.shape()));
+}
+
+// f at the leaf, recorded even if the caller is under NoGradGuard.
+Tensor call(const char* op, const FunctionOfTensor& f, const Tensor& leaf, bool scalar) {
+  Tensor y = f(leaf);
+  if (!y.defined() || !is_floating(y.dtype())) throw_invalid(op, "f must return a float tensor");
+  if (scalar && y.numel() != 1)
+    throw_invalid(op, "f must return one element (a loss), got shape {}; reduce it first (e.g. .sum())",
+                  shape_str(y.shape()));
+  return y;
+}
+
+// df/dx as a tensor of the graph (zeros, with no graph, where f does not depend on x).
+Tensor gradient_with_graph(const Tensor& y, const Tensor& leaf) {
+  if (!y.requires_grad()) return zeros_like(leaf);
+  return grad({y}, {leaf}, {}, {.create_graph = true, .allow_unused = true})[0];
+}
+
+// The gradient of <g, v> with respect to `wrt`, values only: zeros where g does not depend on it.
+Tensor gradient_of_product(const Tensor& g, const Tensor& wrt, const Tensor& v) {
+  if (!g.requires_grad()) return zeros_like(wrt);
+  Tensor r = grad({g}, {wrt}, {v}, {.retain_graph = true, .allow_unused = true})[0];
+  return r.defined() ? r : zeros_like(wrt);
+}
+
+Shape concat(const Shape& a, const Shape& b) {
+  Shape s = a;
+  s.insert(s.end(), b.begin(), b.end());
+  return s;
+}
+
+// e_i: one at flat position i, shaped like `like`.
+Tensor basis(const Tensor& like, std::int64_t i) {
+  Tensor e = zeros(like.shape(), like.dtype());
+  if (e.dtype() == kFloat64)
+    e.data_ptr<double>()[i] = 1.0;
+  else
+    e.data_ptr<float>()[i] = 1.0f;
+  return e;
+}
+
+// rows[i] stacked into [rows.size(), ...] and reshaped to `shape`.
+Tensor stack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
+  std::vector<Tensor> flat;
+  for (const Tensor& r : rows) flat.push_back(r.reshape({1, r.numel()}));
+  return cat(flat, 0).reshape(shape);
+}
+
+}  // namespace
+
+Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
+  Tensor leaf = leaf_at("hvp", x);
+  check_like("hvp", "v", v, x, "x");
+  AutoGradMode grad_mode(true);
+  Tensor g = gradient_with_graph(call("hvp", f, leaf, true), leaf);
+  Tensor hv = gradient_of_product(g, leaf, v);
+  return hv.detach();
+}
+
+Tensor jvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
+  Tensor leaf = leaf_at("jvp", x);
+  check_like("jvp", "v", v, x, "x");
+  AutoGradMode grad_mode(true);
+  Tensor y = call("jvp", f, leaf, false);
+  if (!y.requires_grad()) return zeros_like(y);
+  Tensor u = zeros_like(y).requires_grad_();  // any value: J^T u is linear in u
+  Tensor w = grad({y}, {leaf}, {u}, {.create_graph = true, .allow_unused = true})[0];
+  if (!w.defined()) return zeros_like(y);
+  return gradient_of_product(w, u, v).detach();
+}
+
+Tensor hessian(const FunctionOfTensor& f, const Tensor& x) {
+  Tensor leaf = leaf_at("hessian", x);
+  AutoGradMode grad_mode(true);
+  Tensor g = gradient_with_graph(call("hessian", f, leaf, true), leaf);
+  std::vector<Tensor> rows;  // row i: the gradient of g_i
+  for (std::int64_t i = 0; i < leaf.numel(); ++i) rows.push_back(gradient_of_product(g, leaf, basis(g, i)).detach());
+  if (rows.empty()) return zeros(concat(x.shape(), x.shape()), x.dtype());
+  NoGradGuard no_grad;
+  return stack_rows(rows, concat(x.shape(), x.shape()));
+}
+
+Tensor jacobian(const FunctionOfTensor& f, const Tensor& x) {
+  Tensor leaf = leaf_at("jacobian", x);
+  AutoGradMode grad_mode(true);
+  Tensor y = call("jacobian", f, leaf, false);
+  std::vector<Tensor> rows;  // row i: the gradient of y_i
+  for (std::int64_t i = 0; i < y.numel(); ++i) {
+    if (!y.requires_grad()) {
+      rows.push_back(zeros_like(leaf));
+      continue;
+    }
+    Tensor r = grad({y}, {leaf}, {basis(y, i)}, {.retain_graph = true, .allow_unused = true})[0];
+    rows.push_back(r.defined() ? r : zeros_like(leaf));
+  }
+  if (rows.empty() || leaf.numel() == 0) return zeros(concat(y.shape(), x.shape()), x.dtype());
+  NoGradGuard no_grad;
+  return stack_rows(rows, concat(y.shape(), x.shape()));
+}
+
+}  // namespace ag
