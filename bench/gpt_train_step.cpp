@@ -3,6 +3,15 @@
 //
 //   gpt_train_step --config small --threads 2 [--steps 30] [--warmup 5]
 //   mpirun -np 2 gpt_train_step --config small --threads 1     (data-parallel: docs/distributed.md)
+//   gpt_train_step --config small --order create-graph|gradient|hvp   (docs/higher_order.md)
+//
+// --order says what a step differentiates: `first` (the default) is the training step above;
+// `create-graph` the same with backward(create_graph = true), the step of a gradient penalty
+// before its penalty; `gradient` forward and ag::grad alone, with no update; `hvp` forward, a
+// gradient with create_graph and the gradient of <gradient, v> for a fixed random v, with no
+// update: a Hessian-vector product, to compare with `gradient`. The JSON line's
+// peak_tensor_mb_median is the most tensor memory live during a step (memory_stats), a
+// step's own cost beyond the model's.
 //
 // Under mpirun the configuration's batch is the global one, split evenly over the processes,
 // so a step does the same work however many there are; the JSON line (rank 0's) adds the
@@ -71,7 +80,7 @@ int main(int argc, char** argv) {
   bool no_overlap = false;
   ag::dist::Environment mpi(argc, argv);
   const int ranks = ag::dist::world_size();
-  std::string reference_ops;
+  std::string reference_ops, order = "first";
   po::options_description opts("gpt_train_step: time GPT training steps (zero_grad + forward + backward + AdamW)");
   opts.add_options()("help,h", "show this help")("config", po::value(&name)->default_value(name),
                                                  "tiny, small or medium")(
@@ -81,6 +90,9 @@ int main(int argc, char** argv) {
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
       "bucket-kb", po::value(&bucket_kb)->default_value(bucket_kb), "under mpirun: gradient KiB per bucket")(
       "no-overlap", po::bool_switch(&no_overlap), "under mpirun: reduce the gradients after backward, not during it")(
+      "order", po::value(&order)->default_value(order),
+      "first (a training step), create-graph (the same with backward(create_graph)), gradient (forward + "
+      "ag::grad, no update) or hvp (forward + a Hessian-vector product, no update)")(
       "reference-ops", po::value(&reference_ops),
       "comma-separated ops to run on their reference kernels while the rest stay fast (linear, linear_gelu, gelu, "
       "layer_norm, embedding, cross_entropy, scaled_dot_product_attention, adam_update, clip_grad_norm): what "
@@ -100,6 +112,9 @@ int main(int argc, char** argv) {
       start = comma + 1;
     }
     ag::set_reference_ops(listed);
+    if (order != "first" && order != "create-graph" && order != "gradient" && order != "hvp")
+      throw std::invalid_argument("--order must be first, create-graph, gradient or hvp, got " + order);
+    if (order != "first" && ranks > 1) throw std::invalid_argument("--order " + order + " runs in one process only");
     Config c = config_named(name);
     const std::int64_t global_batch = c.batch;
     if (c.batch % ranks != 0)
@@ -120,25 +135,34 @@ int main(int argc, char** argv) {
         v = static_cast<std::int64_t>(gen.next_u64() % static_cast<std::uint64_t>(c.model.vocab_size));
       return t;
     };
-    std::vector<double> ms;
+    std::vector<ag::Tensor> params = model.parameters(), direction;  // v, for --order hvp
+    for (const ag::Tensor& p : params) direction.push_back(ag::randn(p.shape(), gen, p.dtype()));
+    std::vector<double> ms, peak_mb;
     std::vector<std::int64_t> live_bytes;
     for (int s = 0; s < warmup + steps; ++s) {
       ag::Tensor x = random_ids(), y = random_ids();
+      if (!dp) opt.zero_grad();  // before the baseline: a gradient with a graph (create-graph) goes here
+      ag::reset_peak_bytes();
+      std::int64_t before = ag::memory_stats().live_bytes;
       auto start = std::chrono::steady_clock::now();
-      if (dp) {
+      if (order == "gradient" || order == "hvp") {
+        ag::Tensor loss = model.loss(x, y);
+        std::vector<ag::Tensor> g = ag::grad({loss}, params, {}, {.create_graph = order == "hvp"});
+        if (order == "hvp") ag::grad(g, params, direction);
+      } else if (dp) {
         dp->begin_micro_batch();
         ag::Tensor loss = model.loss(x, y);
         loss.backward(dp->loss_weight(loss));
         dp->end_micro_batch();
       } else {
-        opt.zero_grad();
         ag::Tensor loss = model.loss(x, y);
-        loss.backward();
+        loss.backward({}, std::nullopt, /*create_graph=*/order == "create-graph");
       }
-      opt.step();
+      if (order == "first" || order == "create-graph") opt.step();
       double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (s >= warmup) {
         ms.push_back(elapsed);
+        peak_mb.push_back(static_cast<double>(ag::memory_stats().peak_bytes - before) / 1e6);
         live_bytes.push_back(ag::memory_stats().live_bytes);
         if (dp) {
           const ag::dist::CommunicationStats& st = dp->last_step();
@@ -185,12 +209,13 @@ int main(int argc, char** argv) {
     if (!ag::dist::is_main_process()) return 0;
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
-        "{{\"config\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", \"threads\": {}, "
-        "\"steps\": {}, "
+        "{{\"config\": \"{}\", \"order\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", "
+        "\"threads\": {}, \"steps\": {}, \"peak_tensor_mb_median\": {:.2f}, "
         "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
         "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}{}}}\n",
-        name, ag::kernels_name(ag::kernels()), reference_ops, ag::blas_kernels(), threads, steps, median,
+        name, order, ag::kernels_name(ag::kernels()), reference_ops, ag::blas_kernels(), threads, steps,
+        median_of(peak_mb), median,
         sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
         static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);
   } catch (const std::exception& e) {

@@ -238,6 +238,7 @@ TEST(Gradgradcheck, Reductions) {
       [&](const Tensor& t) { return mean(sq(t)); },
       [&](const Tensor& t) { return mean(sq(t), 0, true); },
       [&](const Tensor& t) { return max(sq(t), 1, false); },
+      [&](const Tensor& t) { return max(sq(t), -1, true); },
       [&](const Tensor& t) { return max(sq(t)); },
   };
   for (std::size_t i = 0; i < fs.size(); ++i)
