@@ -5,6 +5,7 @@
 // unrolled loop, say) must not overflow the call stack. Whoever watches the pass (anomaly mode)
 // does so through the observer of hooks.h, called at two points of the loop.
 #include <cstring>
+#include <string_view>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -109,9 +110,10 @@ Tensor seed_gradient(const char* op, const Tensor& root, const Tensor& gradient)
   if (!gradient.defined()) {
     if (root.numel() != 1)
       throw_invalid(op,
-                    "output has shape {} ({} elements); backward() without a gradient needs a one-element tensor "
-                    "such as a loss. Pass a gradient of shape {}, or reduce the output first (e.g. .sum())",
-                    shape_str(root.shape()), root.numel(), shape_str(root.shape()));
+                    "output has shape {} ({} elements); {} without a gradient needs a one-element tensor such as a "
+                    "loss. Pass a gradient of shape {}, or reduce the output first (e.g. .sum())",
+                    shape_str(root.shape()), root.numel(), op == std::string_view("grad") ? "grad()" : "backward()",
+                    shape_str(root.shape()));
     return ones_like(root);
   }
   if (gradient.shape() != root.shape() || gradient.dtype() != root.dtype())

@@ -119,6 +119,35 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
   return check([&] { return f(x); }, checked, numbers, options);
 }
 
+namespace {
+
+// The first derivative a pass with create_graph computes is the one the second derivative is
+// taken of; gradcheck of that gradient cannot tell if it is wrong itself (it would be a
+// consistent function of x), so it is held against the gradient without create_graph, which
+// gradcheck checks against finite differences. `first_derivatives(create_graph)` returns the
+// flattened gradients.
+GradcheckResult same_first_derivative(const std::function<Tensor(bool)>& first_derivatives,
+                                      const GradcheckOptions& options) {
+  Tensor with = first_derivatives(true), without = first_derivatives(false);
+  const Tensor a = with.detach(), b = without.detach();
+  const double *pa = a.data_ptr<double>(), *pb = b.data_ptr<double>();
+  GradcheckResult result{true, ""};
+  int failures = 0;
+  for (std::int64_t i = 0, n = a.numel(); i < n; ++i) {
+    double err = std::fabs(pa[i] - pb[i]);
+    if (err <= options.atol + options.rtol * std::fabs(pb[i])) continue;
+    result.passed = false;
+    if (failures++ < options.max_reported)
+      result.report += fmt::format(
+          "gradgradcheck: the gradient computed with create_graph differs from the one without it at element {} of "
+          "the joined gradients: {:.8g} with, {:.8g} without\n",
+          i, pa[i], pb[i]);
+  }
+  return result;
+}
+
+}  // namespace
+
 GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& options) {
   std::vector<std::size_t> differentiable;  // positions of the inputs that require grad
@@ -142,7 +171,7 @@ GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>
   std::vector<Tensor> with_g = inputs;
   with_g.push_back(randn(out_shape, generator, kFloat64).requires_grad_());
 
-  auto first_derivatives = [&](const std::vector<Tensor>& a) {
+  auto first_derivatives_by = [&](const std::vector<Tensor>& a, bool create_graph) {
     AutoGradMode grad_mode(true);  // gradcheck's finite differences run under NoGradGuard
     std::vector<Tensor> x(a.begin(), a.end() - 1), wrt;
     for (std::size_t i : differentiable) wrt.push_back(x[i]);
@@ -150,12 +179,19 @@ GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>
     Tensor g = out.dtype() == kFloat64 ? a.back() : a.back().to(out.dtype());
     std::vector<Tensor> grads(wrt.size());
     if (out.requires_grad())
-      grads = grad({out}, wrt, {g}, {.create_graph = true, .allow_unused = true});
+      grads = grad({out}, wrt, {g}, {.create_graph = create_graph, .allow_unused = true});
     std::vector<Tensor> flat;
     for (std::size_t k = 0; k < wrt.size(); ++k)
       flat.push_back((grads[k].defined() ? grads[k] : zeros_like(wrt[k])).reshape({-1}));
     return cat(flat, 0);
   };
+  auto first_derivatives = [&](const std::vector<Tensor>& a) { return first_derivatives_by(a, true); };
+  std::vector<Tensor> at;  // float64 copies, to compare the two first derivatives at
+  for (const Tensor& in : with_g)
+    at.push_back(in.defined() && is_floating(in.dtype()) ? in.detach().to(kFloat64).requires_grad_(in.requires_grad())
+                                                         : in);
+  GradcheckResult same = same_first_derivative([&](bool create) { return first_derivatives_by(at, create); }, options);
+  if (!same) return same;
   GradcheckResult r = gradcheck(first_derivatives, with_g, options);
   if (!r.passed) {
     std::string inputs_named = fmt::format("gradgradcheck: the gradient is checked as a function of the inputs and of "
@@ -180,11 +216,11 @@ GradcheckResult gradgradcheck_in_place(const std::function<Tensor()>& f, const s
   }
   Generator generator(options.seed + 1);
   Tensor g = randn(out_shape, generator, kFloat64).requires_grad_();
-  auto first_derivatives = [&] {
+  auto first_derivatives_by = [&](bool create_graph) {
     AutoGradMode grad_mode(true);
     Tensor out = f();
     std::vector<Tensor> grads(tensors.size());
-    if (out.requires_grad()) grads = grad({out}, tensors, {g}, {.create_graph = true, .allow_unused = true});
+    if (out.requires_grad()) grads = grad({out}, tensors, {g}, {.create_graph = create_graph, .allow_unused = true});
     std::vector<Tensor> flat;
     for (std::size_t k = 0; k < tensors.size(); ++k)
       flat.push_back((grads[k].defined() ? grads[k] : zeros_like(tensors[k])).reshape({-1}));
@@ -192,6 +228,9 @@ GradcheckResult gradgradcheck_in_place(const std::function<Tensor()>& f, const s
   };
   std::vector<Tensor> with_g = tensors;
   with_g.push_back(g);
+  GradcheckResult same = same_first_derivative(first_derivatives_by, options);
+  if (!same) return same;
+  auto first_derivatives = [&] { return first_derivatives_by(true); };
   GradcheckResult r = gradcheck_in_place(first_derivatives, with_g, options);
   if (!r.passed)
     r.report = fmt::format("gradgradcheck: the gradients of tensors 0..{}, flattened and joined, checked as a function "

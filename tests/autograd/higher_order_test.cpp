@@ -83,7 +83,8 @@ TEST(Grad, DifferentiatesThroughGradOutputs) {
 }
 
 TEST(Grad, NamesAnUnusedInputUnlessAllowed) {
-  Tensor x = normal_leaf({2, 3}, *new Generator(1));
+  Generator gen(1);
+  Tensor x = normal_leaf({2, 3}, gen);
   Tensor unused = zeros({4}, kFloat64).requires_grad_();
   Tensor y = (x * x).sum();
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { grad({y}, {x, unused}, {}, {.retain_graph = true}); },
