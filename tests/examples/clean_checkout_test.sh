@@ -6,13 +6,13 @@
 # it was. The source tree also tracks no file that .gitignore ignores, that is, no generated file.
 # Without git, or when the source is not a git checkout (a tarball), the git checks are skipped.
 # Usage: clean_checkout_test.sh SOURCE_ROOT MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH \
-#          FIRST_GRADIENTS ATTENTION_BY_HAND HELLO FIRST_TRANSFORMER MINIMAL_ATTENTION
+#          FIRST_GRADIENTS ATTENTION_BY_HAND HELLO FIRST_TRANSFORMER MINIMAL_ATTENTION SECOND_ORDER
 set -euo pipefail
 # The programs run from other directories: make their paths absolute.
 absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 src=$1 minigpt=$(absolute "$2") seq2seq=$(absolute "$3") experiments=$(absolute "$4")
 attention_graph=$(absolute "$5") first_gradients=$(absolute "$6") attention_by_hand=$(absolute "$7") hello=$(absolute "$8")
-first_transformer=$(absolute "$9") minimal_attention=$(absolute "${10}")
+first_transformer=$(absolute "$9") minimal_attention=$(absolute "${10}") second_order=$(absolute "${11}")
 scratch=$(mktemp -d) logs=$(mktemp -d)
 trap 'rm -rf "$scratch" "$logs"' EXIT
 
@@ -91,5 +91,6 @@ run - "$attention_by_hand"
 run - "$hello"
 run - "$first_transformer"
 run - "$minimal_attention"
+run - "$second_order"
 echo "clean checkout: $runs commands, each writing only into its own output directory$([ $in_git = 1 ] &&
   echo ', git status unchanged')"

@@ -10,7 +10,7 @@
 #   - sample given the training state says so; explore says when it cut the prompt; counts of
 #     one are singular.
 # Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND \
-#          MINIMAL_ATTENTION
+#          MINIMAL_ATTENTION SECOND_ORDER
 set -euo pipefail
 minigpt=$1
 dir=$(mktemp -d)
@@ -53,11 +53,13 @@ expect 2 "$6" --hel
 has err "did you mean --help?"
 expect 2 "$7" --seq 3
 has err "did you mean --seq-len?"
+expect 2 "$8" --se 3
+has err "did you mean --seed?"
 [ ! -e "$dir/never" ] || fail "a refused run created its directory"
-echo "abbreviations refused in all seven programs"
+echo "abbreviations refused in all eight programs"
 
 # 2. --help: defaults as typed, nothing raw.
-for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$3" "$4" "$5" "$6" "$7"; do
+for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$3" "$4" "$5" "$6" "$7" "$8"; do
   expect 0 $cmd --help
   if grep -q '00000000\|99999999' "$dir/out"; then fail "$cmd --help prints a default with its binary noise"; fi
   # No control character but the newlines that end the lines.
