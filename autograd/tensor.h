@@ -162,7 +162,7 @@ class Tensor {
   // it follows create_graph). With `create_graph` the pass is recorded too: the gradients it
   // adds into .grad() are tensors of the graph, which can be differentiated again (ag::grad in
   // autograd/grad.h is the usual way to do that). A .grad() with a graph refers back to the
-  // parameter through its graph; zero_grad() or a new gradient ends that (docs/higher_order.md).
+  // parameter through its graph, a cycle that only zero_grad() ends (docs/higher_order.md).
   void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false) const;
 

@@ -173,6 +173,8 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // A gradient holding a graph (create-graph) refers back to its parameter: dropping it frees both.
+    opt.zero_grad();
     auto median_of = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v.empty() ? 0.0 : v[v.size() / 2];

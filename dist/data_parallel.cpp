@@ -230,6 +230,18 @@ void DataParallel::begin_micro_batch() {
   armed_ = true;
 }
 
+// The summed gradient is written in place, outside any graph: a gradient that carries one
+// (backward with create_graph) would silently lose it.
+void DataParallel::refuse_graph(std::size_t j) const {
+  const Tensor& p = parameters_[j];
+  if (p.impl()->grad && p.impl()->grad->grad_fn)
+    throw_state("DataParallel",
+                "parameter {} (shape {}) received a gradient with a graph (backward with create_graph): the "
+                "summed gradient is written outside that graph, so higher-order gradients cannot be reduced; "
+                "differentiate with ag::grad, or without create_graph",
+                j, shape_str(p.shape()));
+}
+
 void DataParallel::on_gradient_ready(std::size_t j) {
   if (!armed_) return;  // a backward pass outside begin/end_micro_batch: not ours to reduce
   if (finished_[j])
@@ -240,6 +252,7 @@ void DataParallel::on_gradient_ready(std::size_t j) {
   finished_[j] = 1;
   // Every op that used the parameter may have returned no gradient: it then contributes zeros.
   const Tensor& p = parameters_[j];
+  refuse_graph(j);
   if (!p.impl()->grad) set_grad(p, zeros(p.shape(), p.dtype()));
   channel_->grads[j] = p.grad();
   std::size_t b = bucket_of_[j];
@@ -255,6 +268,7 @@ void DataParallel::on_gradient_ready(std::size_t j) {
 void DataParallel::end_micro_batch() {
   if (!distributed_) {
     if (micro_batch_in_step_ > 0 || total_ > 1) {
+      for (std::size_t j = 0; j < parameters_.size(); ++j) refuse_graph(j);
       for (std::size_t j = 0; j < parameters_.size(); ++j) {
         const Tensor& p = parameters_[j];
         Tensor g = p.impl()->grad ? Tensor(p.impl()->grad) : zeros(p.shape(), p.dtype());

@@ -101,6 +101,7 @@ class DataParallel {
   // then stops every rank) can leave its thread, detached, with state that still exists.
   struct Channel;
   void on_gradient_ready(std::size_t param);
+  void refuse_graph(std::size_t param) const;
 
   std::vector<Tensor> parameters_;
   DataParallelOptions options_;

@@ -86,12 +86,13 @@ Tensor neg(const Tensor& x) {
       [](const Tensor& v) { return full(v.shape(), -1.0, v.dtype()); });
 }
 
-// y = x^p                dy/dx = p x^(p-1)
+// y = x^p                dy/dx = p x^(p-1), and 0 for p = 0 (not 0 * x^-1, which is NaN at x = 0;
+//                        so each derivative of an integer power ends in zeros)
 Tensor pow(const Tensor& x, double p) {
   return unary_op(
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](auto v) { return static_cast<decltype(v)>(p * std::pow(v, p - 1.0)); },
-      [p](const Tensor& v) { return p * pow(v, p - 1.0); });
+      [p](auto v) { return p == 0.0 ? decltype(v)(0) : static_cast<decltype(v)>(p * std::pow(v, p - 1.0)); },
+      [p](const Tensor& v) { return p == 0.0 ? zeros_like(v) : p * pow(v, p - 1.0); });
 }
 
 // y = e^x                dy/dx = e^x = y

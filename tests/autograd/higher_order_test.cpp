@@ -182,6 +182,20 @@ TEST(Grad, CreateGraphStepsWithZeroGradKeepNodesAndMemoryFlat) {
   EXPECT_LT(memory_stats().live_nodes, before.live_nodes);  // the last step's graph went with its gradient
 }
 
+TEST(Grad, IntegerPowersHaveFiniteDerivativesOfEveryOrderAtZero) {
+  // d/dx x^p = p x^(p-1) would reach 0 * 0^-1 = NaN once p hits 0; the slope of x^0 is 0.
+  Tensor x = tensor({0.0, 2.0}, {2}, kFloat64).requires_grad_();
+  Tensor d = x.pow(2.0).sum();
+  std::vector<std::vector<double>> expected = {{0.0, 4.0}, {2.0, 2.0}, {0.0, 0.0}};  // 2x, 2, 0
+  for (const auto& want : expected) {
+    Tensor g = grad({d}, {x}, {}, {.create_graph = true, .allow_unused = true})[0];
+    EXPECT_TRUE(all_close(g, want, 0.0));
+    d = g.sum();
+  }
+  Tensor leaf = tensor({0.0}, {1}, kFloat64).requires_grad_();
+  EXPECT_TRUE(all_close(grad({leaf.pow(0.0).sum()}, {leaf})[0], {0.0}, 0.0));  // x^0 = 1: slope 0, not NaN
+}
+
 // --- gradgradcheck on every op ----------------------------------------------------------------
 
 TEST(Gradgradcheck, ElementwiseOps) {

@@ -197,6 +197,19 @@ TEST(DataParallel, RefusesBadSettings) {
   }
 }
 
+TEST(DataParallel, RefusesAGradientWithAGraph) {
+  if (dist::world_size() > 1) GTEST_SKIP() << "checked in one process";
+  Tensor w = full({3}, 2.0, kFloat64).requires_grad_();
+  dist::DataParallel dp({w}, {.micro_batches = 2});  // summed over two micro-batches, outside the graph
+  dp.begin_micro_batch();
+  Tensor loss = (w * w).sum();
+  loss.backward(dp.loss_weight(loss), std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { dp.end_micro_batch(); },
+      "parameter 0 (shape [3]) received a gradient with a graph (backward with create_graph)"));
+  w.zero_grad();  // the gradient's graph refers back to w
+}
+
 TEST(DataParallel, NoParametersAtAllIsAStepWithNothingToSum) {
   dist::DataParallel dp({});
   for (std::int64_t k : dp.my_micro_batches()) {
