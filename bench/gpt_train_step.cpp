@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
       return t;
     };
     std::vector<ag::Tensor> params = model.parameters(), direction;  // v, for --order hvp
-    for (const ag::Tensor& p : params) direction.push_back(ag::randn(p.shape(), gen, p.dtype()));
+    if (order == "hvp")
+      for (const ag::Tensor& p : params) direction.push_back(ag::randn(p.shape(), gen, p.dtype()));
     std::vector<double> ms, peak_mb;
     std::vector<std::int64_t> live_bytes;
     for (int s = 0; s < warmup + steps; ++s) {
