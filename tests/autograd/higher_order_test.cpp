@@ -156,6 +156,23 @@ TEST(Gradgradcheck, CatchesASecondDerivativeThatIsSilentlyZero) {
   EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return in[0] * in[0]; }, {x}));
 }
 
+TEST(Gradgradcheck, RefusesWhatItCannotCheck) {
+  Tensor constant = tensor({1.0, 2.0}, {2}, kFloat64);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { gradgradcheck([](const std::vector<Tensor>& in) { return in[0] * 2.0; }, {constant}); },
+      "none of the 1 inputs requires grad"));
+  Tensor x = tensor({1.0, 2.0}, {2}, kFloat64).requires_grad_();
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { gradgradcheck([](const std::vector<Tensor>& in) { return in[0].argmax(0); }, {x}); },
+      "the function must return a float tensor"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { gradgradcheck_in_place([] { return Tensor(); }, {}); },
+                                                 "no tensors to check"));
+  // An op without a second derivative is named, not checked as if its second derivative were 0.
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { gradgradcheck([](const std::vector<Tensor>& in) { return square_first_order(in[0]); }, {x}); },
+      "'square_first_order' has no second derivative"));
+}
+
 TEST(Grad, CreateGraphStepsWithZeroGradKeepNodesAndMemoryFlat) {
   // backward(create_graph) leaves w.grad() holding a graph that refers back to w: a cycle that
   // shared ownership alone would never free. zero_grad drops the gradient and with it the cycle.
