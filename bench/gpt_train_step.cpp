@@ -1,7 +1,7 @@
 // gpt_train_step: the time of one GPT training step (zero_grad + forward + backward + AdamW)
 // on random token ids, for the reference configurations of docs/performance.md.
 //
-//   gpt_train_step --config small --threads 2 [--steps 30] [--warmup 5]
+//   gpt_train_step --config small --threads 2 [--steps 30] [--warmup 5] [--precision fp32|bf16|auto]
 //   mpirun -np 2 gpt_train_step --config small --threads 1     (data-parallel: docs/distributed.md)
 //   gpt_train_step --config small --order create-graph|gradient|hvp   (docs/higher_order.md)
 //
@@ -33,6 +33,7 @@
 #include <span>
 
 #include "../examples/common/kernels_option.h"
+#include "../examples/common/precision_option.h"
 
 namespace po = boost::program_options;
 
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
   bool no_overlap = false;
   ag::dist::Environment mpi(argc, argv);
   const int ranks = ag::dist::world_size();
-  std::string reference_ops, order = "first";
+  std::string reference_ops, order = "first", precision = "auto";
   po::options_description opts("gpt_train_step: time GPT training steps (zero_grad + forward + backward + AdamW)");
   opts.add_options()("help,h", "show this help")("config", po::value(&name)->default_value(name),
                                                  "tiny, small or medium")(
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
       "steps", po::value(&steps)->default_value(steps), "measured steps")(
       "warmup", po::value(&warmup)->default_value(warmup), "unmeasured steps first")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
+      "precision", ag::examples::precision_value(&precision), ag::examples::kPrecisionHelp)(
       "bucket-kb", po::value(&bucket_kb)->default_value(bucket_kb), "under mpirun: gradient KiB per bucket")(
       "no-overlap", po::bool_switch(&no_overlap), "under mpirun: reduce the gradients after backward, not during it")(
       "order", po::value(&order)->default_value(order),
@@ -121,6 +123,9 @@ int main(int argc, char** argv) {
       throw std::invalid_argument(fmt::format("the batch of {} does not split over {} processes", c.batch, ranks));
     c.batch /= ranks;
     ag::set_num_threads(threads);
+    // The path taken, on stderr: stdout is the JSON line alone.
+    ag::PrecisionChoice chosen = ag::examples::apply_precision(precision, false);
+    if (ag::dist::is_main_process()) std::cerr << "precision: " << chosen.why << "\n";
     ag::Generator gen(0);
     ag::nn::GPT model(c.model, gen);
     ag::dist::broadcast(model.parameters());
@@ -212,12 +217,13 @@ int main(int argc, char** argv) {
     if (!ag::dist::is_main_process()) return 0;
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
-        "{{\"config\": \"{}\", \"order\": \"{}\", \"kernels\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", "
+        "{{\"config\": \"{}\", \"order\": \"{}\", \"kernels\": \"{}\", \"precision\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", "
         "\"threads\": {}, \"steps\": {}, \"peak_tensor_mb_median\": {:.2f}, "
         "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
         "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}{}}}\n",
-        name, order, ag::kernels_name(ag::kernels()), reference_ops, ag::blas_kernels(), threads, steps,
+        name, order, ag::kernels_name(ag::kernels()), chosen.bf16 ? "bf16" : "fp32", reference_ops, ag::blas_kernels(),
+        threads, steps,
         median_of(peak_mb), median,
         sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
         static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);

@@ -24,6 +24,7 @@
 #include "common/cli.h"
 #include "common/digit_tasks.h"
 #include "common/kernels_option.h"
+#include "common/precision_option.h"
 #include "common/memory_budget.h"
 #include "common/plot.h"
 #include "common/preflight.h"
@@ -47,6 +48,7 @@ struct Options {
   std::string out = "seq2seq-out";
   double min_accuracy = 0;  // exit non-zero below this (for tests)
   std::int64_t grad_accum = 1;
+  std::string precision = "auto";  // --precision fp32|bf16|auto (ops/autocast.h)
 };
 
 // Everything checked before the model is built: a run that starts can finish.
@@ -207,7 +209,8 @@ int main(int argc, char** argv) {
       "grad-accum", ag::examples::with_default(&o.grad_accum),
       "micro-batches of --batch sequences per step, their gradients summed in order (under mpirun, each process is "
       "one: docs/distributed.md)")("kernels", ag::examples::kernels_value(),
-                                                                              ag::examples::kKernelsHelp);
+                                                                              ag::examples::kKernelsHelp)(
+      "precision", ag::examples::precision_value(&o.precision), ag::examples::kPrecisionHelp);
   try {
     po::variables_map vm;
     ag::examples::store_command_line(argc, argv, opts, vm);
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    ag::PrecisionChoice chosen = ag::examples::apply_precision(o.precision, false);
+    if (ag::dist::is_main_process()) fmt::print("precision: {}\n", chosen.why);
     // A signal stops the run at the next op (nothing is saved: the run is short and has no
     // checkpoint); a second one at once. Under mpirun, at the end of a step, all ranks together.
     ag::examples::StopOnSignal stop;

@@ -26,6 +26,7 @@
 #include "../autograd/grad.h"
 #include "../autograd/node.h"
 #include "attention_tiles.h"
+#include "autocast.h"
 #include "binary.h"
 #include "blas.h"
 #include "kernels.h"
@@ -123,6 +124,7 @@ struct FusedSaved {
   double scale;
   bool causal;
   const char* op;
+  bool in_bf16;  // the products ran in bf16 under autocast, and do so in backward
 };
 
 // dq, dk and dv, written where q, k and v were read; only the inputs' gradients asked for are
@@ -144,7 +146,7 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
-                          grad(1), grad(2));
+                          grad(1), grad(2), s.in_bf16);
   });
   return grads;
 }
@@ -185,14 +187,15 @@ AttentionResult fused_attention(const char* op, const std::vector<Tensor>& input
   Tensor out = runs ? detail::empty_for(op, out_shape, first.dtype()) : zeros(out_shape, first.dtype());
   Tensor lse = empty({n.b, n.h, n.tq}, first.dtype());  // per query: log of its softmax denominator
   Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, first.dtype()) : Tensor();
+  bool in_bf16 = detail::autocasts(first);  // autocast.h: QK^T and PV in bf16
   if (runs)
     dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
       attention_forward<T>(n, L, mask, s, in(0), in(1), in(2), lse.data_ptr<T>(),
-                           need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>());
+                           need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>(), in_bf16);
     });
-  FusedSaved saved{{}, at, attn_mask, lse, n, L, s, causal, op};
+  FusedSaved saved{{}, at, attn_mask, lse, n, L, s, causal, op, in_bf16};
   for (const Tensor& t : inputs) saved.inputs.push_back(t);  // as passed, for the reference route below
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
   read.push_back(attn_mask);

@@ -47,15 +47,17 @@ struct MaskReader {
 
 // Forward for every (batch, head), block by block: S = scale Q K^T into a tile, masked row
 // softmax, O = P V. lse is [B, H, Tq]; `weights`, when not null, receives P as [B, H, Tq, Tk]
-// (zero-initialised by the caller), for callers that asked to see it.
+// (zero-initialised by the caller), for callers that asked to see it. With `in_bf16` (autocast,
+// float32 only) both products take bf16 inputs and accumulate in float32; the softmax stays float32.
 template <class T>
 void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                       const T* v, T* lse, T* weights, T* out);
+                       const T* v, T* lse, T* weights, T* out, bool in_bf16 = false);
 
 // Backward for every (batch, head), block by block, from dO; dq, dk, dv may be null when not
-// needed, and are laid out like q, k, v. Every element of the ones asked for is written.
+// needed, and are laid out like q, k, v. Every element of the ones asked for is written. With
+// `in_bf16` its four products (S again, dV, dP, dQ and dK) are bf16 ones, as in the forward.
 template <class T>
 void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, bool in_bf16 = false);
 
 }  // namespace ag::attention_kernels

@@ -16,6 +16,8 @@
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
+#include "autocast.h"
+#include "bf16.h"
 #include "blas.h"
 #include "elementwise.h"
 #include "fast_math.h"
@@ -56,13 +58,29 @@ void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* 
 // y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
 // `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
 // and the product is added on top (beta = 1); without one the product is written (beta = 0).
+//
+// Under autocast (`w16`, W rounded to bf16, float32 only) the product is one bf16::gemm, which
+// cuts its own bands; the bias and the epilogue then run by bands after it.
 template <class T, class Epilogue>
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T* py, Epilogue epilogue) {
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T* py, Epilogue epilogue,
+                    const bf16::Buffer* w16 = nullptr) {
   std::int64_t in = weight.size(1), out = weight.size(0), rows = rows_of(x);
   if (rows == 0 || out == 0) return;
   blas::Matrix<const T> xs{x.data_ptr<T>(), rows, in}, w{weight.data_ptr<T>(), out, in};
   blas::Matrix<T> ys{py, rows, out};
   const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (w16) {
+      if (pb) parallel_for(rows, 64, [&](std::int64_t r0, std::int64_t r1) {
+          for (std::int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out, py + r * out);
+        });
+      bf16::gemm(xs, blas::Matrix<const std::uint16_t>{w16->data.get(), out, in}.t(), ys, pb ? 1.0f : 0.0f);
+      parallel_for(rows, std::max<std::int64_t>(1, 8192 / out), [&](std::int64_t r0, std::int64_t r1) {
+        epilogue(r0 * out, (r1 - r0) * out);
+      });
+      return;
+    }
+  }
   // Too few rows for two bands: one band here, whose product blas::gemm may split by columns.
   bool split = blas::worth_splitting(rows, out, std::max<std::int64_t>(in, 1)) && rows >= 2 * blas::kBand;
   blas::for_row_bands(blas::detail::to_int(rows), split, [&](int r0, int r1) {
@@ -83,19 +101,40 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 // each thread then reads only the rows of dy and x it computed itself, and packs only those.
 // Split instead over dW's rows, both threads read every row and pack all of x; the tiny and
 // small GPT steps ran 6 % slower that way on two threads.
-std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const std::vector<bool>& need) {
+//
+// Under autocast (`w16` set, float32) dx and dW are bf16 products, each one bf16::gemm cutting its
+// own bands (dW by its rows or columns, not by the rows summed over); db stays float32.
+std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const std::vector<bool>& need,
+                                    const bf16::Buffer* w16 = nullptr) {
   std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
   Tensor dx, dw, db;
   bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
   dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
     blas::Matrix<const T> dys{dy.data_ptr<T>(), rows, out}, xs{x.data_ptr<T>(), rows, in};
+    bool lowp = false;
+    if constexpr (std::is_same_v<T, float>) lowp = w16 != nullptr;
     if (need[0]) {
       dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
-      if (full_work)
+      if constexpr (std::is_same_v<T, float>) {
+        if (lowp && full_work)
+          bf16::gemm(dys, blas::Matrix<const std::uint16_t>{w16->data.get(), out, in},
+                     blas::Matrix<T>{dx.data_ptr<T>(), rows, in});
+      }
+      if (full_work && !lowp)
         blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in}, blas::Matrix<T>{dx.data_ptr<T>(), rows, in});
     }
     if (!need[1] && !need[2]) return;
+    if constexpr (std::is_same_v<T, float>) {
+      if (lowp && need[1]) {
+        dw = full_work ? empty(w.shape(), dy.dtype()) : zeros(w.shape(), dy.dtype());
+        if (full_work) bf16::gemm(dys.t(), xs, blas::Matrix<T>{dw.data_ptr<T>(), out, in});
+        if (!need[2]) return;
+        std::vector<bool> only_bias{false, false, true};
+        db = linear_backward(dy, x, w, only_bias)[2];
+        return;
+      }
+    }
     bool split = blas::worth_splitting(out, in, rows) && rows >= 2 * blas::kBand;
     std::int64_t bands = (rows + blas::kBand - 1) / blas::kBand, chunks = split ? chunk_count(bands, 1) : 1;
     std::vector<Tensor> dw_parts(need[1] ? static_cast<std::size_t>(chunks) : 0);
@@ -137,7 +176,7 @@ std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Ten
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
 std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& slope,
-                                         const std::vector<bool>& need) {
+                                         const std::vector<bool>& need, const bf16::Buffer* w16) {
   Tensor dh = empty_like(slope);
   dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
@@ -147,7 +186,7 @@ std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, cons
       for (std::int64_t i = begin; i < end; ++i) pdh[i] = pdy[i] * ps[i];
     });
   });
-  return linear_backward(dh, x, w, need);
+  return linear_backward(dh, x, w, need, w16);
 }
 
 }  // namespace
@@ -156,19 +195,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear("linear", x, weight, bias);
   if (use_reference(KernelOp::Linear)) return reference::linear(x, weight, bias);
   Tensor y = detail::empty_for("linear", linear_shape(x, weight), x.dtype());
+  // Under autocast: W in bf16, kept for backward (one copy per parameter version, autocast.h).
+  std::shared_ptr<const bf16::Buffer> w16 = detail::autocasts(x) ? detail::bf16_copy(weight) : nullptr;
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
-    linear_forward<decltype(tag)>(x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {});
+    linear_forward<decltype(tag)>(
+        x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {}, w16.get());
   });
   return record(
       "linear", y, {x, weight, bias},
       // x and weight as passed: with create_graph the backward is the chain rule through
       // reference::linear's matmul and add, differentiable again.
-      [x, weight, bias](const Tensor& dy, const std::vector<bool>& need) {
+      [x, weight, bias, w16](const Tensor& dy, const std::vector<bool>& need) {
         if (detail::creating_graph())
           return detail::backward_by_composition(
               [](const std::vector<Tensor>& in) { return reference::linear(in[0], in[1], in[2]); }, {x, weight, bias},
               dy, need);
-        return linear_backward(dy, x, weight, need);
+        return linear_backward(dy, x, weight, need, w16.get());
       },
       Saved{x, weight}, BackwardOrder::AnyOrder);
 }
@@ -180,23 +222,27 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
       is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   Tensor y = detail::empty_for("linear_gelu", linear_shape(x, weight), x.dtype()),
          slope = need_slope ? empty_like(y) : Tensor();
+  std::shared_ptr<const bf16::Buffer> w16 = detail::autocasts(x) ? detail::bf16_copy(weight) : nullptr;
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
-    linear_forward<T>(x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
-      detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
-    });
+    linear_forward<T>(
+        x, weight, bias, py,
+        [&](std::int64_t first, std::int64_t count) {
+          detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
+        },
+        w16.get());
   });
   return record(
       "linear_gelu", y, {x, weight, bias},
-      [x, weight, bias, slope, approximate](const Tensor& dy, const std::vector<bool>& need) {
+      [x, weight, bias, slope, approximate, w16](const Tensor& dy, const std::vector<bool>& need) {
         if (detail::creating_graph())  // through reference::linear_gelu's ops, as linear's
           return detail::backward_by_composition(
               [approximate](const std::vector<Tensor>& in) {
                 return reference::linear_gelu(in[0], in[1], in[2], approximate);
               },
               {x, weight, bias}, dy, need);
-        return linear_gelu_backward(dy, x, weight, slope, need);
+        return linear_gelu_backward(dy, x, weight, slope, need, w16.get());
       },
       Saved{x, weight, slope}, BackwardOrder::AnyOrder);
 }

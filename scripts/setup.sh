@@ -10,6 +10,7 @@ BUILD_DIR=${ATTOGRAD_BUILD_DIR:-$ROOT/build}
 PACKAGES=(
   g++ meson ninja-build pkg-config python3
   libopenblas-dev libfmt-dev libgtest-dev libbenchmark-dev
+  libdnnl-dev cmake ocl-icd-opencl-dev   # oneDNN: bfloat16 matrix products (optional; its CMake package needs cmake and OpenCL headers)
   libboost1.81-dev libboost-program-options1.81-dev libboost-json1.81-dev  # one Boost version, 1.81
   libboost-mpi1.81-dev libopenmpi-dev openmpi-bin  # data-parallel training over MPI (optional)
   libpng-dev unifont                # pictures: PNG files, and a font for their labels

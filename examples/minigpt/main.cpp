@@ -5,7 +5,8 @@
 //   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
 //   minigpt explore --checkpoint FILE --prompt TEXT [--out DIR]
 //
-// train, sample and eval take --kernels fast|reference (ops/kernels.h).
+// train, sample and eval take --kernels fast|reference (ops/kernels.h) and --precision fp32|bf16|auto
+// (ops/autocast.h: bf16 matrix products where the CPU has a bf16 unit).
 //
 // `minigpt SUBCOMMAND --help` lists every option. Exit status: 0 done, 2 refused before any
 // work (a bad option, input or output place: examples/common/preflight.h), 1 failed during the
@@ -18,6 +19,7 @@
 
 #include "../common/cli.h"
 #include "../common/kernels_option.h"
+#include "../common/precision_option.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
 #include "../common/ranks.h"
@@ -84,10 +86,12 @@ int train_command(int argc, char** argv) {
       "one: docs/distributed.md)")(
       "sync-every", with_default(&o.sync_check_interval),
       "under mpirun: steps between checks that every process holds the same weights")(
-      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
+      "precision", ag::examples::precision_value(&o.precision), ag::examples::kPrecisionHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  ag::examples::apply_precision(o.precision, false);  // printed with the run's settings
   // Before anything else is said: a model option that contradicts the run being resumed.
   if (o.resume && !o.overwrite)
     minigpt::take_resumed_model(o, [&](const std::string& name) { return !vm[name].defaulted(); });
@@ -101,6 +105,7 @@ int sample_command(int argc, char** argv) {
   double temperature = 0.8;
   std::int64_t top_k = 20;
   std::uint64_t seed = 0;
+  std::string precision;
   po::options_description opts("minigpt sample: generate text from a trained checkpoint");
   opts.add_options()("help,h", "show this help")(
       "checkpoint", po::value(&checkpoint)->required(),
@@ -110,10 +115,13 @@ int sample_command(int argc, char** argv) {
       "0 = always the most likely character, inf = uniformly among the top k")(
       "top-k", with_default(&top_k), "sample among the k most likely characters (0 = all)")(
       "seed", ag::examples::seed_value(&seed), "sampling seed")("kernels", ag::examples::kernels_value(),
-                                                                ag::examples::kKernelsHelp);
+                                                                ag::examples::kKernelsHelp)(
+      "precision", ag::examples::precision_value(&precision), ag::examples::kPrecisionHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  // stdout is the sample alone: the path taken goes to stderr.
+  std::cerr << "precision: " << ag::examples::apply_precision(precision, false).why << "\n";
   minigpt::check_sampling_options(tokens, temperature, top_k);
   ag::examples::check_input_file("--checkpoint", checkpoint);
   minigpt::Loaded m = minigpt::load(checkpoint);
@@ -125,18 +133,23 @@ int sample_command(int argc, char** argv) {
 }
 
 int eval_command(int argc, char** argv) {
-  std::string checkpoint, text, file, dtype = "f32";
+  std::string checkpoint, text, file, dtype = "f32", precision;
   po::options_description opts(
       "minigpt eval: mean next-token cross-entropy over a text's consecutive windows of block_size characters");
   opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
       "text", po::value(&text), "the text itself")("file", po::value(&file), "or a UTF-8 file holding it")(
       "dtype", with_default(&dtype), "f32, or f64 to compute in double precision")(
-      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp);
+      "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
+      "precision", ag::examples::precision_value(&precision),
+      "for --dtype f32: fp32, bf16 or auto, as for train (f64 never autocasts)");
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  if (dtype == "f64" && precision == "bf16") refuse("--precision bf16 needs --dtype f32: float64 never autocasts");
   if (vm.count("text") == vm.count("file")) refuse("give exactly one of --text and --file");
   if (dtype != "f32" && dtype != "f64") refuse("--dtype must be f32 or f64, got '{}'", dtype);
+  if (dtype == "f64") precision = "fp32";
+  ag::PrecisionChoice choice = ag::examples::apply_precision(precision, false);
   ag::examples::check_input_file("--checkpoint", checkpoint);
   if (vm.count("file")) {
     // The text, and its ids (8 bytes a character) and code points (4) on the way to them.
@@ -160,8 +173,8 @@ int eval_command(int argc, char** argv) {
     std::vector<std::int64_t> x(ids.begin() + i, ids.begin() + i + t), y(ids.begin() + i + 1, ids.begin() + i + t + 1);
     total += m.model->loss(ag::from_vector(x, {1, t}), ag::from_vector(y, {1, t})).item();
   }
-  fmt::print("windows: {} of {} ({}, {} kernels)\n", windows, plural(t, "character"), dtype,
-             ag::kernels_name(ag::kernels()));
+  fmt::print("windows: {} of {} ({}, {} kernels)\nprecision: {}\n", windows, plural(t, "character"), dtype,
+             ag::kernels_name(ag::kernels()), choice.why);
   // As many digits as the dtype holds: float64's let the two kernel routes be compared to 1e-12.
   double loss = total / static_cast<double>(windows);
   fmt::print("loss: {:.{}g}\n", loss, dtype == "f64" ? 16 : 10);

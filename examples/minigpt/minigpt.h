@@ -28,6 +28,7 @@ struct TrainOptions {
   // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
   std::int64_t grad_accum = 1;  // at most ag::examples::kMaxMicroBatches
   std::int64_t sync_check_interval = 100;  // under mpirun: steps between checks that every rank has the same weights
+  std::string precision = "auto";           // --precision: fp32, bf16 or auto (ops/autocast.h)
 };
 
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------

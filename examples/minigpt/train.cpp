@@ -165,12 +165,12 @@ std::string run_description(const TrainOptions& o, const Corpus& corpus, const a
   return fmt::format(
       "corpus: {} characters in {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} dropout {}\n"
       "steps {} batch {} lr {} min-lr {} warmup {} weight-decay {} grad-clip {}\neval-interval {} eval-batches {} "
-      "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nthreads per process {}\n",
+      "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nprecision {}\nthreads per process {}\n",
       corpus.dataset.size(Split::Train) + corpus.dataset.size(Split::Validation), plural(std::ssize(corpus.files), "file"),
       corpus.fingerprint, config.vocab_size, config.block_size, config.n_layer,
       config.n_head, config.n_embd, config.dropout, o.steps, o.batch, o.lr, o.min_lr, o.warmup, o.weight_decay,
       o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval, o.sync_check_interval, o.seed, o.resume,
-      ag::kernels_name(ag::kernels()), ag::get_num_threads());
+      ag::kernels_name(ag::kernels()), ag::is_autocast_enabled() ? "bf16" : "fp32", ag::get_num_threads());
 }
 
 }  // namespace
@@ -277,6 +277,7 @@ int train(const TrainOptions& o) {
                  plural(o.batch, "window"));
     if (ag::kernels() == ag::Kernels::Reference)
       fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
+    fmt::print("precision: {}\n", ag::choose_precision(ag::parse_precision(o.precision)).why);
   }
 
   std::optional<ag::examples::ProgressBar> bar;

@@ -34,6 +34,8 @@
 #include "nn/sequential.h"
 #include "nn/transformer.h"
 #include "ops/attention.h"
+#include "ops/autocast.h"
+#include "ops/bf16.h"
 #include "ops/binary.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"

@@ -1,0 +1,107 @@
+// Autocast's state and its cache of parameters rounded to bf16 (autocast.h).
+#include "autocast.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <map>
+#include <stdexcept>
+
+#include "../runtime/blas_setup.h"
+
+namespace ag {
+
+namespace {
+
+thread_local bool t_enabled = false;
+thread_local int t_guards = 0;  // guards alive on this thread
+
+// One parameter's bf16 copy, valid while its storage lives and has not been written since.
+struct Cached {
+  std::weak_ptr<Storage> storage;
+  std::uint64_t version;
+  std::shared_ptr<const bf16::Buffer> copy;
+};
+thread_local std::map<const TensorImpl*, Cached> t_cache;
+std::atomic<std::int64_t> g_casts{0};
+
+std::shared_ptr<const bf16::Buffer> convert(const Tensor& t) {
+  return std::make_shared<const bf16::Buffer>(bf16::convert(t.const_data_ptr<float>(), t.numel()));
+}
+
+}  // namespace
+
+bool is_autocast_enabled() { return t_enabled; }
+
+void set_autocast_enabled(bool enabled) {
+  if (enabled && !bf16::support().available)
+    throw std::runtime_error("autocast: bf16 matrix products are unavailable: " + bf16::support().reason);
+  t_enabled = enabled;
+}
+
+void clear_autocast_cache() { t_cache.clear(); }
+
+AutocastGuard::AutocastGuard(bool enabled) : previous_(t_enabled) {
+  set_autocast_enabled(enabled);
+  ++t_guards;
+}
+
+AutocastGuard::~AutocastGuard() {
+  t_enabled = previous_;
+  if (--t_guards == 0) clear_autocast_cache();
+}
+
+Precision parse_precision(std::string_view name) {
+  if (name == "fp32") return Precision::Fp32;
+  if (name == "bf16") return Precision::Bf16;
+  if (name == "auto") return Precision::Auto;
+  throw std::invalid_argument(fmt::format("precision must be fp32, bf16 or auto, got '{}'", name));
+}
+
+std::string_view precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16: return "bf16";
+    case Precision::Auto: break;
+  }
+  return "auto";
+}
+
+PrecisionChoice choose_precision(Precision precision) {
+  const bf16::Support& s = bf16::support();
+  std::string fp32 = fmt::format("fp32 OpenBLAS ({})", blas_kernels());
+  switch (precision) {
+    case Precision::Fp32: return {false, fp32 + ": asked for with --precision fp32"};
+    case Precision::Bf16:
+      if (!s.available) throw std::runtime_error("--precision bf16: " + s.reason + " (use fp32 or auto)");
+      return {true, "matmul: " + s.reason + ": asked for with --precision bf16"};
+    case Precision::Auto: break;
+  }
+  if (s.available) return {true, "matmul: " + s.reason + " (auto: the CPU has a bf16 unit)"};
+  return {false, fp32 + " (auto: " + s.reason + ")"};
+}
+
+namespace detail {
+
+bool autocasts(const Tensor& t) { return t_enabled && t.dtype() == kFloat32; }
+
+std::shared_ptr<const bf16::Buffer> bf16_copy(const Tensor& t) {
+  if (!(t.is_leaf() && t.requires_grad())) return convert(t);
+  const TensorImpl* key = t.impl().get();
+  auto it = t_cache.find(key);
+  if (it != t_cache.end() && !it->second.storage.expired() && it->second.storage.lock() == t.impl()->storage &&
+      it->second.version == t.version())
+    return it->second.copy;
+  if (t_cache.size() >= 1024)  // parameters that no longer exist leave their entries behind
+    std::erase_if(t_cache, [](const auto& entry) { return entry.second.storage.expired(); });
+  ++g_casts;
+  auto copy = convert(t);
+  t_cache[key] = Cached{t.impl()->storage, t.version(), copy};
+  return copy;
+}
+
+std::int64_t autocast_casts() { return g_casts.load(); }
+
+}  // namespace detail
+
+}  // namespace ag

@@ -1,0 +1,86 @@
+// Autocast: matrix products in bfloat16, everything else in float32, as PyTorch's
+// torch.autocast("cpu", dtype=torch.bfloat16) does.
+//
+//   {
+//     ag::AutocastGuard autocast;            // throws where bf16 cannot run (ag::bf16::support())
+//     ag::Tensor loss = model.forward(x, y); // linear, matmul and attention: bf16 products
+//   }
+//   loss.backward();                         // their backward products in bf16 too
+//   optimizer.step();                        // float32 master weights and moments
+//
+// Under the guard, on its thread, these float32 ops round their matrix products' inputs to bf16
+// and accumulate in float32, writing float32: linear and linear_gelu (y = x W^T, and dx, dW in
+// backward), matmul and its batched forms (C = A B, dA, dB), and the fused attention's S = Q K^T
+// and O = P V (dQ, dK, dV and the recomputed S in backward). An op records whether it ran in
+// bf16, so its backward does the same wherever backward is called. Everything else is float32 as
+// before: softmax and its row sums, layer norm's statistics, GELU, the loss, every gradient, the
+// weights and the optimizer's moments. float64 ops never autocast, so gradcheck is unaffected.
+//
+// A parameter (a leaf that requires grad) is rounded to bf16 once and the copy is kept until the
+// parameter is written (its version moves, as every optimizer step does) or the outermost guard
+// ends: forward and backward, and every use in between, share one copy.
+//
+// The reference kernels (ops/kernels.h) are float32/float64 and stay so: under --kernels reference
+// their compositions call matmul, which does autocast. Building a graph of the gradient
+// (create_graph) runs the backward as float32 compositions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "../autograd/tensor.h"
+#include "bf16.h"
+
+namespace ag {
+
+// Whether autocast is on for this thread.
+bool is_autocast_enabled();
+// Turns autocast on or off for this thread; on throws std::runtime_error naming the reason where
+// bf16 matrix products cannot run. The programs' --precision switch uses this for a whole run.
+void set_autocast_enabled(bool enabled);
+// Drops the bf16 copies of parameters kept for reuse (the outermost guard does this on exit).
+void clear_autocast_cache();
+
+// RAII: autocast on (or off, with false) while the guard lives, the previous state after.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// A whole run's choice: --precision fp32|bf16|auto.
+enum class Precision { Fp32, Bf16, Auto };
+// "fp32", "bf16" or "auto"; anything else throws std::invalid_argument.
+Precision parse_precision(std::string_view name);
+std::string_view precision_name(Precision precision);
+
+struct PrecisionChoice {
+  bool bf16 = false;
+  std::string why;  // one line for the log: "matmul: bf16 on AMX via oneDNN ..." or "fp32 OpenBLAS: ..."
+};
+// What `precision` means on this machine. Auto takes bf16 only where bf16::support() says it
+// runs natively; Bf16 where it cannot throws std::runtime_error with the reason.
+PrecisionChoice choose_precision(Precision precision);
+
+namespace detail {
+
+// Whether an op on these float tensors runs its products in bf16: autocast on and float32.
+bool autocasts(const Tensor& t);
+
+// The bf16 copy of a float32 matrix as stored. A parameter's copy is made once per version and
+// shared (see above); any other tensor is converted on the spot.
+std::shared_ptr<const bf16::Buffer> bf16_copy(const Tensor& t);
+
+// How many parameter copies the cache has made since the process started (for tests).
+std::int64_t autocast_casts();
+
+}  // namespace detail
+
+}  // namespace ag

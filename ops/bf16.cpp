@@ -1,0 +1,250 @@
+// bf16 conversions and matrix products (bf16.h). The products are oneDNN's matmul primitive,
+// the one file that includes oneDNN: built only with it (AG_HAVE_DNNL), else support() says so
+// and gemm throws.
+//
+// Threads: oneDNN runs on OpenMP, attograd on its own pool (runtime/parallel.h). Two pools
+// spinning against each other on two cores cost more than they give, so oneDNN is only ever
+// called single-threaded (OpenMP's thread count is set to 1 for each calling thread), and a
+// large product is cut into bands across attograd's pool exactly as blas::gemm cuts an sgemm.
+#include "bf16.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "../runtime/parallel.h"
+
+#if AG_HAVE_DNNL
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace ag::bf16 {
+
+namespace {
+
+void convert_serial(const float* src, std::int64_t n, std::uint16_t* dst) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = from_float(src[i]);
+}
+
+#if defined(__x86_64__)
+// 16 at a time with AVX512-BF16's VCVTNEPS2BF16: the same rounding as from_float, except that
+// the instruction flushes float32 subnormals (below 1.2e-38) to zero.
+__attribute__((target("avx512f,avx512bf16"))) void convert_avx512(const float* src, std::int64_t n,
+                                                                    std::uint16_t* dst) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+    std::memcpy(dst + i, &h, sizeof h);
+  }
+  convert_serial(src + i, n - i, dst + i);
+}
+const bool kHasConvertInstruction = __builtin_cpu_supports("avx512bf16");
+#else
+const bool kHasConvertInstruction = false;
+void convert_avx512(const float* src, std::int64_t n, std::uint16_t* dst) { convert_serial(src, n, dst); }
+#endif
+
+void convert_range(const float* src, std::int64_t n, std::uint16_t* dst) {
+  if (kHasConvertInstruction)
+    convert_avx512(src, n, dst);
+  else
+    convert_serial(src, n, dst);
+}
+
+}  // namespace
+
+void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
+  parallel_for(n, std::int64_t{1} << 16,
+               [&](std::int64_t begin, std::int64_t end) { convert_range(src + begin, end - begin, dst + begin); });
+}
+
+Buffer convert(const float* src, std::int64_t n) {
+  Buffer b{std::unique_ptr<std::uint16_t[]>(new std::uint16_t[static_cast<std::size_t>(std::max<std::int64_t>(n, 1))]),
+           n};
+  convert(src, n, b.data.get());
+  return b;
+}
+
+void round_in_place(float* values, std::int64_t n) {
+  parallel_for(n, std::int64_t{1} << 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) values[i] = round(values[i]);
+  });
+}
+
+namespace {
+
+// A view's stored rows x cols, copied to bf16 rows packed cols apart, read the same way.
+blas::Matrix<const std::uint16_t> packed(const blas::Matrix<const float>& m, std::vector<std::uint16_t>& scratch) {
+  std::size_t need = static_cast<std::size_t>(m.rows * m.cols);
+  if (scratch.size() < need) scratch.resize(need);
+  std::uint16_t* out = scratch.data();
+  auto rows = [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) convert_range(m.data + r * m.ld, m.cols, out + r * m.cols);
+  };
+  if (m.rows * m.cols >= (std::int64_t{1} << 16))
+    parallel_for(m.rows, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / std::max<std::int64_t>(m.cols, 1)),
+                 rows);
+  else
+    rows(0, m.rows);
+  return {out, m.rows, m.cols, m.cols, m.transposed};
+}
+
+#if AG_HAVE_DNNL
+
+using dnnl::memory;
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// One matrix as oneDNN describes it: its size as read and the element strides that read it.
+memory::desc describe(std::int64_t rows_read, std::int64_t cols_read, std::int64_t ld, bool transposed,
+                      memory::data_type type) {
+  memory::dims strides = transposed ? memory::dims{1, ld} : memory::dims{ld, 1};
+  return memory::desc({rows_read, cols_read}, type, strides);
+}
+
+struct Primitive {
+  dnnl::matmul matmul;
+  memory::desc a, b, c;
+};
+
+// One band, on this thread alone: oneDNN's matmul, created once per shape and kept per thread.
+void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<const std::uint16_t>& b,
+                 const blas::Matrix<float>& c, float beta, float alpha) {
+  thread_local const bool one_thread = (omp_set_num_threads(1), true);
+  (void)one_thread;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, bool,
+                         std::int64_t, float, float>;
+  thread_local std::map<Key, Primitive> cache;
+  std::int64_t m = c.rows, n = c.cols, k = a.n();
+  Key key{m, n, k, a.ld, a.transposed, b.ld, b.transposed, c.ld, beta, alpha};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 4096) cache.clear();  // shapes of a run repeat; a sweep over sizes may not
+    Primitive p{{},
+                describe(m, k, a.ld, a.transposed, memory::data_type::bf16),
+                describe(k, n, b.ld, b.transposed, memory::data_type::bf16),
+                describe(m, n, c.ld, false, memory::data_type::f32)};
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
+    p.matmul = dnnl::matmul(pd);
+    it = cache.emplace(key, std::move(p)).first;
+  }
+  thread_local dnnl::stream stream(engine());
+  const Primitive& p = it->second;
+  p.matmul.execute(stream, {{DNNL_ARG_SRC, memory(p.a, engine(), const_cast<std::uint16_t*>(a.data))},
+                            {DNNL_ARG_WEIGHTS, memory(p.b, engine(), const_cast<std::uint16_t*>(b.data))},
+                            {DNNL_ARG_DST, memory(p.c, engine(), c.data)}});
+  stream.wait();
+}
+
+Support detect() {
+  Support s;
+  auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  auto has = [&](dnnl::cpu_isa want) { return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want); };
+  if (has(dnnl::cpu_isa::avx512_core_amx)) {
+    s.unit = "AMX";
+  } else if (has(dnnl::cpu_isa::avx512_core_bf16)) {
+    s.unit = "AVX512-BF16";
+  } else {
+    s.reason = "the CPU has no bf16 unit (neither AMX nor AVX512-BF16), where oneDNN would only emulate bf16, "
+               "slower than float32";
+    return s;
+  }
+  // What oneDNN would run for a product: its reference kernel means no fast path after all.
+  try {
+    memory::desc a({64, 64}, memory::data_type::bf16, memory::dims{64, 1});
+    memory::desc c({64, 64}, memory::data_type::f32, memory::dims{64, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), engine());
+    std::string impl = pd.impl_info_str();
+    if (impl.rfind("ref", 0) == 0) {
+      s.reason = fmt::format("oneDNN offers only its reference kernel ({}) for bf16 here", impl);
+      return s;
+    }
+    s.available = true;
+    s.reason = fmt::format("bf16 on {} via oneDNN {}.{}.{} ({})", s.unit, dnnl::version()->major,
+                           dnnl::version()->minor, dnnl::version()->patch, impl);
+  } catch (const dnnl::error& e) {
+    s.reason = fmt::format("oneDNN has no bf16 matrix product here ({})", e.what());
+  }
+  return s;
+}
+
+#endif
+
+void check_available() {
+  if (!support().available) throw std::runtime_error("bf16 matrix product: unavailable: " + support().reason);
+}
+
+}  // namespace
+
+const Support& support() {
+#if AG_HAVE_DNNL
+  static const Support s = detect();
+#else
+  static const Support s{false, "", "this build has no oneDNN (libdnnl-dev; meson -Ddnnl=enabled)"};
+#endif
+  return s;
+}
+
+void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
+          float alpha) {
+  check_available();
+  if (a.m() != c.m() || b.n() != c.n() || a.n() != b.m() || c.transposed)
+    throw std::logic_error("bf16::gemm: the views' sizes do not fit A [m, k] B [k, n] = C [m, n]");
+  std::int64_t m = c.m(), n = c.n(), k = a.n();
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C = beta C
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t j = 0; j < n; ++j) c.data[r * c.ld + j] = beta == 0.0f ? 0.0f : beta * c.data[r * c.ld + j];
+    return;
+  }
+#if AG_HAVE_DNNL
+  if (!blas::worth_splitting(m, n, k)) {
+    product_one(a, b, c, beta, alpha);
+  } else if (m >= n) {
+    blas::for_row_bands(blas::detail::to_int(m), true,
+                        [&](int r0, int r1) { product_one(a.row_band(r0, r1), b, c.row_band(r0, r1), beta, alpha); });
+  } else {
+    parallel_for((n + blas::kBand - 1) / blas::kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
+      std::int64_t c0 = lo * blas::kBand, c1 = std::min(n, hi * blas::kBand);
+      product_one(a, b.col_band(c0, c1), c.col_band(c0, c1), beta, alpha);
+    });
+  }
+#endif
+}
+
+void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
+          float alpha) {
+  check_available();
+  thread_local std::vector<std::uint16_t> scratch;
+  gemm(packed(a, scratch), b, c, beta, alpha);
+}
+
+void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta, float alpha) {
+  check_available();
+  thread_local std::vector<std::uint16_t> scratch;
+  gemm(a, packed(b, scratch), c, beta, alpha);
+}
+
+}  // namespace ag::bf16

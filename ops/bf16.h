@@ -1,0 +1,82 @@
+// bfloat16 ("brain float"): a float32 with its mantissa cut from 23 bits to 7. It keeps float32's
+// 8 exponent bits, so it holds the same range (1e-38 .. 3e38) with about 2-3 significant decimal
+// digits: the spacing of bf16 numbers just above 1 is 2^-7 = 0.0078.
+//
+//   float32  s eeeeeeee mmmmmmmmmmmmmmmmmmmmmmm      bf16  s eeeeeeee mmmmmmm
+//
+// A bf16 value is the top 16 bits of a float32, so converting back is a shift. Converting to
+// bf16 rounds to nearest, ties to even, like any float32 operation.
+//
+// attograd uses bf16 only for the inputs of matrix products under ag::AutocastGuard
+// (ops/autocast.h): the products multiply bf16 numbers and add in float32, on the CPU's bf16
+// unit (AMX tiles or AVX512-BF16 dot products) through oneDNN. docs/mixed_precision.md says what
+// that costs in accuracy and why everything else stays float32.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "blas.h"
+
+namespace ag::bf16 {
+
+// float32 -> bf16, rounded to nearest even. A NaN stays a (quiet) NaN; a value past bf16's
+// largest rounds to infinity, as float32 arithmetic would.
+inline std::uint16_t from_float(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // add just under half a step; the odd half-way case rounds up
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+inline float to_float(std::uint16_t b) {
+  std::uint32_t u = std::uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// f as bf16 would hold it: what a value loses by being stored in bf16.
+inline float round(float f) { return to_float(from_float(f)); }
+
+// dst[i] = from_float(src[i]) for n values, across the thread pool when n is large, with the
+// CPU's own conversion instruction where it has one.
+void convert(const float* src, std::int64_t n, std::uint16_t* dst);
+// Rounds n float32 values in place to the nearest bf16 (kept as float32): emulates storing them
+// in bf16, on any CPU. Used by experiments to force a step of the computation to bf16.
+void round_in_place(float* values, std::int64_t n);
+
+// A bf16 copy of a float32 matrix or tensor, contiguous.
+struct Buffer {
+  std::unique_ptr<std::uint16_t[]> data;
+  std::int64_t size = 0;
+};
+Buffer convert(const float* src, std::int64_t n);
+
+// Whether bf16 matrix products can run here, on which unit, and if not, why not.
+struct Support {
+  bool available = false;
+  std::string unit;    // "AMX" or "AVX512-BF16" when available
+  std::string reason;  // one line: what was found, or what is missing
+};
+// Computed once: oneDNN present in this build, and a CPU with a bf16 unit (AMX or AVX512-BF16;
+// oneDNN's ISA detection, which honours ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA).
+const Support& support();
+
+// C = alpha op(A) op(B) + beta C with bf16 A and B and float32 C, accumulated in float32: the
+// views are read exactly like blas::gemm's (row-major, strided, transposed for free). Cut into
+// bands of C across the thread pool like blas::gemm when large and not already inside a
+// parallel_for. Throws std::runtime_error (support().reason) where bf16 cannot run.
+void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
+          float beta = 0.0f, float alpha = 1.0f);
+// The same with float32 operands, each rounded to bf16 first (into a per-thread scratch buffer,
+// only the rows and columns the view reads). Either operand may already be bf16.
+void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta = 0.0f,
+          float alpha = 1.0f);
+void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta = 0.0f,
+          float alpha = 1.0f);
+
+}  // namespace ag::bf16

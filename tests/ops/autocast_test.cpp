@@ -1,0 +1,288 @@
+// bf16 rounding, and the matrix products under ag::AutocastGuard (ops/autocast.h).
+//
+// The independent source for a product under autocast: the same product in float64 of the
+// operands rounded to bf16 by hand. bf16 x bf16 is exact in float32 and the sums are float32, so
+// the two agree to float32's rounding of a K-term sum, far inside bf16's own step (2^-8): a
+// product that skipped the rounding, or rounded an operand it should not, fails.
+// Where no bf16 unit or no oneDNN is present, the product tests skip and the refusals are tested.
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "../test_util.h"
+
+namespace ag {
+namespace {
+
+#define SKIP_WITHOUT_BF16() \
+  if (!bf16::support().available) GTEST_SKIP() << bf16::support().reason
+
+// float32 t, each element rounded to bf16, as float64.
+Tensor rounded64(const Tensor& t) {
+  std::vector<double> v;
+  for (float x : t.to_vector<float>()) v.push_back(bf16::round(x));
+  return tensor(v, t.shape(), kFloat64);
+}
+
+Tensor to64(const Tensor& t) { return tensor(std::vector<double>(t.to(kFloat64).to_vector<double>()), t.shape(), kFloat64); }
+
+// max |a - b| / max |b|, both read as float64.
+double rel_error(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to(kFloat64).to_vector<double>(), y = b.to(kFloat64).to_vector<double>();
+  EXPECT_EQ(x.size(), y.size());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return diff / std::max(scale, 1e-300);
+}
+
+Tensor leaf(const Shape& shape, Generator& gen) { return randn(shape, gen).requires_grad_(); }
+
+TEST(Bf16, RoundsToNearestEvenByHand) {
+  EXPECT_EQ(bf16::from_float(1.0f), 0x3f80);
+  EXPECT_EQ(bf16::from_float(-2.0f), 0xc000);
+  // 1 + 2^-8 lies half-way between 1 and 1 + 2^-7: ties go to the even mantissa, 1.
+  EXPECT_EQ(bf16::round(1.0f + std::ldexp(1.0f, -8)), 1.0f);
+  // 1 + 3 * 2^-8 lies half-way between 1 + 2^-7 (odd) and 1 + 2^-6 (even): up.
+  EXPECT_EQ(bf16::round(1.0f + 3 * std::ldexp(1.0f, -8)), 1.0f + std::ldexp(1.0f, -6));
+  // Just past half-way rounds up, just short of it down.
+  EXPECT_EQ(bf16::round(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(bf16::round(1.0f + std::ldexp(1.0f, -8) - std::ldexp(1.0f, -20)), 1.0f);
+  EXPECT_EQ(bf16::round(3.14159265f), 3.140625f);  // pi keeps 8 significant bits: 11.00100 1
+  EXPECT_TRUE(std::isnan(bf16::round(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(bf16::round(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(bf16::round(std::numeric_limits<float>::max()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(bf16::round(-0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(bf16::round(-0.0f)));
+  // The same range as float32: 1e30 keeps its magnitude (float16 would overflow at 65504).
+  EXPECT_NEAR(bf16::round(1e30f) / 1e30, 1.0, 1.0 / 256);
+}
+
+TEST(Bf16, ConvertingManyEqualsConvertingOneByOne) {
+  Generator gen(3);
+  Tensor x = randn({100003}, gen) * 40.0;
+  std::vector<float> v = x.to_vector<float>();
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  v[6] = -std::numeric_limits<float>::infinity();
+  v[7] = 65504.0f;
+  bf16::Buffer b = bf16::convert(v.data(), static_cast<std::int64_t>(v.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(v[i])) {
+      EXPECT_TRUE(std::isnan(bf16::to_float(b.data[i])));
+      continue;
+    }
+    ASSERT_EQ(b.data[i], bf16::from_float(v[i])) << "element " << i << " = " << v[i];
+  }
+  std::vector<float> r = v;
+  bf16::round_in_place(r.data(), static_cast<std::int64_t>(r.size()));
+  for (std::size_t i = 8; i < r.size(); i += 997) EXPECT_EQ(r[i], bf16::round(v[i]));
+}
+
+TEST(Autocast, PrecisionChoiceFollowsSupport) {
+  EXPECT_EQ(parse_precision("fp32"), Precision::Fp32);
+  EXPECT_EQ(parse_precision("bf16"), Precision::Bf16);
+  EXPECT_EQ(parse_precision("auto"), Precision::Auto);
+  EXPECT_THROW(parse_precision("fp16"), std::invalid_argument);
+  EXPECT_FALSE(choose_precision(Precision::Fp32).bf16);
+  EXPECT_NE(choose_precision(Precision::Fp32).why.find("fp32"), std::string::npos);
+  if (bf16::support().available) {
+    EXPECT_TRUE(choose_precision(Precision::Auto).bf16);
+    EXPECT_TRUE(choose_precision(Precision::Bf16).bf16);
+    EXPECT_NE(choose_precision(Precision::Auto).why.find(bf16::support().unit), std::string::npos);
+  } else {
+    // Unavailable: auto falls back and says why; asking for bf16 is an error, not an emulation.
+    PrecisionChoice choice = choose_precision(Precision::Auto);
+    EXPECT_FALSE(choice.bf16);
+    EXPECT_NE(choice.why.find(bf16::support().reason), std::string::npos);
+    EXPECT_TRUE(test::throws_with<std::runtime_error>([] { choose_precision(Precision::Bf16); }, "--precision bf16"));
+    EXPECT_TRUE(test::throws_with<std::runtime_error>([] { AutocastGuard guard; }, "unavailable"));
+    EXPECT_FALSE(is_autocast_enabled());
+    Tensor a = ones({2, 3}), b = ones({3, 2});
+    EXPECT_TRUE(test::throws_with<std::runtime_error>(
+        [&] { bf16::gemm(blas::Matrix<const float>{a.data_ptr<float>(), 2, 3},
+                         blas::Matrix<const float>{b.data_ptr<float>(), 3, 2}, blas::Matrix<float>{a.data_ptr<float>(), 2, 2}); },
+        "unavailable"));
+  }
+}
+
+TEST(Autocast, GuardIsScopedAndPerThread) {
+  SKIP_WITHOUT_BF16();
+  EXPECT_FALSE(is_autocast_enabled());
+  {
+    AutocastGuard on;
+    EXPECT_TRUE(is_autocast_enabled());
+    {
+      AutocastGuard off(false);
+      EXPECT_FALSE(is_autocast_enabled());
+    }
+    EXPECT_TRUE(is_autocast_enabled());
+    bool other_thread = true;
+    std::thread([&] { other_thread = is_autocast_enabled(); }).join();
+    EXPECT_FALSE(other_thread);
+  }
+  EXPECT_FALSE(is_autocast_enabled());
+}
+
+// C = op(A) op(B) over odd shapes, transposes and broadcast batches, and both gradients: each
+// equals the float64 product of the bf16-rounded operands.
+TEST(Autocast, MatmulForwardAndBackwardAreBf16Products) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(11);
+  struct Case {
+    Shape a, b;
+    bool transpose_b;
+  };
+  for (const Case& c : {Case{{5, 7}, {7, 9}, false}, Case{{3, 5, 7}, {7, 9}, false}, Case{{2, 1, 5, 6}, {3, 6, 4}, false},
+                        Case{{3, 5, 33}, {3, 9, 33}, true}, Case{{1, 130}, {130, 3}, false},
+                        Case{{70, 96}, {96, 80}, false}}) {
+    SCOPED_TRACE(shape_str(c.a) + " @ " + shape_str(c.b) + (c.transpose_b ? "^T" : ""));
+    Tensor a = leaf(c.a, gen), b = leaf(c.b, gen);
+    Tensor out, da, db;
+    {
+      AutocastGuard autocast;
+      out = c.transpose_b ? a.matmul(b.transpose(-2, -1)) : a.matmul(b);
+    }
+    Tensor dout = randn(out.shape(), gen);
+    out.backward(dout);  // outside the guard: the node remembers it ran in bf16
+    Tensor a64 = rounded64(a), b64 = rounded64(c.transpose_b ? b.transpose(-2, -1) : b),
+           d64 = rounded64(dout);
+    Tensor expect = a64.matmul(b64);
+    EXPECT_LT(rel_error(out, expect), 2e-6);
+    // The same product in float32 differs from it by bf16's rounding: autocast did run.
+    Tensor fp32 = c.transpose_b ? a.matmul(b.transpose(-2, -1)) : a.matmul(b);
+    EXPECT_GT(rel_error(fp32, expect), 1e-5);
+    EXPECT_LT(rel_error(fp32, expect), 2e-2);
+    Tensor expect_da = sum_to(d64.matmul(b64.transpose(-2, -1)), a.shape());
+    Tensor expect_db = sum_to(a64.transpose(-2, -1).matmul(d64), b64.shape());
+    if (c.transpose_b) expect_db = expect_db.transpose(-2, -1);
+    EXPECT_LT(rel_error(a.grad(), expect_da), 2e-6);
+    EXPECT_LT(rel_error(b.grad(), expect_db), 2e-6);
+  }
+}
+
+TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(12);
+  for (bool with_bias : {true, false})
+    for (bool gelu : {false, true})
+      for (Shape xs : {Shape{7, 13}, Shape{3, 50, 13}, Shape{13}}) {
+        SCOPED_TRACE(fmt::format("bias {} gelu {} x {}", with_bias, gelu, shape_str(xs)));
+        Tensor x = leaf(xs, gen), w = leaf({11, 13}, gen), b = with_bias ? leaf({11}, gen) : Tensor();
+        Tensor y;
+        {
+          AutocastGuard autocast;
+          y = gelu ? linear_gelu(x, w, b) : linear(x, w, b);
+        }
+        Tensor dy = randn(y.shape(), gen);
+        y.backward(dy);
+        // By hand in float64: h = r(x) r(W)^T + b; y = GELU(h); dh = dy GELU'(h);
+        // dx = r(dh) r(W), dW = r(dh)^T r(x), db = sum dh.
+        Tensor x2 = rounded64(x).reshape({-1, 13}), w64 = rounded64(w);
+        Tensor h = x2.matmul(w64.t());
+        if (with_bias) h = h + to64(b);
+        Tensor h_leaf = h.detach().requires_grad_();
+        Tensor y64 = gelu ? ag::gelu(h_leaf) : h_leaf * 1.0;
+        y64.backward(to64(dy).reshape({-1, 11}));
+        EXPECT_LT(rel_error(y, y64), 2e-6);
+        // The library's dh is float32 before it is rounded: round that float32 value.
+        Tensor dh32 = h_leaf.grad().to(kFloat32);
+        Tensor dh2 = rounded64(dh32);
+        EXPECT_LT(rel_error(x.grad(), dh2.matmul(w64)), 2e-5);
+        EXPECT_LT(rel_error(w.grad(), dh2.t().matmul(x2)), 2e-5);
+        if (with_bias) {
+          EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
+        }
+      }
+}
+
+// The fused attention in its three layouts, with padding and causal masks, B=2, H=3, Tq != Tk:
+// output and dq, dk, dv within bf16's tolerance of float64, and measurably not float32's.
+TEST(Autocast, AttentionIsWithinBf16ToleranceOfFloat64) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(13);
+  const std::int64_t B = 2, H = 3, Tq = 37, Tk = 45, d = 16, dv = 12;
+  std::vector<double> keep(B * Tk, 1.0);
+  for (std::int64_t j = 40; j < Tk; ++j) keep[static_cast<std::size_t>(Tk + j)] = 0.0;  // batch 1: 5 padded keys
+  Tensor pad = tensor(keep, {B, 1, 1, Tk}, kBool);
+  for (bool causal : {false, true})
+    for (bool masked : {false, true}) {
+      SCOPED_TRACE(fmt::format("causal {} masked {}", causal, masked));
+      Tensor q = leaf({B, H, Tq, d}, gen), k = leaf({B, H, Tk, d}, gen), v = leaf({B, H, Tk, dv}, gen);
+      Tensor mask = masked ? pad : Tensor();
+      Tensor out;
+      {
+        AutocastGuard autocast;
+        out = scaled_dot_product_attention(q, k, v, mask, causal).output;
+      }
+      Tensor dout = randn(out.shape(), gen);
+      out.backward(dout);
+      Tensor q64 = to64(q).requires_grad_(), k64 = to64(k).requires_grad_(), v64 = to64(v).requires_grad_();
+      Tensor out64 = scaled_dot_product_attention(q64, k64, v64, mask, causal).output;
+      out64.backward(to64(dout));
+      Tensor fp32 = scaled_dot_product_attention(q, k, v, mask, causal).output;
+      EXPECT_LT(rel_error(fp32, out64), 1e-5);  // float32 alone
+      for (auto [got, want] : {std::pair{out, out64}, std::pair{q.grad(), q64.grad()}, std::pair{k.grad(), k64.grad()},
+                               std::pair{v.grad(), v64.grad()}}) {
+        double e = rel_error(got, want);
+        EXPECT_LT(e, 3e-2);
+        EXPECT_GT(e, 1e-4);  // bf16's rounding shows: the products did run in bf16
+      }
+    }
+  // [B, T, H, d] and packed: the same numbers as [B, H, T, d], which is checked above.
+  Tensor qkv = leaf({B, Tq, 3 * H * d}, gen);
+  Tensor packed, split;
+  {
+    AutocastGuard autocast;
+    packed = scaled_dot_product_attention_packed(qkv, H, {}, true).output;
+    std::vector<Tensor> parts = ag::split(qkv.reshape({B, Tq, 3, H, d}), 1, 2);
+    split = scaled_dot_product_attention_bthd(parts[0].squeeze(2), parts[1].squeeze(2), parts[2].squeeze(2), {}, true)
+                .output;
+  }
+  EXPECT_EQ(rel_error(packed, split), 0.0);
+  Tensor fp32 = scaled_dot_product_attention_packed(qkv, H, {}, true).output;
+  EXPECT_GT(rel_error(packed, fp32), 1e-4);
+  EXPECT_LT(rel_error(packed, fp32), 3e-2);
+}
+
+TEST(Autocast, Float64NeverAutocastsAndGradcheckPasses) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(14);
+  Tensor a = randn({4, 5}, gen, kFloat64).requires_grad_(), w = randn({3, 5}, gen, kFloat64).requires_grad_();
+  Tensor plain = linear(a, w).matmul(w);
+  AutocastGuard autocast;
+  Tensor under = linear(a, w).matmul(w);
+  EXPECT_EQ(rel_error(under, plain), 0.0);
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]).matmul(in[1]).sum(); }, {a, w}));
+  Tensor q = randn({2, 3, 4, 5}, gen, kFloat64).requires_grad_(), k = randn({2, 3, 6, 5}, gen, kFloat64).requires_grad_(),
+         v = randn({2, 3, 6, 2}, gen, kFloat64).requires_grad_();
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention(in[0], in[1], in[2], {}, true).output.sum();
+      },
+      {q, k, v}));
+}
+
+// A parameter is rounded once per version: forward and backward of a model that uses each
+// weight twice cast each once; an optimizer step (a new version) casts again, once.
+TEST(Autocast, EachParameterIsCastOncePerStep) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(15);
+  nn::Linear first(8, 16), second(16, 8);
+  optim::SGD sgd(first.parameters(), {.lr = 0.1});
+  Tensor x = randn({5, 8}, gen);
+  for (int step = 0; step < 3; ++step) {
+    std::int64_t before = detail::autocast_casts();
+    AutocastGuard autocast;
+    Tensor h = first.forward(x);
+    Tensor y = second.forward(first.forward(second.forward(h)));  // each weight used twice
+    (y * y).mean().backward();
+    EXPECT_EQ(detail::autocast_casts() - before, 2) << "step " << step;
+    sgd.step();
+    sgd.zero_grad();
+  }
+}
+
+}  // namespace
+}  // namespace ag
