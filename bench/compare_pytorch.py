@@ -7,8 +7,22 @@ and reports the median of the per-run step medians. PyTorch also runs once in it
 thread setting. A matmul-only floor (the step's GEMM shapes, timed alone with torch.matmul on
 the same thread count) shows how much of a step is spent outside the matrix products.
 
+--precision says which steps are timed: fp32 (the float32 table above), bf16 or both (the
+default). The bf16 rows pit attograd's `--precision bf16` (matrix products with bf16 inputs and
+float32 sums) against PyTorch with model and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), backward and AdamW outside it, as PyTorch's documentation writes it; a
+round then runs attograd fp32, PyTorch fp32, attograd bf16, PyTorch autocast in turn (attograd
+fp32 is timed for the bf16-against-fp32 ratio even with --precision bf16). PyTorch autocast
+also runs once in its default thread setting. A last table takes each side's best thread
+setting per config and sets side by side: PyTorch autocast / attograd bf16 and attograd fp32 /
+attograd bf16 (above 1: attograd bf16 is the faster). Where attograd's bf16 path cannot run
+(no bf16 unit in the CPU, so it refuses --precision bf16), the bf16 rows are skipped with a
+note. attograd's fp32 runs ask for --precision fp32 explicitly: its default, auto, takes bf16
+wherever the CPU has a bf16 unit.
+
     python3 bench/compare_pytorch.py [--configs tiny small medium] [--rounds 2]
-        [--steps 20] [--warmup 5] [--attograd build/bench/gpt_train_step]
+        [--steps 20] [--warmup 5] [--precision fp32|bf16|both]
+        [--attograd build/bench/gpt_train_step]
 
 Needs a python3 with PyTorch; without it the script prints a notice and exits 0. Only the
 standard library and torch are used.
@@ -254,24 +268,35 @@ def pytorch_worker(args):
     opt = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1},
                              {"params": plain, "weight_decay": 0.0}], lr=1e-3)
     F = torch.nn.functional
+
+    def forward(x, y):
+        logits = model(x)
+        return logits, F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
+
     ids_gen = torch.Generator().manual_seed(0)
-    times, losses = [], []
+    times, losses, logits_dtype = [], [], None
     for s in range(args.warmup + args.steps):
         x = torch.randint(0, VOCAB, (batch, block), generator=ids_gen)
         y = torch.randint(0, VOCAB, (batch, block), generator=ids_gen)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
+        if args.autocast:  # model and loss under autocast; backward and the update outside it
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits, loss = forward(x, y)
+        else:
+            logits, loss = forward(x, y)
         loss.backward()
         opt.step()
         elapsed = (time.perf_counter() - t0) * 1e3
         if s >= args.warmup:
             times.append(elapsed)
             losses.append(loss.item())
+            logits_dtype = str(logits.dtype).replace("torch.", "")
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     result = {
         "config": args.config,
+        "precision": "bf16-autocast" if args.autocast else "fp32",
+        "logits_dtype": logits_dtype,
         "threads": args.threads if args.threads > 0 else "default",
         "torch_threads": torch.get_num_threads(),
         "openblas_threads": blas.openblas_get_num_threads() if blas is not None else None,
@@ -304,18 +329,41 @@ def run_json(cmd, env=None, timeout=3600):
     return last_json_line(proc.stdout)
 
 
-def run_attograd(args, config, threads):
+def run_attograd(args, config, threads, precision="fp32"):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     cmd = [str(args.attograd), "--config", config, "--threads", str(threads),
-           "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    return run_json(cmd, env)
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", precision]
+    result = run_json(cmd, env)
+    if result.get("precision") != precision:
+        raise SystemExit(f"compare_pytorch: asked attograd for {precision}, its JSON line says "
+                         f"{result.get('precision')}: {shlex.join(cmd)}")
+    return result
 
 
-def run_pytorch(args, config, threads, floor):
+def attograd_bf16_path(args):
+    """(True, the path attograd reports) where its bf16 path runs, (False, its refusal) where it
+    refuses --precision bf16; one tiny step, before anything is timed."""
+    cmd = [str(args.attograd), "--config", "tiny", "--threads", "1", "--steps", "1",
+           "--warmup", "0", "--precision", "bf16"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode == 0:
+        said = [line.split(":", 1)[1].strip() for line in lines if line.startswith("precision:")]
+        return True, said[-1] if said else "bf16"
+    if "--precision bf16" in proc.stderr:
+        refusal = [line for line in lines if "--precision bf16" in line][-1]
+        return False, refusal.split("--precision bf16", 1)[1].lstrip(": ")
+    sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-4000:])
+    raise SystemExit(f"compare_pytorch: command failed ({proc.returncode}): {shlex.join(cmd)}")
+
+
+def run_pytorch(args, config, threads, floor, autocast=False):
     cmd = [sys.executable, str(Path(__file__).resolve()), "--pytorch-worker", "--config", config,
            "--threads", str(threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     if floor:
         cmd.append("--floor")
+    if autocast:
+        cmd.append("--autocast")
     env = dict(os.environ)
     if threads > 0:
         env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
@@ -365,7 +413,8 @@ def driver(args):
           + (f" ({affinity} usable)" if affinity is not None else "")
           + f", {platform.system()} {platform.release()}")
     print(f"python {platform.python_version()}, torch {torch.__version__}; "
-          f"steps {args.steps}, warmup {args.warmup}, rounds {args.rounds}")
+          f"steps {args.steps}, warmup {args.warmup}, rounds {args.rounds}, "
+          f"precision {args.precision}")
     if blas is not None:
         attograd_blas = resolved_openblas_of(args.attograd)
         same = attograd_blas is not None and os.path.realpath(blas_path) == attograd_blas
@@ -382,43 +431,110 @@ def driver(args):
               + "); checked instead by the libraries mapped into the process)")
     print("  torch.set_num_threads does not resize OpenBLAS's pool, so the 1- and 2-thread "
           "PyTorch runs also set it with openblas_set_num_threads")
+    want_fp32 = args.precision in ("fp32", "both")
+    want_bf16 = args.precision in ("bf16", "both")
+    bf16_ok, bf16_why = attograd_bf16_path(args) if want_bf16 else (False, None)
+    if want_bf16 and bf16_ok:
+        print(f"bf16: attograd --precision bf16 runs {bf16_why}; PyTorch autocast's oneDNN is "
+              + ("built in" if torch.backends.mkldnn.is_available() else "not built in"))
+    elif want_bf16:
+        print(f"bf16: rows skipped, attograd refuses --precision bf16 on this machine: {bf16_why}")
     print(flush=True)
+    measure_bf16 = want_bf16 and bf16_ok
+    if not want_fp32 and not measure_bf16:
+        print("compare_pytorch: nothing left to measure (--precision bf16 without a bf16 path)")
+        return 0
 
     rows, defaults, gflop_attograd, gflop_floor = [], {}, {}, {}
+    bf16_rows, bf16_defaults, autocast_dtypes = [], {}, set()
     for config in args.configs:
         for threads in THREAD_SETTINGS:
             ag_ms, pt_ms, floor_ms, ag_rss, pt_rss = [], [], [], [], []
+            ag16_ms, pt16_ms, ag16_rss, pt16_rss = [], [], [], []
             for r in range(args.rounds):
                 a = run_attograd(args, config, threads)
-                p = run_pytorch(args, config, threads, floor=True)
                 ag_ms.append(a["ms_step_median"])
                 ag_rss.append(a["peak_rss_mb"])
-                pt_ms.append(p["ms_step_median"])
-                pt_rss.append(p["peak_rss_mb"])
-                floor_ms.append(p["floor_ms"])
                 gflop_attograd[config] = a["matmul_gflop_per_step"]
-                gflop_floor[config] = p["floor_gflop"]
-                print(f"  {config} threads {threads} round {r + 1}/{args.rounds}: attograd "
-                      f"{a['ms_step_median']:.2f} ms, PyTorch {p['ms_step_median']:.2f} ms, "
-                      f"floor {p['floor_ms']:.2f} ms", file=sys.stderr, flush=True)
+                done = [f"attograd {a['ms_step_median']:.2f} ms"]
+                if want_fp32:
+                    p = run_pytorch(args, config, threads, floor=True)
+                    pt_ms.append(p["ms_step_median"])
+                    pt_rss.append(p["peak_rss_mb"])
+                    floor_ms.append(p["floor_ms"])
+                    gflop_floor[config] = p["floor_gflop"]
+                    done += [f"PyTorch {p['ms_step_median']:.2f} ms", f"floor {p['floor_ms']:.2f} ms"]
+                if measure_bf16:
+                    b = run_attograd(args, config, threads, "bf16")
+                    q = run_pytorch(args, config, threads, floor=False, autocast=True)
+                    ag16_ms.append(b["ms_step_median"])
+                    ag16_rss.append(b["peak_rss_mb"])
+                    pt16_ms.append(q["ms_step_median"])
+                    pt16_rss.append(q["peak_rss_mb"])
+                    autocast_dtypes.add(q["logits_dtype"])
+                    done += [f"attograd bf16 {b['ms_step_median']:.2f} ms",
+                             f"PyTorch autocast {q['ms_step_median']:.2f} ms"]
+                print(f"  {config} threads {threads} round {r + 1}/{args.rounds}: " + ", ".join(done),
+                      file=sys.stderr, flush=True)
+            if want_fp32:
+                rows.append({
+                    "config": config, "threads": str(threads), "setting": f"{threads}t",
+                    "ag": statistics.median(ag_ms), "pt": statistics.median(pt_ms),
+                    "floor": statistics.median(floor_ms),
+                    "ag_rss": statistics.median(ag_rss), "pt_rss": statistics.median(pt_rss),
+                })
+            if measure_bf16:
+                bf16_rows.append({
+                    "config": config, "threads": str(threads), "setting": f"{threads}t",
+                    "ag": statistics.median(ag16_ms), "pt": statistics.median(pt16_ms),
+                    "fp32": statistics.median(ag_ms),
+                    "ag_rss": statistics.median(ag16_rss), "pt_rss": statistics.median(pt16_rss),
+                })
+        if want_fp32:
+            d = run_pytorch(args, config, 0, floor=False)
+            defaults[config] = d
+            print(f"  {config} PyTorch default threads (torch {d['torch_threads']}, OpenBLAS "
+                  f"{d['openblas_threads']}): {d['ms_step_median']:.2f} ms", file=sys.stderr, flush=True)
+            best = min((r for r in rows if r["config"] == config), key=lambda r: r["ag"])
             rows.append({
-                "config": config, "threads": str(threads),
-                "ag": statistics.median(ag_ms), "pt": statistics.median(pt_ms),
-                "floor": statistics.median(floor_ms),
-                "ag_rss": statistics.median(ag_rss), "pt_rss": statistics.median(pt_rss),
+                "config": config,
+                "threads": f"default (torch {d['torch_threads']}, OpenBLAS {d['openblas_threads']})",
+                "setting": "default",
+                "ag": best["ag"], "ag_note": f"*{best['threads']}t", "pt": d["ms_step_median"],
+                "floor": None, "ag_rss": None, "pt_rss": d["peak_rss_mb"],
             })
-        d = run_pytorch(args, config, 0, floor=False)
-        defaults[config] = d
-        print(f"  {config} PyTorch default threads (torch {d['torch_threads']}, OpenBLAS "
-              f"{d['openblas_threads']}): {d['ms_step_median']:.2f} ms", file=sys.stderr, flush=True)
-        best = min((r for r in rows if r["config"] == config), key=lambda r: r["ag"])
-        rows.append({
-            "config": config,
-            "threads": f"default (torch {d['torch_threads']}, OpenBLAS {d['openblas_threads']})",
-            "ag": best["ag"], "ag_note": f"*{best['threads']}t", "pt": d["ms_step_median"],
-            "floor": None, "ag_rss": None, "pt_rss": d["peak_rss_mb"],
-        })
+        if measure_bf16:
+            d = run_pytorch(args, config, 0, floor=False, autocast=True)
+            bf16_defaults[config] = d
+            autocast_dtypes.add(d["logits_dtype"])
+            print(f"  {config} PyTorch autocast default threads (torch {d['torch_threads']}, OpenBLAS "
+                  f"{d['openblas_threads']}): {d['ms_step_median']:.2f} ms", file=sys.stderr, flush=True)
+            mine = [r for r in bf16_rows if r["config"] == config]
+            best = min(mine, key=lambda r: r["ag"])
+            best_fp32 = min(mine, key=lambda r: r["fp32"])
+            bf16_rows.append({
+                "config": config,
+                "threads": f"default (torch {d['torch_threads']}, OpenBLAS {d['openblas_threads']})",
+                "setting": "default",
+                "ag": best["ag"], "ag_note": f"*{best['threads']}t", "pt": d["ms_step_median"],
+                "fp32": best_fp32["fp32"], "fp32_note": f"*{best_fp32['threads']}t",
+                "ag_rss": None, "pt_rss": d["peak_rss_mb"],
+            })
 
+    if want_fp32:
+        print_fp32_table(args, rows, defaults, gflop_attograd, gflop_floor)
+    if measure_bf16:
+        if want_fp32:
+            print()
+        print_bf16_tables(args, rows, bf16_rows, autocast_dtypes)
+    elif want_bf16:
+        print(f"bf16: no rows; attograd refuses --precision bf16 on this machine ({bf16_why}), "
+              "so there is nothing to set against PyTorch's autocast.")
+    sys.stdout.flush()
+    return 0
+
+
+def print_fp32_table(args, rows, defaults, gflop_attograd, gflop_floor):
     header = ["config", "threads", "attograd ms", "PyTorch ms", "PyTorch/attograd", "floor ms",
               "attograd/floor", "attograd RSS MB", "PyTorch RSS MB"]
     print("| " + " | ".join(header) + " |")
@@ -451,8 +567,67 @@ def driver(args):
                   "OpenBLAS's pthread pool both run, and with no spare cores OpenMP's spin-waiting "
                   "threads compete with OpenBLAS's (OMP_WAIT_POLICY=passive is the usual remedy).")
             break
-    sys.stdout.flush()
-    return 0
+
+
+def fastest(rows, config, key):
+    """The row of `config` with the smallest `key`, or None when there is none."""
+    mine = [r for r in rows if r["config"] == config and r.get(key) is not None]
+    return min(mine, key=lambda r: r[key]) if mine else None
+
+
+def print_bf16_tables(args, rows, bf16_rows, autocast_dtypes):
+    header = ["config", "threads", "attograd bf16 ms", "PyTorch autocast ms",
+              "PyTorch autocast/attograd bf16", "attograd fp32 ms", "attograd fp32/bf16",
+              "attograd bf16 RSS MB", "PyTorch autocast RSS MB"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|")
+    for r in bf16_rows:
+        ag_text = fmt(r["ag"]) + (f" {r['ag_note']}" if r.get("ag_note") else "")
+        fp32_text = fmt(r["fp32"]) + (f" {r['fp32_note']}" if r.get("fp32_note") else "")
+        cells = [r["config"], r["threads"], ag_text, fmt(r["pt"]), fmt(r["pt"] / r["ag"]),
+                 fp32_text, fmt(r["fp32"] / r["ag"]), fmt(r["ag_rss"], 1), fmt(r["pt_rss"], 1)]
+        print("| " + " | ".join(cells) + " |")
+    print()
+
+    # Each side in its fastest setting: attograd over its thread rows, PyTorch over those and
+    # its default.
+    header = ["config", "attograd fp32 ms", "PyTorch fp32 ms", "attograd bf16 ms",
+              "PyTorch autocast ms", "PyTorch autocast/attograd bf16", "attograd fp32/attograd bf16",
+              "PyTorch fp32/PyTorch autocast"]
+    print("Best setting of each:")
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" if i < 1 else "---:" for i in range(len(header))) + "|")
+    thread_rows = [r for r in bf16_rows if r["setting"] != "default"]
+    for config in args.configs:
+        ag32 = fastest(thread_rows, config, "fp32")
+        pt32 = fastest(rows, config, "pt")
+        ag16 = fastest(thread_rows, config, "ag")
+        pt16 = fastest(bf16_rows, config, "pt")
+
+        def cell(row, key):
+            return "—" if row is None else f"{row[key]:.2f} ({row['setting']})"
+
+        def ratio(num, num_key, den, den_key):
+            return fmt(None if num is None or den is None else num[num_key] / den[den_key])
+
+        cells = [config, cell(ag32, "fp32"), cell(pt32, "pt"), cell(ag16, "ag"), cell(pt16, "pt"),
+                 ratio(pt16, "pt", ag16, "ag"), ratio(ag32, "fp32", ag16, "ag"),
+                 ratio(pt32, "pt", pt16, "pt")]
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print("bf16 ms: attograd with --precision bf16 (bf16 inputs, float32 sums in its matrix "
+          "products); PyTorch with model and loss under torch.autocast(\"cpu\", "
+          "dtype=torch.bfloat16), backward and AdamW outside it. attograd fp32 is the float32 run "
+          "of the same rounds; a round runs attograd fp32, "
+          + ("PyTorch fp32, " if rows else "") + "attograd bf16, PyTorch autocast, each in a "
+          "fresh process.")
+    print("*Nt: on the default row, attograd's faster thread setting, for the ratios. Best: (Nt) "
+          "N threads, (default) PyTorch's own thread setting; above 1, the ratio's denominator is "
+          "the faster.")
+    if autocast_dtypes != {"bfloat16"}:
+        print("note: PyTorch's logits under autocast came out as " + ", ".join(sorted(autocast_dtypes))
+              + ", not bfloat16: autocast did not take the model's matrix products to bf16.")
 
 
 def main():
@@ -461,15 +636,19 @@ def main():
     parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS),
                         help="configurations to run (default: tiny small medium)")
     parser.add_argument("--rounds", type=int, default=2,
-                        help="alternating attograd/PyTorch runs per setting (default 2)")
+                        help="rounds of alternating attograd/PyTorch runs per setting (default 2)")
     parser.add_argument("--steps", type=int, default=20, help="measured steps per run (default 20)")
     parser.add_argument("--warmup", type=int, default=5, help="unmeasured steps first (default 5)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "both"), default="both",
+                        help="float32 steps, bf16 steps (attograd --precision bf16 against PyTorch "
+                             "autocast) or both (default both)")
     parser.add_argument("--attograd", default=None,
                         help="path of gpt_train_step (default: build/bench/gpt_train_step in the repo)")
     parser.add_argument("--pytorch-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", choices=list(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--autocast", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.rounds < 1:
         parser.error("--steps and --rounds must be at least 1, --warmup at least 0")

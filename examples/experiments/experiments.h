@@ -90,6 +90,7 @@ int baselines(const Options& o);      // bigram and fixed-window MLP against the
 int importance(const Options& o);     // attention weights against gradient and leave-one-out importance
 int bottleneck(const Options& o);     // a decoder reading one fixed vector against cross-attention
 int long_range(const Options& o);     // accuracy by how far back the answer is; attention need not learn it
+int precision(const Options& o);     // what bf16 costs each step; a Mini-GPT trained with bf16 products
 int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT on a middle character
 
 }  // namespace experiments

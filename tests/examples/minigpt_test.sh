@@ -28,7 +28,7 @@ out=$("$minigpt" sample --checkpoint "$dir/out/minigpt.safetensors" --prompt "th
 
 # eval prints 'loss: <value>' with at least 6 significant digits, in f32 and f64, and the two
 # agree to float32 precision; its perplexity line is e^loss.
-"$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" > "$dir/eval.log"
+"$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --precision fp32 > "$dir/eval.log"
 l32=$(grep '^loss: ' "$dir/eval.log")
 l64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 | grep '^loss: ')
 p32=$(grep '^perplexity: ' "$dir/eval.log" | cut -d' ' -f2)
@@ -43,6 +43,25 @@ grep -q 'validation loss [0-9.]*, perplexity' "$dir/train.log" || { echo "train 
 [[ $l32 =~ ^loss:\ [0-9]+\.[0-9]{5,} ]] || { echo "bad eval line: $l32"; exit 1; }
 /usr/bin/env awk -v a="${l32#loss: }" -v b="${l64#loss: }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }' ||
   { echo "f32 and f64 losses differ: $l32 vs $l64"; exit 1; }
+
+# --precision: the run above trained with --precision auto; its checkpoint is float32 and loads in
+# either mode. Where bf16 runs, its loss is within bf16's tolerance of float64's (products with
+# 8-bit mantissas: about 2^-8 of the logits) and not float32's to the digit; where it cannot,
+# --precision bf16 is refused before any work, with the reason.
+if "$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --precision bf16 \
+    > "$dir/eval16.log" 2> "$dir/err16"; then
+  grep -q '^precision: matmul: bf16 on ' "$dir/eval16.log" || { echo "eval did not say it ran bf16"; cat "$dir/eval16.log"; exit 1; }
+  l16=$(grep '^loss: ' "$dir/eval16.log")
+  /usr/bin/env awk -v a="${l16#loss: }" -v b="${l64#loss: }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 0.02 && d > 1e-6) }' ||
+    { echo "bf16 loss not within bf16's tolerance of f64's (or identical to it): $l16 vs $l64"; exit 1; }
+  grep -q '^precision: fp32 OpenBLAS' "$dir/eval.log" || { echo "eval --precision fp32 did not say so"; exit 1; }
+else
+  [ $? -eq 2 ] && grep -q -- '--precision bf16: ' "$dir/err16" || { echo "bf16 refusal unclear:"; cat "$dir/err16"; exit 1; }
+fi
+if "$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --text abc --precision fp16 2> "$dir/err"; then
+  echo "--precision fp16 accepted"; exit 1
+fi
+grep -q -- "--precision must be fp32, bf16 or auto, got 'fp16'" "$dir/err" || { echo "bad --precision message:"; cat "$dir/err"; exit 1; }
 
 # The reference kernels (--kernels reference) give the same float64 loss to 1e-12, relative.
 r64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 \
