@@ -227,6 +227,9 @@ int main(int argc, char** argv) {
         median_of(peak_mb), median,
         sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
         static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);
+  } catch (const ag::examples::Refused& e) {  // --precision bf16 where it cannot run: before any work
+    std::cerr << "gpt_train_step: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "gpt_train_step: " << e.what() << "\n";
     return 1;

@@ -5,6 +5,12 @@
 #include <attograd/attograd.h>
 #include <benchmark/benchmark.h>
 
+#include <array>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace {
 
 using ag::Tensor;
@@ -32,6 +38,99 @@ void BM_Matmul(benchmark::State& state) {  // [B*T, C] @ [C, 4C]: the MLP's firs
   state.SetItemsProcessed(state.iterations() * 3 * 2 * 1024 * n * 4 * n);  // FLOP, forward + backward
 }
 BENCHMARK(BM_Matmul)->Arg(64)->Arg(128)->Arg(192)->Unit(benchmark::kMicrosecond);
+
+// One matrix product C [m, n] = A [m, k] B [k, n] on the thread pool, no autograd: the throughput
+// of each path (items/s = FLOP/s). Shapes of the medium GPT (4096 rows = batch 32 x block 128,
+// width 192): the MLP's two products, the q/k/v projection, and one head's scores (128 x 128 x 32).
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{4096, 192, 768}, {4096, 768, 192}, {4096, 192, 576}, {128, 32, 128}})
+    b->Args({m, k, n});
+}
+void BM_GemmFp32OpenBLAS(benchmark::State& state) {
+  std::int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
+  for (auto _ : state)
+    ag::blas::gemm<float>({a.const_data_ptr<float>(), m, k}, {b.const_data_ptr<float>(), k, n}, {c.data_ptr<float>(), m, n});
+  state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
+}
+BENCHMARK(BM_GemmFp32OpenBLAS)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
+// bf16 inputs already rounded (as a cached weight is), float32 accumulation and output.
+void BM_GemmBf16OneDNN(benchmark::State& state) {
+  if (!ag::bf16::support().available) {
+    state.SkipWithError(ag::bf16::support().reason.c_str());
+    return;
+  }
+  std::int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
+  ag::bf16::Buffer a16 = ag::bf16::convert(a.const_data_ptr<float>(), a.numel()),
+                   b16 = ag::bf16::convert(b.const_data_ptr<float>(), b.numel());
+  for (auto _ : state) ag::bf16::gemm({a16.data.get(), m, k}, {b16.data.get(), k, n}, {c.data_ptr<float>(), m, n});
+  state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
+}
+BENCHMARK(BM_GemmBf16OneDNN)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
+// The same with float32 inputs, each rounded to bf16 on the way in (an activation's cost).
+void BM_GemmBf16OneDNNWithRounding(benchmark::State& state) {
+  if (!ag::bf16::support().available) {
+    state.SkipWithError(ag::bf16::support().reason.c_str());
+    return;
+  }
+  std::int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
+  for (auto _ : state)
+    ag::bf16::gemm(ag::blas::Matrix<const float>{a.const_data_ptr<float>(), m, k},
+                   ag::blas::Matrix<const float>{b.const_data_ptr<float>(), k, n}, {c.data_ptr<float>(), m, n});
+  state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
+}
+BENCHMARK(BM_GemmBf16OneDNNWithRounding)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
+
+// The units' peaks, measured: 12 independent chains of one vector instruction on every thread of
+// the pool, nothing else (no loads): AVX2 FMA (the OpenBLAS kernels Debian's 0.3.21 picks here),
+// AVX-512 FMA, and AVX512-BF16's dot product VDPBF16PS (32 bf16 multiply-adds into 16 float32
+// sums). items/s = FLOP/s, counting a multiply-add as 2.
+#if defined(__x86_64__)
+template <class Chains>
+void peak(benchmark::State& state, std::int64_t flop_per_round, Chains chains) {
+  const std::int64_t rounds = 1 << 20;
+  for (auto _ : state)
+    ag::parallel_for(ag::get_num_threads(), 1, [&](std::int64_t, std::int64_t) { chains(rounds); });
+  state.SetItemsProcessed(state.iterations() * ag::get_num_threads() * rounds * flop_per_round);
+}
+__attribute__((target("avx2,fma"))) void fma256_chains(std::int64_t rounds) {
+  __m256 acc[12], x = _mm256_set1_ps(1.0f), y = _mm256_set1_ps(1e-9f);
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::int64_t r = 0; r < rounds; ++r)
+    for (auto& a : acc) a = _mm256_fmadd_ps(x, y, a);
+  for (auto& a : acc) benchmark::DoNotOptimize(a);
+}
+__attribute__((target("avx512f"))) void fma512_chains(std::int64_t rounds) {
+  __m512 acc[12], x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-9f);
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::int64_t r = 0; r < rounds; ++r)
+    for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
+  for (auto& a : acc) benchmark::DoNotOptimize(a);
+}
+__attribute__((target("avx512f,avx512bf16"))) void bf16_dot_chains(std::int64_t rounds) {
+  __m512 acc[12];
+  __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f)),
+           y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-9f), _mm512_set1_ps(1e-9f));
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::int64_t r = 0; r < rounds; ++r)
+    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  for (auto& a : acc) benchmark::DoNotOptimize(a);
+}
+void BM_PeakFp32Avx2Fma(benchmark::State& state) { peak(state, 12 * 8 * 2, fma256_chains); }
+void BM_PeakFp32Avx512Fma(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512");
+  peak(state, 12 * 16 * 2, fma512_chains);
+}
+void BM_PeakBf16Avx512Dot(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512bf16")) return state.SkipWithError("no AVX512-BF16");
+  peak(state, 12 * 32 * 2, bf16_dot_chains);
+}
+BENCHMARK(BM_PeakFp32Avx2Fma)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakFp32Avx512Fma)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakBf16Avx512Dot)->Unit(benchmark::kMillisecond);
+#endif
 
 void BM_Softmax(benchmark::State& state) {
   Tensor x = leaf({16, 4, state.range(0), state.range(0)}, 3);

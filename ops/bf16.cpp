@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../runtime/allocator.h"
 #include "../runtime/parallel.h"
 
 #if AG_HAVE_DNNL
@@ -50,14 +51,19 @@ __attribute__((target("avx512f,avx512bf16"))) void convert_avx512(const float* s
   }
   convert_serial(src + i, n - i, dst + i);
 }
-const bool kHasConvertInstruction = __builtin_cpu_supports("avx512bf16");
+// Asked on first use, not while the library loads: the CPU detection behind
+// __builtin_cpu_supports is itself set up by a load-time constructor.
+bool has_convert_instruction() {
+  static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("avx512bf16"));
+  return has;
+}
 #else
-const bool kHasConvertInstruction = false;
+bool has_convert_instruction() { return false; }
 void convert_avx512(const float* src, std::int64_t n, std::uint16_t* dst) { convert_serial(src, n, dst); }
 #endif
 
 void convert_range(const float* src, std::int64_t n, std::uint16_t* dst) {
-  if (kHasConvertInstruction)
+  if (has_convert_instruction())
     convert_avx512(src, n, dst);
   else
     convert_serial(src, n, dst);
@@ -70,8 +76,12 @@ void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
                [&](std::int64_t begin, std::int64_t end) { convert_range(src + begin, end - begin, dst + begin); });
 }
 
+void BlockFree::operator()(std::uint16_t* p) const { free_block(p, nbytes); }
+
 Buffer convert(const float* src, std::int64_t n) {
-  Buffer b{std::unique_ptr<std::uint16_t[]>(new std::uint16_t[static_cast<std::size_t>(std::max<std::int64_t>(n, 1))]),
+  std::size_t nbytes = static_cast<std::size_t>(n) * sizeof(std::uint16_t);
+  Buffer b{std::unique_ptr<std::uint16_t[], BlockFree>(static_cast<std::uint16_t*>(allocate_block(nbytes)),
+                                                       BlockFree{nbytes}),
            n};
   convert(src, n, b.data.get());
   return b;
@@ -123,6 +133,8 @@ struct Primitive {
 };
 
 // One band, on this thread alone: oneDNN's matmul, created once per shape and kept per thread.
+// Per thread because oneDNN's default ("library") scratchpad lets primitives run in parallel
+// only on the thread that created them.
 void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<const std::uint16_t>& b,
                  const blas::Matrix<float>& c, float beta, float alpha) {
   thread_local const bool one_thread = (omp_set_num_threads(1), true);
@@ -239,6 +251,13 @@ void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas
   check_available();
   thread_local std::vector<std::uint16_t> scratch;
   gemm(packed(a, scratch), b, c, beta, alpha);
+}
+
+void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
+          float alpha) {
+  check_available();
+  thread_local std::vector<std::uint16_t> scratch;
+  gemm(a, packed(b, scratch), c, beta, alpha);
 }
 
 void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta, float alpha) {

@@ -49,9 +49,15 @@ void convert(const float* src, std::int64_t n, std::uint16_t* dst);
 // in bf16, on any CPU. Used by experiments to force a step of the computation to bf16.
 void round_in_place(float* values, std::int64_t n);
 
-// A bf16 copy of a float32 matrix or tensor, contiguous.
+// A bf16 copy of a float32 matrix or tensor, contiguous. Its memory comes from the tensors'
+// block cache (runtime/allocator.h): a training step's copies, the same sizes every step, then
+// cost no page faults after the first.
+struct BlockFree {
+  std::size_t nbytes = 0;
+  void operator()(std::uint16_t* p) const;
+};
 struct Buffer {
-  std::unique_ptr<std::uint16_t[]> data;
+  std::unique_ptr<std::uint16_t[], BlockFree> data;
   std::int64_t size = 0;
 };
 Buffer convert(const float* src, std::int64_t n);
@@ -77,6 +83,8 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
 void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta = 0.0f,
           float alpha = 1.0f);
 void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta = 0.0f,
+          float alpha = 1.0f);
+void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta = 0.0f,
           float alpha = 1.0f);
 
 }  // namespace ag::bf16

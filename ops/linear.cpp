@@ -8,7 +8,8 @@
 //   dh = dy GELU'(h), then the three products above with dh in place of dy
 //
 // The readable twins are in ops/reference/linear.cpp; what the bands below buy is measured in
-// docs/performance.md.
+// docs/performance.md. Under autocast (ops/autocast.h) the three products take bf16 inputs (W
+// rounded once per step) and add in float32; GELU, the bias and db stay float32.
 #include <algorithm>
 
 #include "../autograd/dispatch.h"
@@ -59,8 +60,8 @@ void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* 
 // `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
 // and the product is added on top (beta = 1); without one the product is written (beta = 0).
 //
-// Under autocast (`w16`, W rounded to bf16, float32 only) the product is one bf16::gemm, which
-// cuts its own bands; the bias and the epilogue then run by bands after it.
+// Under autocast (`w16`: W rounded to bf16, float32 only) each band's product is a bf16 one, its
+// rows of x rounded on the way in; the bands, the bias and the epilogue are as in float32.
 template <class T, class Epilogue>
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T* py, Epilogue epilogue,
                     const bf16::Buffer* w16 = nullptr) {
@@ -69,26 +70,22 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
   blas::Matrix<const T> xs{x.data_ptr<T>(), rows, in}, w{weight.data_ptr<T>(), out, in};
   blas::Matrix<T> ys{py, rows, out};
   const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    if (w16) {
-      if (pb) parallel_for(rows, 64, [&](std::int64_t r0, std::int64_t r1) {
-          for (std::int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out, py + r * out);
-        });
-      bf16::gemm(xs, blas::Matrix<const std::uint16_t>{w16->data.get(), out, in}.t(), ys, pb ? 1.0f : 0.0f);
-      parallel_for(rows, std::max<std::int64_t>(1, 8192 / out), [&](std::int64_t r0, std::int64_t r1) {
-        epilogue(r0 * out, (r1 - r0) * out);
-      });
-      return;
+  auto product = [&](int r0, int r1) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (w16)
+        return bf16::gemm(xs.row_band(r0, r1), blas::Matrix<const std::uint16_t>{w16->data.get(), out, in}.t(),
+                          ys.row_band(r0, r1), pb ? 1.0f : 0.0f);
     }
-  }
-  // Too few rows for two bands: one band here, whose product blas::gemm may split by columns.
+    blas::gemm(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb ? T(1) : T(0));
+  };
+  // Too few rows for two bands: one band here, whose product the gemm may split by columns.
   bool split = blas::worth_splitting(rows, out, std::max<std::int64_t>(in, 1)) && rows >= 2 * blas::kBand;
   blas::for_row_bands(blas::detail::to_int(rows), split, [&](int r0, int r1) {
     std::int64_t count = std::int64_t{r1 - r0} * out;
     if (pb)
       for (int r = r0; r < r1; ++r) std::copy(pb, pb + out, py + std::int64_t{r} * out);
     if (in > 0)
-      blas::gemm(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb ? T(1) : T(0));
+      product(r0, r1);
     else if (!pb)
       std::fill(py + std::int64_t{r0} * out, py + std::int64_t{r0} * out + count, T(0));  // an empty sum, no bias
     epilogue(std::int64_t{r0} * out, count);
@@ -101,40 +98,19 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 // each thread then reads only the rows of dy and x it computed itself, and packs only those.
 // Split instead over dW's rows, both threads read every row and pack all of x; the tiny and
 // small GPT steps ran 6 % slower that way on two threads.
-//
-// Under autocast (`w16` set, float32) dx and dW are bf16 products, each one bf16::gemm cutting its
-// own bands (dW by its rows or columns, not by the rows summed over); db stays float32.
-std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const std::vector<bool>& need,
-                                    const bf16::Buffer* w16 = nullptr) {
+std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const std::vector<bool>& need) {
   std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
   Tensor dx, dw, db;
   bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
   dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
     blas::Matrix<const T> dys{dy.data_ptr<T>(), rows, out}, xs{x.data_ptr<T>(), rows, in};
-    bool lowp = false;
-    if constexpr (std::is_same_v<T, float>) lowp = w16 != nullptr;
     if (need[0]) {
       dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
-      if constexpr (std::is_same_v<T, float>) {
-        if (lowp && full_work)
-          bf16::gemm(dys, blas::Matrix<const std::uint16_t>{w16->data.get(), out, in},
-                     blas::Matrix<T>{dx.data_ptr<T>(), rows, in});
-      }
-      if (full_work && !lowp)
+      if (full_work)
         blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in}, blas::Matrix<T>{dx.data_ptr<T>(), rows, in});
     }
     if (!need[1] && !need[2]) return;
-    if constexpr (std::is_same_v<T, float>) {
-      if (lowp && need[1]) {
-        dw = full_work ? empty(w.shape(), dy.dtype()) : zeros(w.shape(), dy.dtype());
-        if (full_work) bf16::gemm(dys.t(), xs, blas::Matrix<T>{dw.data_ptr<T>(), out, in});
-        if (!need[2]) return;
-        std::vector<bool> only_bias{false, false, true};
-        db = linear_backward(dy, x, w, only_bias)[2];
-        return;
-      }
-    }
     bool split = blas::worth_splitting(out, in, rows) && rows >= 2 * blas::kBand;
     std::int64_t bands = (rows + blas::kBand - 1) / blas::kBand, chunks = split ? chunk_count(bands, 1) : 1;
     std::vector<Tensor> dw_parts(need[1] ? static_cast<std::size_t>(chunks) : 0);
@@ -173,6 +149,30 @@ std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Ten
   return {dx, dw, db};
 }
 
+// The same under autocast (float32, W rounded to bf16 as `w16`): dy is rounded once and read by
+// both products, dx = r(dy) r(W) and dW = r(dy)^T r(x), each one bf16::gemm cutting its own bands
+// (dW by its rows or columns, not by the rows summed over); db sums the float32 dy.
+std::vector<Tensor> linear_backward_bf16(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                         const std::vector<bool>& need, const bf16::Buffer& w16) {
+  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
+  bool full_work = rows * in * out > 0;
+  Tensor dx, dw, db;
+  if (need[0]) dx = full_work ? empty(x.shape(), kFloat32) : zeros(x.shape(), kFloat32);
+  if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
+  if (full_work && (need[0] || need[1])) {
+    bf16::Buffer dy16 = bf16::convert(dy.data_ptr<float>(), rows * out);
+    blas::Matrix<const std::uint16_t> dys{dy16.data.get(), rows, out};
+    if (need[0])
+      bf16::gemm(dys, blas::Matrix<const std::uint16_t>{w16.data.get(), out, in},
+                 blas::Matrix<float>{dx.data_ptr<float>(), rows, in});
+    if (need[1])
+      bf16::gemm(dys.t(), blas::Matrix<const float>{x.data_ptr<float>(), rows, in},
+                 blas::Matrix<float>{dw.data_ptr<float>(), out, in});
+  }
+  if (need[2]) db = linear_backward(dy, x, w, {false, false, true})[2];
+  return {dx, dw, db};
+}
+
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
 std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& slope,
@@ -186,7 +186,7 @@ std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, cons
       for (std::int64_t i = begin; i < end; ++i) pdh[i] = pdy[i] * ps[i];
     });
   });
-  return linear_backward(dh, x, w, need, w16);
+  return w16 ? linear_backward_bf16(dh, x, w, need, *w16) : linear_backward(dh, x, w, need);
 }
 
 }  // namespace
@@ -210,7 +210,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
           return detail::backward_by_composition(
               [](const std::vector<Tensor>& in) { return reference::linear(in[0], in[1], in[2]); }, {x, weight, bias},
               dy, need);
-        return linear_backward(dy, x, weight, need, w16.get());
+        return w16 ? linear_backward_bf16(dy, x, weight, need, *w16) : linear_backward(dy, x, weight, need);
       },
       Saved{x, weight}, BackwardOrder::AnyOrder);
 }

@@ -6,7 +6,8 @@
 //   dB = A^T dC      (likewise dB_kn = sum_m A_mk dC_mn)
 //
 // then summed over batch dims that broadcasting stretched (docs/autograd.md). BLAS reads a
-// matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied.
+// matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied. Under
+// autocast (ops/autocast.h) the same products take bf16 inputs and add in float32.
 #include "matmul.h"
 
 #include "../autograd/dispatch.h"

@@ -8,7 +8,8 @@
 #   - --resume takes the model from the training state: model options may be left out, and one
 #     that conflicts is refused, both values named, before anything else is printed;
 #   - sample given the training state says so; explore says when it cut the prompt; counts of
-#     one are singular.
+#     one are singular;
+#   - --precision takes fp32, bf16 or auto; bf16 where the CPU cannot run it is refused.
 # Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND \
 #          MINIMAL_ATTENTION SECOND_ORDER
 set -euo pipefail
@@ -150,3 +151,20 @@ expect 2 "$7" --heads 0
 has err "--heads must be between 1 and 64, got 0"
 [ ! -e "$dir/never" ] || fail "a refused run created its directory"
 echo "cli: options a command does not use and values out of range refused"
+
+# 5. --precision: an unknown value is refused in every program that takes it; bf16 where it
+# cannot run is refused before any work, naming the reason; either way nothing is written.
+expect 2 "$minigpt" train --precision fp16 --out "$dir/never"
+has err "--precision must be fp32, bf16 or auto, got 'fp16'"
+expect 2 "$2" --precision half --out "$dir/never"
+has err "--precision must be fp32, bf16 or auto, got 'half'"
+code=0
+ONEDNN_MAX_CPU_ISA=AVX2 "$minigpt" train --precision bf16 --out "$dir/never" > "$dir/out" 2> "$dir/err" || code=$?
+[ $code -eq 2 ] || fail "--precision bf16 without a bf16 unit: exit status $code, expected 2"
+has err "--precision bf16: "
+has err "(use fp32 or auto)"
+code=0
+ONEDNN_MAX_CPU_ISA=AVX2 "$2" --precision bf16 --out "$dir/never" > "$dir/out" 2> "$dir/err" || code=$?
+[ $code -eq 2 ] || fail "seq2seq --precision bf16 without a bf16 unit: exit status $code, expected 2"
+[ ! -e "$dir/never" ] || fail "a refused run created its directory"
+echo "cli: --precision checked in minigpt and seq2seq"

@@ -282,6 +282,16 @@ TEST(Autocast, EachParameterIsCastOncePerStep) {
     sgd.step();
     sgd.zero_grad();
   }
+  // The weights, and so the checkpoints, stay float32; so do the gradients.
+  for (const Tensor& p : first.parameters()) EXPECT_EQ(p.dtype(), kFloat32);
+  Tensor y;
+  {
+    AutocastGuard autocast;
+    y = first.forward(x);
+  }
+  EXPECT_EQ(y.dtype(), kFloat32);
+  y.sum().backward();
+  EXPECT_EQ(first.weight.grad().dtype(), kFloat32);
 }
 
 }  // namespace
