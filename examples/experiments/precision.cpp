@@ -10,6 +10,7 @@
 // Mini-GPT on the same batches in float32 and under autocast, and draws both loss curves.
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 
 #include "../common/plot.h"
@@ -157,18 +158,54 @@ struct Curve {
   std::vector<double> steps, train, val_steps, val;
 };
 
-// The Mini-GPT trained on the same batches; `autocast` sets the products' precision (forward,
-// and so backward). Validation loss every twentieth of the run, in the run's own precision.
+// How a run's AdamW learning rate goes: warm-up, then a cosine from lr to min_lr.
+struct Schedule {
+  double lr, min_lr, beta2;
+  std::int64_t warmup;
+};
+
+// `steps` AdamW steps of `model` on batches of `block` tokens, the same batches for every run:
+// `loss_of(x, y)` is a batch's loss, `validate()` the validation loss, taken `points` times
+// along the run and once at its end.
+Curve fit(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t steps, const Schedule& s,
+          std::int64_t points, const std::string& label,
+          const std::function<Tensor(const Tensor& x, const Tensor& y)>& loss_of,
+          const std::function<double()>& validate) {
+  const std::int64_t block = model.config.block_size;
+  ag::Generator gen(o.seed + 100);
+  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = s.lr, .beta2 = s.beta2});
+  ag::optim::WarmupCosine schedule{.warmup = s.warmup, .total = steps, .max_lr = s.lr, .min_lr = s.min_lr};
+  Curve c;
+  ag::examples::ProgressBar bar(steps);
+  std::int64_t every = std::max<std::int64_t>(1, steps / points);
+  for (std::int64_t step = 0; step < steps; ++step) {
+    if (step % every == 0) c.val_steps.push_back(static_cast<double>(step)), c.val.push_back(validate());
+    auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, block, gen);
+    opt.set_lr(schedule.lr_at(step));
+    Tensor loss = loss_of(b.x, b.y);
+    opt.zero_grad();
+    loss.backward();
+    ag::optim::clip_grad_norm(model.parameters(), 1.0);
+    opt.step();
+    c.steps.push_back(static_cast<double>(step));
+    c.train.push_back(loss.item());
+    bar.update(step + 1, (step + 1) * o.batch * block, fmt::format("{}  loss {:.4f}", label, c.train.back()));
+  }
+  bar.finish();
+  c.val_steps.push_back(static_cast<double>(steps));
+  c.val.push_back(validate());
+  return c;
+}
+
+// Part 3: the Mini-GPT, `minigpt train`'s model and schedule; `autocast` sets the products'
+// precision (forward, and so backward). Validation every twentieth of the run, in the run's own
+// precision.
 Curve train_curve(const Text& text, const Options& o, bool autocast, const std::string& label) {
   ag::Generator init(o.seed);
   ag::nn::GPT model({.vocab_size = text.tokenizer.size(), .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128},
                     init);
-  ag::Generator gen(o.seed + 100);
-  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 2e-3, .beta2 = 0.99});
-  ag::optim::WarmupCosine schedule{.warmup = std::min<std::int64_t>(100, o.steps / 10), .total = o.steps,
-                                   .max_lr = 2e-3, .min_lr = 2e-4};
   auto validation = validation_batches(text, o, 64, 10);
-  auto val_loss = [&] {
+  auto validate = [&] {
     ag::NoGradGuard no_grad;
     ag::AutocastGuard precision(autocast);
     model.eval();
@@ -177,30 +214,14 @@ Curve train_curve(const Text& text, const Options& o, bool autocast, const std::
     model.train();
     return sum / static_cast<double>(validation.size());
   };
-  Curve c;
-  ag::examples::ProgressBar bar(o.steps);
-  std::int64_t every = std::max<std::int64_t>(1, o.steps / 20);
-  for (std::int64_t step = 0; step < o.steps; ++step) {
-    if (step % every == 0) c.val_steps.push_back(static_cast<double>(step)), c.val.push_back(val_loss());
-    auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, 64, gen);
-    opt.set_lr(schedule.lr_at(step));
-    Tensor loss;
-    {
-      ag::AutocastGuard precision(autocast);
-      loss = model.loss(b.x, b.y);
-    }
-    opt.zero_grad();
-    loss.backward();
-    ag::optim::clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
-    c.steps.push_back(static_cast<double>(step));
-    c.train.push_back(loss.item());
-    bar.update(step + 1, (step + 1) * o.batch * 64, fmt::format("{}  loss {:.4f}", label, c.train.back()));
-  }
-  bar.finish();
-  c.val_steps.push_back(static_cast<double>(o.steps));
-  c.val.push_back(val_loss());
-  return c;
+  return fit(
+      model, text, o, o.steps,
+      {.lr = 2e-3, .min_lr = 2e-4, .beta2 = 0.99, .warmup = std::min<std::int64_t>(100, o.steps / 10)}, 20, label,
+      [&](const Tensor& x, const Tensor& y) {
+        ag::AutocastGuard precision(autocast);
+        return model.loss(x, y);
+      },
+      validate);
 }
 
 // --- Part 2: one step at a time forced to bf16 inside the model ------------------------------
@@ -320,50 +341,31 @@ struct ForcedRun {
   ForcedRun(std::string name_, Forced forced_) : name(std::move(name_)), forced(forced_) {}
   std::string name;
   Forced forced;
-  std::vector<double> steps, train, val_steps, val;
-  double weight_error = 0;  // max |P - P_default| on a validation batch, against the default's own weights
+  Curve curve;
+  double weight_error = 0;  // max |P - P_float32| on a validation batch, against the same model's float32 weights
 };
 
 void train_forced(ForcedRun& run, const Text& text, const Options& o, std::int64_t steps) {
   ag::Generator init(o.seed);
   ag::nn::GPT model(small_gpt(text.tokenizer.size()), init);
-  ag::Generator gen(o.seed + 100);
-  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 3e-3});
-  ag::optim::WarmupCosine schedule{.warmup = steps / 10, .total = steps, .max_lr = 3e-3, .min_lr = 3e-4};
-  const std::int64_t block = model.config.block_size;
-  auto validation = validation_batches(text, o, block, 10);
-  auto val_loss = [&] {
+  auto validation = validation_batches(text, o, model.config.block_size, 10);
+  auto validate = [&] {
     ag::NoGradGuard no_grad;
     double sum = 0;
     for (const auto& b : validation) sum += loss_of(forward(model, b.x, run.forced), b.y, run.forced).item();
     return sum / static_cast<double>(validation.size());
   };
-  ag::examples::ProgressBar bar(steps);
-  std::int64_t every = std::max<std::int64_t>(1, steps / 10);
-  for (std::int64_t step = 0; step < steps; ++step) {
-    if (step % every == 0) run.val_steps.push_back(static_cast<double>(step)), run.val.push_back(val_loss());
-    auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, block, gen);
-    opt.set_lr(schedule.lr_at(step));
-    Tensor loss = loss_of(forward(model, b.x, run.forced), b.y, run.forced);
-    opt.zero_grad();
-    loss.backward();
-    ag::optim::clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
-    run.steps.push_back(static_cast<double>(step));
-    run.train.push_back(loss.item());
-    bar.update(step + 1, (step + 1) * o.batch * block, fmt::format("{}  loss {:.4f}", run.name, run.train.back()));
-  }
-  bar.finish();
-  run.val_steps.push_back(static_cast<double>(steps));
-  run.val.push_back(val_loss());
+  run.curve = fit(
+      model, text, o, steps, {.lr = 3e-3, .min_lr = 3e-4, .beta2 = 0.999, .warmup = steps / 10}, 10, run.name,
+      [&](const Tensor& x, const Tensor& y) { return loss_of(forward(model, x, run.forced), y, run.forced); },
+      validate);
   // The attention weights of the trained model on one validation batch, as the run computes
   // them, against the same model's weights with nothing forced.
   ag::NoGradGuard no_grad;
   std::vector<Tensor> forced_w, plain_w;
   forward(model, validation[0].x, run.forced, &forced_w);
   forward(model, validation[0].x, Forced{}, &plain_w);
-  for (std::size_t l = 0; l < forced_w.size(); ++l)
-    {
+  for (std::size_t l = 0; l < forced_w.size(); ++l) {
     Tensor diff = forced_w[l] - plain_w[l];
     run.weight_error = std::max(run.weight_error, std::sqrt((diff * diff).max().item()));
   }
@@ -466,8 +468,8 @@ int precision(const Options& o) {
   for (ForcedRun& run : runs) train_forced(run, small_text, o, forced_steps);
   std::vector<std::vector<std::string>> forced_rows;
   for (const ForcedRun& run : runs)
-    forced_rows.push_back({run.name, fmt::format("{:.4f}", run.val.back()),
-                           fmt::format("{:+.4f}", run.val.back() - runs[0].val.back()),
+    forced_rows.push_back({run.name, fmt::format("{:.4f}", run.curve.val.back()),
+                           fmt::format("{:+.4f}", run.curve.val.back() - runs[0].curve.val.back()),
                            fmt::format("{:.1e}", run.weight_error)});
   print_table({"run", "final validation loss", "against float32", "max |P - P_float32|"}, forced_rows);
   fmt::print("\n(max |P - P_float32|: the attention weights of the trained model on a validation batch as the run\n"
@@ -475,14 +477,14 @@ int precision(const Options& o) {
   std::string forced_png = (std::filesystem::path(o.out) / "precision_forced.png").string();
   // The curves lie on top of each other; what shows is each one's distance from float32's.
   std::size_t forced_window = static_cast<std::size_t>(std::max<std::int64_t>(1, forced_steps / 10));
-  std::vector<double> base = smoothed(runs[0].train, forced_window);
+  std::vector<double> base = smoothed(runs[0].curve.train, forced_window);
   std::vector<ag::plot::Series> forced_series;
   for (std::size_t r = 1; r < runs.size(); ++r) {
-    std::vector<double> diff = smoothed(runs[r].train, forced_window);
+    std::vector<double> diff = smoothed(runs[r].curve.train, forced_window);
     for (std::size_t i = 0; i < diff.size(); ++i) diff[i] -= base[i];
-    forced_series.push_back({runs[r].name, runs[r].steps, diff});
+    forced_series.push_back({runs[r].name, runs[r].curve.steps, diff});
   }
-  forced_series.push_back({"all float32", runs[0].steps, std::vector<double>(base.size(), 0.0)});
+  forced_series.push_back({"all float32", runs[0].curve.steps, std::vector<double>(base.size(), 0.0)});
   std::filesystem::create_directories(o.out);
   ag::plot::line_plot_png(forced_png, forced_series,
                           fmt::format("One step in bf16: training loss minus float32's ({}-step means)", forced_window),
@@ -491,7 +493,7 @@ int precision(const Options& o) {
   if (o.check) {
     expect(runs[1].weight_error > 1e-3 && runs[0].weight_error == 0.0,
            "a bf16 softmax moves the trained model's attention weights by more than 1e-3");
-    expect(runs[0].val.back() < runs[0].val.front() - 0.5, "the written-out float32 model learns");
+    expect(runs[0].curve.val.back() < runs[0].curve.val.front() - 0.5, "the written-out float32 model learns");
   }
 
   fmt::print("\nPart 3: the Mini-GPT (4 layers, 4 heads, width 128, block 64), {} each, same batches\n\n",
