@@ -243,6 +243,8 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
       product_one(a, b.col_band(c0, c1), c.col_band(c0, c1), beta, alpha);
     });
   }
+#else
+  (void)alpha;  // unreachable: check_available() has thrown
 #endif
 }
 
