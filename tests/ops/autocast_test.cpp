@@ -246,6 +246,56 @@ TEST(Autocast, AttentionIsWithinBf16ToleranceOfFloat64) {
   EXPECT_LT(rel_error(packed, fp32), 3e-2);
 }
 
+// Empty sizes: a product with M, N or K zero and a linear over no rows give under autocast what
+// float32 gives (an empty result, or zeros where K = 0), and so do their gradients; attention
+// refuses an empty input as float32 does. Never a crash inside the bf16 library.
+TEST(Autocast, EmptySizesGiveWhatFloat32Gives) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(16);
+  for (auto [as, bs] : {std::pair{Shape{0, 5}, Shape{5, 3}}, std::pair{Shape{4, 0}, Shape{0, 3}},
+                        std::pair{Shape{4, 5}, Shape{5, 0}}, std::pair{Shape{0, 4, 5}, Shape{5, 3}}}) {
+    SCOPED_TRACE(shape_str(as) + " @ " + shape_str(bs));
+    Tensor a = leaf(as, gen), b = leaf(bs, gen);
+    Tensor out;
+    {
+      AutocastGuard autocast;
+      out = a.matmul(b);
+    }
+    Tensor expect = a.detach().matmul(b.detach());
+    ASSERT_EQ(out.shape(), expect.shape());
+    EXPECT_EQ(out.to_vector<float>(), expect.to_vector<float>());
+    out.sum().backward();
+    EXPECT_EQ(a.grad().shape(), as);
+    EXPECT_EQ(b.grad().shape(), bs);
+    for (float g : a.grad().to_vector<float>()) EXPECT_EQ(g, 0.0f);  // N = 0: nothing flows back
+    for (float g : b.grad().to_vector<float>()) EXPECT_EQ(g, 0.0f);  // or M = 0
+  }
+  Tensor x = leaf({0, 6}, gen), w = leaf({4, 6}, gen), bias = leaf({4}, gen);
+  {
+    AutocastGuard autocast;
+    Tensor y = linear_gelu(x, w, bias);
+    EXPECT_EQ(y.shape(), (Shape{0, 4}));
+    y.sum().backward();
+  }
+  EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(24, 0.0f));
+  // Attention refuses a query-less input in float32; under autocast it refuses it the same way.
+  Tensor q = leaf({2, 3, 0, 8}, gen), k = leaf({2, 3, 5, 8}, gen), v = leaf({2, 3, 5, 4}, gen);
+  std::string fp32_error, bf16_error;
+  try {
+    scaled_dot_product_attention(q, k, v, {}, false);
+  } catch (const std::invalid_argument& e) {
+    fp32_error = e.what();
+  }
+  try {
+    AutocastGuard autocast;
+    scaled_dot_product_attention(q, k, v, {}, false);
+  } catch (const std::invalid_argument& e) {
+    bf16_error = e.what();
+  }
+  EXPECT_NE(fp32_error.find("[2, 3, 0, 8]"), std::string::npos) << fp32_error;
+  EXPECT_EQ(bf16_error, fp32_error);
+}
+
 TEST(Autocast, Float64NeverAutocastsAndGradcheckPasses) {
   SKIP_WITHOUT_BF16();
   Generator gen(14);
