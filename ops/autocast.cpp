@@ -37,6 +37,7 @@ void set_autocast_enabled(bool enabled) {
   if (enabled && !bf16::support().available)
     throw std::runtime_error("autocast: bf16 matrix products are unavailable: " + bf16::support().reason);
   t_enabled = enabled;
+  if (!enabled && t_guards == 0) clear_autocast_cache();  // a whole run's autocast ends
 }
 
 void clear_autocast_cache() { t_cache.clear(); }
@@ -85,8 +86,10 @@ namespace detail {
 
 bool autocasts(const Tensor& t) { return t_enabled && t.dtype() == kFloat32; }
 
+bool is_parameter(const Tensor& t) { return t.is_leaf() && t.requires_grad(); }
+
 std::shared_ptr<const bf16::Buffer> bf16_copy(const Tensor& t) {
-  if (!(t.is_leaf() && t.requires_grad())) return convert(t);
+  if (!is_parameter(t)) return convert(t);
   const TensorImpl* key = t.impl().get();
   auto it = t_cache.find(key);
   if (it != t_cache.end() && !it->second.storage.expired() && it->second.storage.lock() == t.impl()->storage &&

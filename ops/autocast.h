@@ -38,7 +38,8 @@ namespace ag {
 // Whether autocast is on for this thread.
 bool is_autocast_enabled();
 // Turns autocast on or off for this thread; on throws std::runtime_error naming the reason where
-// bf16 matrix products cannot run. The programs' --precision switch uses this for a whole run.
+// bf16 matrix products cannot run. The programs' --precision switch uses this for a whole run;
+// turning it off outside any guard also drops the parameters' bf16 copies.
 void set_autocast_enabled(bool enabled);
 // Drops the bf16 copies of parameters kept for reuse (the outermost guard does this on exit).
 void clear_autocast_cache();
@@ -73,6 +74,9 @@ namespace detail {
 
 // Whether an op on these float tensors runs its products in bf16: autocast on and float32.
 bool autocasts(const Tensor& t);
+
+// What the cache below treats as a parameter: a leaf that requires grad.
+bool is_parameter(const Tensor& t);
 
 // The bf16 copy of a float32 matrix as stored. A parameter's copy is made once per version and
 // shared (see above); any other tensor is converted on the spot.

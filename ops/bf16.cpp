@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -78,28 +79,50 @@ void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
 
 void BlockFree::operator()(std::uint16_t* p) const { free_block(p, nbytes); }
 
-Buffer convert(const float* src, std::int64_t n) {
+namespace {
+
+// n uninitialised bf16 values from the block cache.
+Buffer allocate(std::int64_t n) {
   std::size_t nbytes = static_cast<std::size_t>(n) * sizeof(std::uint16_t);
-  Buffer b{std::unique_ptr<std::uint16_t[], BlockFree>(static_cast<std::uint16_t*>(allocate_block(nbytes)),
-                                                       BlockFree{nbytes}),
-           n};
+  return {std::unique_ptr<std::uint16_t[], BlockFree>(static_cast<std::uint16_t*>(allocate_block(nbytes)),
+                                                      BlockFree{nbytes}),
+          n};
+}
+
+}  // namespace
+
+Buffer convert(const float* src, std::int64_t n) {
+  Buffer b = allocate(n);
   convert(src, n, b.data.get());
   return b;
 }
 
-void round_in_place(float* values, std::int64_t n) {
-  parallel_for(n, std::int64_t{1} << 16, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) values[i] = round(values[i]);
-  });
-}
-
 namespace {
 
-// A view's stored rows x cols, copied to bf16 rows packed cols apart, read the same way.
-blas::Matrix<const std::uint16_t> packed(const blas::Matrix<const float>& m, std::vector<std::uint16_t>& scratch) {
-  std::size_t need = static_cast<std::size_t>(m.rows * m.cols);
-  if (scratch.size() < need) scratch.resize(need);
-  std::uint16_t* out = scratch.data();
+// A float32 view rounded to bf16: its stored rows x cols, packed cols apart, read the same way.
+// Small views (attention's tiles, one per query block) go to a per-thread scratch of at most
+// kScratch values per operand, reused call after call; a larger one (a layer's activations)
+// takes a buffer from the block cache that goes back after the product, so no thread keeps an
+// activation's worth of memory for good.
+struct Packed {
+  Buffer owner;  // empty when the scratch holds the values
+  blas::Matrix<const std::uint16_t> view;
+};
+constexpr std::int64_t kScratch = std::int64_t{1} << 17;  // 256 KiB of bf16
+
+Packed packed(const blas::Matrix<const float>& m, int operand) {
+  std::int64_t count = m.rows * m.cols;
+  Buffer owner;
+  std::uint16_t* out;
+  if (count <= kScratch) {
+    thread_local std::array<std::vector<std::uint16_t>, 2> scratch;  // [0] for A, [1] for B
+    std::vector<std::uint16_t>& mine = scratch[static_cast<std::size_t>(operand)];
+    if (mine.size() < static_cast<std::size_t>(count)) mine.resize(static_cast<std::size_t>(count));
+    out = mine.data();
+  } else {
+    owner = allocate(count);
+    out = owner.data.get();
+  }
   auto rows = [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) convert_range(m.data + r * m.ld, m.cols, out + r * m.cols);
   };
@@ -108,7 +131,7 @@ blas::Matrix<const std::uint16_t> packed(const blas::Matrix<const float>& m, std
                  rows);
   else
     rows(0, m.rows);
-  return {out, m.rows, m.cols, m.cols, m.transposed};
+  return {std::move(owner), {out, m.rows, m.cols, m.cols, m.transposed}};
 }
 
 #if AG_HAVE_DNNL
@@ -137,37 +160,42 @@ struct Primitive {
 // only on the thread that created them.
 void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<const std::uint16_t>& b,
                  const blas::Matrix<float>& c, float beta, float alpha) {
-  thread_local const bool one_thread = (omp_set_num_threads(1), true);
-  (void)one_thread;
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, bool,
-                         std::int64_t, float, float>;
-  thread_local std::map<Key, Primitive> cache;
-  std::int64_t m = c.rows, n = c.cols, k = a.n();
-  Key key{m, n, k, a.ld, a.transposed, b.ld, b.transposed, c.ld, beta, alpha};
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() >= 4096) cache.clear();  // shapes of a run repeat; a sweep over sizes may not
-    Primitive p{{},
-                describe(m, k, a.ld, a.transposed, memory::data_type::bf16),
-                describe(k, n, b.ld, b.transposed, memory::data_type::bf16),
-                describe(m, n, c.ld, false, memory::data_type::f32)};
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops ops;
-      ops.append_sum(beta);
-      attr.set_post_ops(ops);
+  try {
+    thread_local const bool one_thread = (omp_set_num_threads(1), true);
+    (void)one_thread;
+    using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, bool,
+                           std::int64_t, float, float>;
+    thread_local std::map<Key, Primitive> cache;
+    std::int64_t m = c.rows, n = c.cols, k = a.n();
+    Key key{m, n, k, a.ld, a.transposed, b.ld, b.transposed, c.ld, beta, alpha};
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      if (cache.size() >= 4096) cache.clear();  // shapes of a run repeat; a sweep over sizes may not
+      Primitive p{{},
+                  describe(m, k, a.ld, a.transposed, memory::data_type::bf16),
+                  describe(k, n, b.ld, b.transposed, memory::data_type::bf16),
+                  describe(m, n, c.ld, false, memory::data_type::f32)};
+      dnnl::primitive_attr attr;
+      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+      if (beta != 0.0f) {
+        dnnl::post_ops ops;
+        ops.append_sum(beta);
+        attr.set_post_ops(ops);
+      }
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
+      p.matmul = dnnl::matmul(pd);
+      it = cache.emplace(key, std::move(p)).first;
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
-    p.matmul = dnnl::matmul(pd);
-    it = cache.emplace(key, std::move(p)).first;
+    thread_local dnnl::stream stream(engine());
+    const Primitive& p = it->second;
+    p.matmul.execute(stream, {{DNNL_ARG_SRC, memory(p.a, engine(), const_cast<std::uint16_t*>(a.data))},
+                              {DNNL_ARG_WEIGHTS, memory(p.b, engine(), const_cast<std::uint16_t*>(b.data))},
+                              {DNNL_ARG_DST, memory(p.c, engine(), c.data)}});
+    stream.wait();
+  } catch (const dnnl::error& e) {  // oneDNN's own words, with the product they were about
+    throw std::runtime_error(fmt::format("bf16 matrix product [{}, {}] x [{}, {}]{}: oneDNN failed: {}", c.rows, a.n(),
+                                         a.n(), c.cols, b.transposed ? " (B read transposed)" : "", e.what()));
   }
-  thread_local dnnl::stream stream(engine());
-  const Primitive& p = it->second;
-  p.matmul.execute(stream, {{DNNL_ARG_SRC, memory(p.a, engine(), const_cast<std::uint16_t*>(a.data))},
-                            {DNNL_ARG_WEIGHTS, memory(p.b, engine(), const_cast<std::uint16_t*>(b.data))},
-                            {DNNL_ARG_DST, memory(p.c, engine(), c.data)}});
-  stream.wait();
 }
 
 Support detect() {
@@ -222,8 +250,7 @@ const Support& support() {
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
           float alpha) {
   check_available();
-  if (a.m() != c.m() || b.n() != c.n() || a.n() != b.m() || c.transposed)
-    throw std::logic_error("bf16::gemm: the views' sizes do not fit A [m, k] B [k, n] = C [m, n]");
+  blas::check_fit("bf16::gemm", a, b, c);
   std::int64_t m = c.m(), n = c.n(), k = a.n();
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: C = beta C
@@ -232,17 +259,9 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
     return;
   }
 #if AG_HAVE_DNNL
-  if (!blas::worth_splitting(m, n, k)) {
-    product_one(a, b, c, beta, alpha);
-  } else if (m >= n) {
-    blas::for_row_bands(blas::detail::to_int(m), true,
-                        [&](int r0, int r1) { product_one(a.row_band(r0, r1), b, c.row_band(r0, r1), beta, alpha); });
-  } else {
-    parallel_for((n + blas::kBand - 1) / blas::kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
-      std::int64_t c0 = lo * blas::kBand, c1 = std::min(n, hi * blas::kBand);
-      product_one(a, b.col_band(c0, c1), c.col_band(c0, c1), beta, alpha);
-    });
-  }
+  blas::for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
+    product_one(a_band, b_band, c_band, beta, alpha);
+  });
 #else
   (void)alpha;  // unreachable: check_available() has thrown
 #endif
@@ -251,21 +270,18 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
 void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
           float alpha) {
   check_available();
-  thread_local std::vector<std::uint16_t> scratch;
-  gemm(packed(a, scratch), b, c, beta, alpha);
+  gemm(packed(a, 0).view, b, c, beta, alpha);
 }
 
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
           float alpha) {
   check_available();
-  thread_local std::vector<std::uint16_t> scratch;
-  gemm(a, packed(b, scratch), c, beta, alpha);
+  gemm(a, packed(b, 1).view, c, beta, alpha);
 }
 
 void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta, float alpha) {
   check_available();
-  thread_local std::vector<std::uint16_t> scratch;
-  gemm(a, packed(b, scratch), c, beta, alpha);
+  gemm(a, packed(b, 1).view, c, beta, alpha);
 }
 
 }  // namespace ag::bf16

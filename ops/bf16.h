@@ -45,9 +45,6 @@ inline float round(float f) { return to_float(from_float(f)); }
 // dst[i] = from_float(src[i]) for n values, across the thread pool when n is large, with the
 // CPU's own conversion instruction where it has one.
 void convert(const float* src, std::int64_t n, std::uint16_t* dst);
-// Rounds n float32 values in place to the nearest bf16 (kept as float32): emulates storing them
-// in bf16, on any CPU. Used by experiments to force a step of the computation to bf16.
-void round_in_place(float* values, std::int64_t n);
 
 // A bf16 copy of a float32 matrix or tensor, contiguous. Its memory comes from the tensors'
 // block cache (runtime/allocator.h): a training step's copies, the same sizes every step, then

@@ -102,29 +102,44 @@ inline void gemm_one(const Matrix<const double>& a, const Matrix<const double>& 
 
 }  // namespace detail
 
-// C = alpha A B + beta C, for A [m, k], B [k, n] and C [m, n] as read (each may be a transposed
-// or strided view). Cut into bands of C's rows (or columns, when C is wider than tall) across
-// threads when large enough: each band is an ordinary GEMM on the matching rows of A (or
-// columns of B), so nothing is copied.
-template <class T>
-void gemm(Matrix<const std::type_identity_t<T>> a, Matrix<const std::type_identity_t<T>> b, Matrix<T> c, T beta = T(0),
-          T alpha = T(1)) {
+// Throws std::logic_error unless A [m, k], B [k, n] and C [m, n] (as read) fit one product.
+template <class A, class B, class C>
+void check_fit(const char* who, const Matrix<A>& a, const Matrix<B>& b, const Matrix<C>& c) {
   if (a.m() != c.m() || b.n() != c.n() || a.n() != b.m() || c.transposed)
-    throw std::logic_error("blas::gemm: the views' sizes do not fit A [m, k] B [k, n] = C [m, n]");
+    throw std::logic_error(fmt::format("{}: the views' sizes do not fit A [m, k] B [k, n] = C [m, n]: A is [{}, {}], "
+                                       "B [{}, {}], C [{}, {}]{}",
+                                       who, a.m(), a.n(), b.m(), b.n(), c.m(), c.n(), c.transposed ? " transposed" : ""));
+}
+
+// product(A_band, B_band, C_band) over bands of C's rows (or columns, when C is wider than tall)
+// across threads when the product is large enough, else once on the whole: each band is an
+// ordinary product on the matching rows of A (or columns of B), so nothing is copied.
+template <class A, class B, class C, class Product>
+void for_bands(const Matrix<A>& a, const Matrix<B>& b, const Matrix<C>& c, Product&& product) {
   std::int64_t m = c.m(), n = c.n(), k = a.n();
-  if (m == 0 || n == 0) return;
-  static const bool blas_ready = (setup_blas(), true);  // done at load already; kept for a static link
-  (void)blas_ready;
   bool split = worth_splitting(m, n, k);
   if (!split || m >= n) {
-    for_row_bands(detail::to_int(m), split,
-                  [&](int r0, int r1) { detail::gemm_one(a.row_band(r0, r1), b, c.row_band(r0, r1), beta, alpha); });
+    for_row_bands(detail::to_int(m), split, [&](int r0, int r1) { product(a.row_band(r0, r1), b, c.row_band(r0, r1)); });
   } else {
     parallel_for((n + kBand - 1) / kBand, 1, [&](std::int64_t lo, std::int64_t hi) {
       std::int64_t c0 = lo * kBand, c1 = std::min(n, hi * kBand);
-      detail::gemm_one(a, b.col_band(c0, c1), c.col_band(c0, c1), beta, alpha);
+      product(a, b.col_band(c0, c1), c.col_band(c0, c1));
     });
   }
+}
+
+// C = alpha A B + beta C, for A [m, k], B [k, n] and C [m, n] as read (each may be a transposed
+// or strided view), in bands across threads when large enough (for_bands).
+template <class T>
+void gemm(Matrix<const std::type_identity_t<T>> a, Matrix<const std::type_identity_t<T>> b, Matrix<T> c, T beta = T(0),
+          T alpha = T(1)) {
+  check_fit("blas::gemm", a, b, c);
+  if (c.m() == 0 || c.n() == 0) return;
+  static const bool blas_ready = (setup_blas(), true);  // done at load already; kept for a static link
+  (void)blas_ready;
+  for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
+    detail::gemm_one(a_band, b_band, c_band, beta, alpha);
+  });
 }
 
 }  // namespace ag::blas

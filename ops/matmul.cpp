@@ -71,8 +71,10 @@ void batch_products(const E* pa, std::int64_t ra, std::int64_t ca, bool trans_a,
 
 // op(a) @ op(b) over broadcast batch dims, where op transposes the last two dims when asked.
 // With `in_bf16` (autocast, float32 only) each operand is rounded to bf16 once, whole, and every
-// product reads the rounded copies, accumulating in float32.
-Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, bool in_bf16 = false) {
+// product reads the rounded copies, accumulating in float32; `a16`/`b16`, when given, are those
+// copies already made.
+Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, bool in_bf16 = false,
+                    std::shared_ptr<const bf16::Buffer> a16 = nullptr, std::shared_ptr<const bf16::Buffer> b16 = nullptr) {
   const Shape &sa = a.shape(), &sb = b.shape();
   std::int64_t ra = sa[sa.size() - 2], ca = sa.back(), rb = sb[sb.size() - 2], cb = sb.back();
   std::int64_t m = trans_a ? ca : ra, k = trans_a ? ra : ca, n = trans_b ? rb : cb;
@@ -85,7 +87,8 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   if (k == 0) return zeros(out_shape, a.dtype());
 
   if (in_bf16 && a.dtype() == kFloat32) {
-    std::shared_ptr<const bf16::Buffer> a16 = detail::bf16_copy(a), b16 = detail::bf16_copy(b);
+    if (!a16) a16 = detail::bf16_copy(a);
+    if (!b16) b16 = detail::bf16_copy(b);
     batch_products(a16->data.get(), ra, ca, trans_a, batch_of(sa), b16->data.get(), rb, cb, trans_b, batch_of(sb),
                    batch, c.data_ptr<float>(), m, n,
                    [](const auto& x, const auto& y, const auto& z) { bf16::gemm(x, y, z); });
@@ -100,17 +103,20 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
 }
 
 // dA = dC B^T and dB = A^T dC, each summed over the batch dims its operand was broadcast along.
+// Under autocast, a16/b16 are the operands' bf16 copies kept from the forward (parameters only).
 std::vector<Tensor> matmul_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const std::vector<bool>& need,
-                                   bool in_bf16) {
+                                   bool in_bf16, const std::shared_ptr<const bf16::Buffer>& a16,
+                                   const std::shared_ptr<const bf16::Buffer>& b16) {
   Tensor da, db;
-  if (need[0]) da = sum_to(batched_gemm(dc, false, b, true, in_bf16), a.shape());
+  if (need[0]) da = sum_to(batched_gemm(dc, false, b, true, in_bf16, nullptr, b16), a.shape());
   // When B is one [K, N] matrix shared by a batch of A's, the batch sum is a single GEMM over
   // the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K].
   if (need[1] && b.dim() == 2) {
     std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
-    db = batched_gemm(a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false, in_bf16);
+    db = batched_gemm(a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false, in_bf16,
+                      a16);  // the same elements in the same order: a16 reads as A_flat too
   } else if (need[1]) {
-    db = sum_to(batched_gemm(a, true, dc, false, in_bf16), b.shape());
+    db = sum_to(batched_gemm(a, true, dc, false, in_bf16, a16), b.shape());
   }
   return {da, db};
 }
@@ -132,15 +138,24 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                   shape_str(b.shape()), shape_str(batch_of(a.shape())), shape_str(batch_of(b.shape())));
   }
   bool in_bf16 = detail::autocasts(a);  // autocast.h: bf16 products, in backward too
-  Tensor c = batched_gemm(a, false, b, false, in_bf16);
+  // A parameter's bf16 copy is kept for backward, which may run after the guard has ended and
+  // its cache is gone: one rounding per parameter per step. An activation is rounded again there.
+  std::shared_ptr<const bf16::Buffer> a16, b16;
+  if (in_bf16) {
+    a16 = detail::bf16_copy(a);
+    b16 = detail::bf16_copy(b);
+  }
+  Tensor c = batched_gemm(a, false, b, false, in_bf16, a16, b16);
+  if (!detail::is_parameter(a)) a16.reset();
+  if (!detail::is_parameter(b)) b16.reset();
   return record(
       "matmul", c, {a, b},
       // a and b as passed: with create_graph the products are differentiated through them.
-      [a, b, in_bf16](const Tensor& dc, const std::vector<bool>& need) {
+      [a, b, in_bf16, a16, b16](const Tensor& dc, const std::vector<bool>& need) {
         if (detail::creating_graph())  // the same two products, as ops
           return std::vector<Tensor>{need[0] ? sum_to(dc.matmul(b.transpose(-2, -1)), a.shape()) : Tensor(),
                                      need[1] ? sum_to(a.transpose(-2, -1).matmul(dc), b.shape()) : Tensor()};
-        return matmul_backward(dc, a, b, need, in_bf16);
+        return matmul_backward(dc, a, b, need, in_bf16, a16, b16);
       },
       Saved{a, b}, BackwardOrder::AnyOrder);
 }
