@@ -43,7 +43,8 @@ inline float to_float(std::uint16_t b) {
 inline float round(float f) { return to_float(from_float(f)); }
 
 // dst[i] = from_float(src[i]) for n values, across the thread pool when n is large, with the
-// CPU's own conversion instruction where it has one.
+// CPU's own conversion instruction where it has one (AVX512-BF16's, which also flushes float32
+// subnormals, below 1.2e-38, to zero).
 void convert(const float* src, std::int64_t n, std::uint16_t* dst);
 
 // A bf16 copy of a float32 matrix or tensor, contiguous. Its memory comes from the tensors'

@@ -68,29 +68,40 @@ ag::nn::GPTConfig small_gpt(std::int64_t vocab_size) {
   return {.vocab_size = vocab_size, .block_size = 32, .n_layer = 2, .n_head = 4, .n_embd = 64};
 }
 
-double train_with(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t block,
-                  const std::string& label, const std::function<Tensor(const Tensor&, const Tensor&)>& loss_of) {
+void fit(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t steps, std::int64_t block,
+         const Schedule& schedule, const std::string& label,
+         const std::function<Tensor(const Tensor&, const Tensor&)>& loss_of,
+         const std::function<void(std::int64_t, double)>& after_step,
+         const std::function<void(std::int64_t)>& before_step) {
   ag::Generator gen(o.seed + 100);  // the same batches for every model
-  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 3e-3});
-  ag::optim::WarmupCosine schedule{.warmup = o.steps / 10, .total = o.steps, .max_lr = 3e-3, .min_lr = 3e-4};
-  ag::examples::ProgressBar bar(o.steps);
-  double tail_sum = 0;
-  std::int64_t tail_n = 0, tokens = 0;
+  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = schedule.lr, .beta2 = schedule.beta2});
+  ag::optim::WarmupCosine lr{
+      .warmup = schedule.warmup, .total = steps, .max_lr = schedule.lr, .min_lr = schedule.min_lr};
+  ag::examples::ProgressBar bar(steps);
   model.train();
-  for (std::int64_t step = 0; step < o.steps; ++step) {
+  for (std::int64_t step = 0; step < steps; ++step) {
+    if (before_step) before_step(step);
     auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, block, gen);
-    opt.set_lr(schedule.lr_at(step));
+    opt.set_lr(lr.lr_at(step));
     Tensor loss = loss_of(b.x, b.y);
     opt.zero_grad();
     loss.backward();
     ag::optim::clip_grad_norm(model.parameters(), 1.0);
     opt.step();
     double l = loss.item();
-    if (step >= o.steps - std::max<std::int64_t>(1, o.steps / 10)) tail_sum += l, ++tail_n;
-    tokens += o.batch * block;
-    bar.update(step + 1, tokens, fmt::format("{}  loss {:.4f}", label, l));
+    after_step(step, l);
+    bar.update(step + 1, (step + 1) * o.batch * block, fmt::format("{}  loss {:.4f}", label, l));
   }
   bar.finish();
+}
+
+double train_with(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t block,
+                  const std::string& label, const std::function<Tensor(const Tensor&, const Tensor&)>& loss_of) {
+  double tail_sum = 0;
+  std::int64_t tail_n = 0;
+  fit(model, text, o, o.steps, block, {.warmup = o.steps / 10}, label, loss_of, [&](std::int64_t step, double l) {
+    if (step >= o.steps - std::max<std::int64_t>(1, o.steps / 10)) tail_sum += l, ++tail_n;
+  });
   return tail_sum / static_cast<double>(tail_n);
 }
 

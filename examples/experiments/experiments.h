@@ -40,8 +40,24 @@ std::string prompt_for(const Text& text, const std::string& wanted);
 // The small Mini-GPT the experiments train unless they say otherwise (about 0.1 M parameters).
 ag::nn::GPTConfig small_gpt(std::int64_t vocab_size);
 
-// Trains with AdamW and a warm-up + cosine schedule on windows of `block` tokens, the same
-// batches for every model; returns the mean training loss of the last tenth of the steps.
+// How a run's AdamW goes: warm-up over `warmup` steps, then a cosine from lr down to min_lr.
+struct Schedule {
+  double lr = 3e-3, min_lr = 3e-4, beta2 = 0.999;
+  std::int64_t warmup = 0;
+};
+
+// The experiments' training loop: `steps` AdamW steps on windows of `block` tokens, the same
+// batches for every model (drawn from --seed), gradients clipped to norm 1, with a progress bar.
+// `loss_of(x, y)` is a batch's loss; `before_step(step)`, when given, runs before each step and
+// `after_step(step, loss)` after it.
+void fit(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t steps, std::int64_t block,
+         const Schedule& schedule, const std::string& label,
+         const std::function<ag::Tensor(const ag::Tensor& x, const ag::Tensor& y)>& loss_of,
+         const std::function<void(std::int64_t step, double loss)>& after_step,
+         const std::function<void(std::int64_t step)>& before_step = {});
+
+// fit for --steps with the default schedule (warm-up a tenth of the run); returns the mean
+// training loss of the last tenth of the steps.
 double train_with(ag::nn::Module& model, const Text& text, const Options& o, std::int64_t block,
                   const std::string& label,
                   const std::function<ag::Tensor(const ag::Tensor& x, const ag::Tensor& y)>& loss_of);

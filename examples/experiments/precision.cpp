@@ -158,40 +158,23 @@ struct Curve {
   std::vector<double> steps, train, val_steps, val;
 };
 
-// How a run's AdamW learning rate goes: warm-up, then a cosine from lr to min_lr.
-struct Schedule {
-  double lr, min_lr, beta2;
-  std::int64_t warmup;
-};
-
-// `steps` AdamW steps of `model` on batches of `block` tokens, the same batches for every run:
-// `loss_of(x, y)` is a batch's loss, `validate()` the validation loss, taken `points` times
-// along the run and once at its end.
-Curve fit(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t steps, const Schedule& s,
-          std::int64_t points, const std::string& label,
-          const std::function<Tensor(const Tensor& x, const Tensor& y)>& loss_of,
-          const std::function<double()>& validate) {
-  const std::int64_t block = model.config.block_size;
-  ag::Generator gen(o.seed + 100);
-  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = s.lr, .beta2 = s.beta2});
-  ag::optim::WarmupCosine schedule{.warmup = s.warmup, .total = steps, .max_lr = s.lr, .min_lr = s.min_lr};
+// fit (common.cpp) with the losses kept: `validate()` is the validation loss, taken `points`
+// times along the run and once at its end.
+Curve fit_curve(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t steps, const Schedule& s,
+                std::int64_t points, const std::string& label,
+                const std::function<Tensor(const Tensor& x, const Tensor& y)>& loss_of,
+                const std::function<double()>& validate) {
   Curve c;
-  ag::examples::ProgressBar bar(steps);
   std::int64_t every = std::max<std::int64_t>(1, steps / points);
-  for (std::int64_t step = 0; step < steps; ++step) {
-    if (step % every == 0) c.val_steps.push_back(static_cast<double>(step)), c.val.push_back(validate());
-    auto b = text.dataset.sample(ag::data::TextDataset::Split::Train, o.batch, block, gen);
-    opt.set_lr(schedule.lr_at(step));
-    Tensor loss = loss_of(b.x, b.y);
-    opt.zero_grad();
-    loss.backward();
-    ag::optim::clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
-    c.steps.push_back(static_cast<double>(step));
-    c.train.push_back(loss.item());
-    bar.update(step + 1, (step + 1) * o.batch * block, fmt::format("{}  loss {:.4f}", label, c.train.back()));
-  }
-  bar.finish();
+  fit(
+      model, text, o, steps, model.config.block_size, s, label, loss_of,
+      [&](std::int64_t step, double loss) {
+        c.steps.push_back(static_cast<double>(step));
+        c.train.push_back(loss);
+      },
+      [&](std::int64_t step) {
+        if (step % every == 0) c.val_steps.push_back(static_cast<double>(step)), c.val.push_back(validate());
+      });
   c.val_steps.push_back(static_cast<double>(steps));
   c.val.push_back(validate());
   return c;
@@ -214,7 +197,7 @@ Curve train_curve(const Text& text, const Options& o, bool autocast, const std::
     model.train();
     return sum / static_cast<double>(validation.size());
   };
-  return fit(
+  return fit_curve(
       model, text, o, o.steps,
       {.lr = 2e-3, .min_lr = 2e-4, .beta2 = 0.99, .warmup = std::min<std::int64_t>(100, o.steps / 10)}, 20, label,
       [&](const Tensor& x, const Tensor& y) {
@@ -355,7 +338,7 @@ void train_forced(ForcedRun& run, const Text& text, const Options& o, std::int64
     for (const auto& b : validation) sum += loss_of(forward(model, b.x, run.forced), b.y, run.forced).item();
     return sum / static_cast<double>(validation.size());
   };
-  run.curve = fit(
+  run.curve = fit_curve(
       model, text, o, steps, {.lr = 3e-3, .min_lr = 3e-4, .beta2 = 0.999, .warmup = steps / 10}, 10, run.name,
       [&](const Tensor& x, const Tensor& y) { return loss_of(forward(model, x, run.forced), y, run.forced); },
       validate);
