@@ -1,7 +1,10 @@
 // Live-object counters, for tests and benchmarks that check memory stays flat: after a
-// training step has run once, every later step must end with the same numbers.
+// training step has run once, every later step must end with the same numbers. The counters
+// and their updates are in memory.cpp; the objects counted call the updates from their
+// constructors and destructors (Storage and TensorImpl in tensor.cpp, Node in node.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ag {
@@ -17,5 +20,15 @@ struct MemoryStats {
 
 MemoryStats memory_stats();
 void reset_peak_bytes();
+
+namespace detail {
+// Called only by the objects counted, once when each is made and once when it is destroyed.
+void storage_allocated(std::size_t nbytes);
+void storage_freed(std::size_t nbytes);
+void tensor_created();
+void tensor_destroyed();
+void node_created();
+void node_destroyed();
+}  // namespace detail
 
 }  // namespace ag

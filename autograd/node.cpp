@@ -2,18 +2,16 @@
 // engine.cpp.
 #include <fmt/format.h>
 
-#include <atomic>
 #include <stdexcept>
 #include <utility>
 
 #include "error.h"
 #include "grad_mode.h"
 #include "hooks.h"
+#include "memory.h"
 #include "node.h"
 
 namespace ag {
-
-extern std::atomic<std::int64_t> g_live_nodes;  // memory_stats(), defined in tensor.cpp
 
 Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved,
            BackwardOrder order)
@@ -22,14 +20,14 @@ Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, 
       backward_(std::move(backward)),
       saved_(std::move(saved)),
       order_(order) {
-  ++g_live_nodes;
+  detail::node_created();  // memory_stats().live_nodes (memory.cpp)
 }
 
 // Dropping a loss frees its graph. Left to the default, each node's destructor would free the
 // next node from inside itself, one stack frame per op of depth; instead the chain is taken
 // apart here in a loop.
 Node::~Node() {
-  --g_live_nodes;
+  detail::node_destroyed();
   std::vector<std::shared_ptr<Node>> orphans;
   auto adopt_inputs = [&orphans](Node& node) {
     // The closure goes first: the inputs it keeps (as passed, for create_graph) hold their

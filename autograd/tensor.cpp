@@ -21,42 +21,24 @@
 namespace ag {
 
 // --- memory accounting ---------------------------------------------------------------------
-
-namespace {
-std::atomic<std::int64_t> g_live_storages{0};
-std::atomic<std::int64_t> g_live_bytes{0};
-std::atomic<std::int64_t> g_peak_bytes{0};
-std::atomic<std::int64_t> g_live_tensors{0};
-}  // namespace
-
-std::atomic<std::int64_t> g_live_nodes{0};  // counted in engine.cpp
-
-MemoryStats memory_stats() {
-  return {g_live_storages.load(), g_live_bytes.load(), g_peak_bytes.load(), g_live_tensors.load(), g_live_nodes.load()};
-}
-
-void reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }
+// Storages and TensorImpls update memory.h's counters, which live in memory.cpp; graph nodes
+// are counted by Node's constructor and destructor in node.cpp.
 
 Storage::Storage(std::size_t nbytes) : data_(allocate_block(nbytes)), nbytes_(nbytes) {
-  ++g_live_storages;
-  auto live = g_live_bytes += static_cast<std::int64_t>(nbytes);
-  auto peak = g_peak_bytes.load();
-  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live)) {
-  }
+  detail::storage_allocated(nbytes);
 }
 
 Storage::~Storage() {
   free_block(data_, nbytes_);
-  --g_live_storages;
-  g_live_bytes -= static_cast<std::int64_t>(nbytes_);
+  detail::storage_freed(nbytes_);
 }
 
 TensorImpl::TensorImpl(std::shared_ptr<Storage> storage_, Shape shape_, DType dtype_)
     : storage(std::move(storage_)), shape(std::move(shape_)), dtype(dtype_) {
-  ++g_live_tensors;
+  detail::tensor_created();
 }
 
-TensorImpl::~TensorImpl() { --g_live_tensors; }
+TensorImpl::~TensorImpl() { detail::tensor_destroyed(); }
 
 // --- shapes --------------------------------------------------------------------------------
 

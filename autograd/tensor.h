@@ -144,7 +144,7 @@ class Tensor {
   // Calls hook(*this) once per backward pass, when the pass has added the last of its
   // gradients into this leaf's .grad: every op of the graph that used the leaf has run. Other
   // ops of the pass may still be running, so a hook can start work on the finished gradient
-  // early (data-parallel training starts reducing it: dist/data_parallel.h). As PyTorch's
+  // early (data-parallel training starts reducing it: distributed/data_parallel.h). As PyTorch's
   // register_post_accumulate_grad_hook; only for a leaf that requires grad. The hook runs on
   // the thread running backward. Returns a handle for remove_post_accumulate_grad_hook.
   std::uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook);

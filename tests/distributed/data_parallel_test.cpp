@@ -1,7 +1,8 @@
-// Checks dist/: the ordered sum across ranks, broadcast, the agreement checks, and DataParallel
-// against the definition it implements (micro-batch gradients summed in order). Runs as one
-// process in the ordinary suite and under mpirun -np 2, 3 and 4 (tests/dist/mpi_test.sh); every
-// process runs every test, since each test's collectives need all of them.
+// Checks distributed/: the ordered sum across ranks, broadcast, the agreement checks, and
+// DataParallel against the definition it implements (micro-batch gradients summed in order). Runs
+// as one process in the ordinary suite and under mpirun -np 2, 3 and 4
+// (tests/distributed/mpi_test.sh); every process runs every test, since each test's collectives
+// need all of them.
 #include <gtest/gtest.h>
 
 #include <cstring>

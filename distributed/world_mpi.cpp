@@ -12,8 +12,9 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
+#include "agreement.h"
 #include "dist.h"
-#include "launcher.h"
+#include "launch.h"
 
 namespace ag::dist {
 

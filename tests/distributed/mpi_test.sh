@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the dist/ test program under mpirun with 2, 3 and 4 processes (oversubscribed on a small
-# machine). Skipped (77) without mpirun or in a build without MPI.
+# Runs the distributed/ test program under mpirun with 2, 3 and 4 processes (oversubscribed on a
+# small machine). Skipped (77) without mpirun or in a build without MPI.
 # Usage: mpi_test.sh TEST_PROGRAM HAVE_MPI
 set -euo pipefail
 program=$1

@@ -3,8 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "agreement.h"
 #include "dist.h"
-#include "launcher.h"
+#include "launch.h"
 
 namespace ag::dist {
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "dist.h"
-#include "launcher.h"
+#include "launch.h"
 
 namespace ag::dist {
 

@@ -11,7 +11,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/error.h"
 #include "dist.h"
-#include "launcher.h"
+#include "launch.h"
 
 namespace ag::dist {
 
