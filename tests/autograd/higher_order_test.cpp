@@ -1,6 +1,7 @@
 // Checks higher-order gradients: ag::grad and backward with create_graph (autograd/grad.h,
-// engine.cpp), gradgradcheck on every differentiable op and on the modules, and the products
-// of autograd/functional.h against closed forms. docs/higher_order.md explains the design.
+// grad.cpp, composition.cpp, engine.cpp), gradgradcheck on every differentiable op and on the
+// modules, and the products of autograd/functional.h against closed forms. docs/higher_order.md
+// explains the design.
 #include <cmath>
 #include <numbers>
 
