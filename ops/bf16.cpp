@@ -138,8 +138,21 @@ Packed packed(const blas::Matrix<const float>& m, int operand) {
 
 using dnnl::memory;
 
+// The CPU engine every primitive is made on, so no primitive exists before it. Making it first
+// switches oneDNN's process-wide primitive cache off (capacity 0) for the whole process, whatever
+// ONEDNN_PRIMITIVE_CACHE_CAPACITY asked. That cache hands each thread asking for a shape the
+// primitive, kernels and all, that the first such thread made. product_one keeps each thread's
+// primitives itself, so the cache would only spare a thread compiling a shape's kernels once, the
+// first time it meets the shape; and on AMX CPUs the sharing races. ThreadSanitizer saw one
+// thread's matmul construction read, under the cache's lock, memory another thread's was
+// allocating, and oneDNN issue 5393 reports AMX brgemm kernels shared through the cache whose
+// tile configuration (the palette) several threads write. With the cache off, each primitive and
+// every kernel in it belong to the thread that made it.
 const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static const dnnl::engine e = [] {
+    dnnl::set_primitive_cache_capacity(0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
@@ -237,6 +250,14 @@ void check_available() {
 }
 
 }  // namespace
+
+int onednn_primitive_cache_capacity() {
+#if AG_HAVE_DNNL
+  return dnnl::get_primitive_cache_capacity();
+#else
+  return -1;
+#endif
+}
 
 const Support& support() {
 #if AG_HAVE_DNNL

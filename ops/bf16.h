@@ -70,6 +70,15 @@ struct Support {
 // oneDNN's ISA detection, which honours ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA).
 const Support& support();
 
+// The capacity of oneDNN's process-wide primitive cache as oneDNN reports it now, for tests; -1
+// in a build without oneDNN. The products keep their primitives per thread, each thread its own
+// (bf16.cpp says why sharing them races on AMX CPUs), so the library switches that cache off,
+// for the whole process, before it makes its first primitive (in support() or the first
+// product), whatever ONEDNN_PRIMITIVE_CACHE_CAPACITY says: from then on this is 0. Before that,
+// or where support() found no bf16 unit and so made no primitive, it is oneDNN's own value
+// (1024 unless that variable says otherwise).
+int onednn_primitive_cache_capacity();
+
 // C = alpha op(A) op(B) + beta C with bf16 A and B and float32 C, accumulated in float32: the
 // views are read exactly like blas::gemm's (row-major, strided, transposed for free). Cut into
 // bands of C across the thread pool like blas::gemm when large and not already inside a

@@ -6,6 +6,7 @@
 // product that skipped the rounding, or rounded an operand it should not, fails.
 // Where no bf16 unit or no oneDNN is present, the product tests skip and the refusals are tested.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
 
@@ -75,6 +76,27 @@ TEST(Bf16, ConvertingManyEqualsConvertingOneByOne) {
     }
     ASSERT_EQ(b.data[i], bf16::from_float(v[i])) << "element " << i << " = " << v[i];
   }
+}
+
+// This program asks oneDNN for its process-wide primitive cache at its default size. oneDNN reads
+// ONEDNN_PRIMITIVE_CACHE_CAPACITY when it first needs the cache, long after this runs (before
+// main). A shell that had switched the cache off would otherwise let the test below pass with no
+// help from the library.
+const bool environment_asks_for_cache = setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024", 1) == 0;
+
+// The library switches oneDNN's shared cache off before its first primitive, whatever the
+// environment asked: each thread keeps its own primitives (ops/bf16.cpp says why sharing them
+// races on AMX CPUs). Without that call the capacity would read 1024.
+TEST(Bf16, OneDnnsSharedPrimitiveCacheIsOffWhateverTheEnvironmentAsks) {
+  SKIP_WITHOUT_BF16();
+  ASSERT_TRUE(environment_asks_for_cache);
+  Tensor a = ones({3, 4}), b = ones({4, 5}), out;
+  {
+    AutocastGuard autocast;
+    out = a.matmul(b);
+  }
+  EXPECT_EQ(out.to_vector<float>(), std::vector<float>(15, 4.0f));
+  EXPECT_EQ(bf16::onednn_primitive_cache_capacity(), 0);
 }
 
 TEST(Autocast, PrecisionChoiceFollowsSupport) {
