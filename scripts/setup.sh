@@ -29,9 +29,11 @@ as_root() {
   fi
 }
 
+# install_missing_packages [PACKAGE...]: installs, in one apt-get run, those of PACKAGES and of
+# the given packages that are not installed yet.
 install_missing_packages() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$p")
     fi
@@ -40,6 +42,33 @@ install_missing_packages() {
   echo "attograd: installing ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# show_build_progress NAME LOG: reads ninja's output, keeps all of it in LOG and says how far
+# the build is from its "[done/total]" lines: on a terminal one line, redrawn at every step;
+# elsewhere (CI, a pipe) a line at every tenth, so no minute of a long build passes silently.
+show_build_progress() {
+  local name=$1 log=$2 line finished total percent tenths=0 width=80 drawn=0
+  if [ -t 1 ]; then
+    width=$(tput cols 2>/dev/null || echo 80)
+    [ "$width" -gt 20 ] || width=80
+  fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    printf '%s\n' "$line" >&3
+    [[ $line =~ ^\[([0-9]+)/([0-9]+)\]\ (.*) ]] || continue
+    finished=${BASH_REMATCH[1]} total=${BASH_REMATCH[2]}
+    [ "$total" -gt 0 ] || continue
+    percent=$((100 * finished / total))
+    if [ -t 1 ]; then
+      line="attograd: building $name: $percent% ($finished/$total) ${BASH_REMATCH[3]}"
+      printf '\r\033[K%s' "${line:0:width-1}"
+      drawn=1
+    elif [ $((10 * finished / total)) -gt "$tenths" ] && [ "$finished" -lt "$total" ]; then
+      tenths=$((10 * finished / total))
+      echo "attograd: building $name: $percent% ($finished/$total)"
+    fi
+  done 3>"$log"
+  if [ "$drawn" = 1 ]; then printf '\r\033[K'; fi
 }
 
 # configure_and_build [DIR [meson setup options]]: the release build by default.
@@ -52,10 +81,14 @@ configure_and_build() {
     echo "attograd: configuring $(basename "$dir")/ (${options[*]})"
     meson setup "$dir" "$ROOT" "${options[@]}" >/dev/null
   fi
-  local log
+  local log status=0
   log=$(mktemp)
-  if ! ninja -C "$dir" >"$log" 2>&1; then
-    cat "$log" >&2
+  # The status format is fixed here, whatever NINJA_STATUS the caller has, as the progress
+  # reads it. With pipefail the pipe fails when ninja does.
+  NINJA_STATUS='[%f/%t] ' ninja -C "$dir" 2>&1 | show_build_progress "$(basename "$dir")/" "$log" || status=$?
+  if [ "$status" -ne 0 ]; then
+    # The error output, without the lines of the steps that went well.
+    grep -Ev '^\[[0-9]+/[0-9]+\] ' "$log" >&2 || true
     rm -f "$log"
     echo "attograd: build failed" >&2
     exit 1
@@ -64,5 +97,7 @@ configure_and_build() {
   rm -f "$log"
 }
 
-install_missing_packages
+# A caller may name more packages before sourcing this file: scripts/test --full sets
+# EXTRA_PACKAGES=(chromium).
+install_missing_packages ${EXTRA_PACKAGES[@]+"${EXTRA_PACKAGES[@]}"}
 configure_and_build

@@ -29,7 +29,13 @@ if [ -z "$browser" ]; then
   exit 77
 fi
 query=4
-timeout 120 "$browser" --headless --no-sandbox --disable-gpu --dump-dom "file://$html#query=$query" \
+# No sandbox (it cannot start as root or in most containers), no GPU, and none of the
+# connections Chromium makes on its own (updates, sync, first-run pages): the page needs no
+# network, and on a machine without one they only fill the log with errors. A fresh profile,
+# removed with the rest, so no earlier run's state is read.
+timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync \
+  --user-data-dir="$dir/chromium-profile" --dump-dom "file://$html#query=$query" \
   > "$dir/dom.html" 2> "$dir/chromium.log" || { echo "chromium failed"; tail "$dir/chromium.log"; exit 1; }
 
 panels=$(grep -o 'class="panel"' "$dir/dom.html" | wc -l)
