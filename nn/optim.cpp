@@ -10,8 +10,8 @@
 #include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
 #include "../ops/fast_math.h"
-#include "../ops/kernels.h"
 #include "../ops/reference/reference.h"
+#include "../ops/route.h"
 #include "../runtime/parallel.h"
 
 namespace ag::optim {
@@ -286,45 +286,43 @@ void Adam::step() {
       const T* g = grad.data_ptr<T>();
       T* m = slot(i, 0).template data_ptr<T>();
       T* v = slot(i, 1).template data_ptr<T>();
-      if (use_reference(KernelOp::AdamUpdate)) {  // the textbook loop of ops/reference/optim.cpp
-        reference::adam_update(w, g, m, v, p.numel(),
-                               {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, steps_});
-        return;
-      }
-      // In the parameter's own type, as PyTorch does: one vectorisable pass per tensor.
-      T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2), eps = static_cast<T>(o.eps);
-      T l2 = decoupled_ ? T(0) : static_cast<T>(o.weight_decay);
-      T decay = static_cast<T>(decoupled_ ? 1 - o.lr * o.weight_decay : 1.0);  // AdamW shrinks p before the update
-      T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
-      // Captured by value so that the loop reads locals, which GCC can keep in vector registers.
-      parallel_for(p.numel(), 8192, [=](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t j = begin; j < end; ++j) {
-          T d = g[j] + l2 * w[j];
-          m[j] = b1 * m[j] + (1 - b1) * d;
-          v[j] = b2 * v[j] + (1 - b2) * d * d;
-          w[j] = w[j] * decay - size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bias2 + eps);
-        }
-      });
+      route_kernel(
+          KernelOp::AdamUpdate,
+          [&] {  // the textbook loop of ops/reference/optim.cpp
+            reference::adam_update(w, g, m, v, p.numel(),
+                                   {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, steps_});
+          },
+          [&] {
+            // In the parameter's own type, as PyTorch does: one vectorisable pass per tensor.
+            T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2), eps = static_cast<T>(o.eps);
+            T l2 = decoupled_ ? T(0) : static_cast<T>(o.weight_decay);
+            T decay = static_cast<T>(decoupled_ ? 1 - o.lr * o.weight_decay : 1.0);  // AdamW shrinks p first
+            T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
+            // Captured by value so that the loop reads locals, which GCC can keep in vector registers.
+            parallel_for(p.numel(), 8192, [=](std::int64_t begin, std::int64_t end) {
+              for (std::int64_t j = begin; j < end; ++j) {
+                T d = g[j] + l2 * w[j];
+                m[j] = b1 * m[j] + (1 - b1) * d;
+                v[j] = b2 * v[j] + (1 - b2) * d * d;
+                w[j] = w[j] * decay - size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bias2 + eps);
+              }
+            });
+          });
     });
   });
 }
 
 // ---------------------------------------------------------------------------------------------
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  if (!(max_norm > 0)) throw_invalid("clip_grad_norm", "max_norm must be positive, got {}", max_norm);
-  if (use_reference(KernelOp::ClipGradNorm)) {
-    std::vector<Tensor> grads;
-    for (const Tensor& p : params)
-      if (p.grad().defined()) grads.push_back(p.grad());
-    return reference::clip_grad_norm(grads, max_norm);
-  }
+namespace {
+// The gradients' global norm, summed in double with the SIMD lane sums, and one scaling pass.
+double clip_grad_norm_fast(const std::vector<Tensor>& params, double max_norm) {
   double total = 0.0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
-      const auto* pg = g.data_ptr<decltype(tag)>();
+      const auto* pg = g.const_data_ptr<decltype(tag)>();
       total += fast::lane_sum(g.numel(), [&](std::int64_t j) { return static_cast<double>(pg[j]) * pg[j]; });
     });
   }
@@ -341,6 +339,20 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     });
   }
   return norm;
+}
+}  // namespace
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  if (!(max_norm > 0)) throw_invalid("clip_grad_norm", "max_norm must be positive, got {}", max_norm);
+  return route_kernel(
+      KernelOp::ClipGradNorm,
+      [&] {
+        std::vector<Tensor> grads;
+        for (const Tensor& p : params)
+          if (p.grad().defined()) grads.push_back(p.grad());
+        return reference::clip_grad_norm(grads, max_norm);
+      },
+      [&] { return clip_grad_norm_fast(params, max_norm); });
 }
 
 double WarmupCosine::lr_at(std::int64_t step) const {

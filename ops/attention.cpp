@@ -23,17 +23,10 @@
 #include <vector>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/grad.h"
-#include "../autograd/node.h"
 #include "attention_tiles.h"
-#include "autocast.h"
-#include "binary.h"
 #include "blas.h"
-#include "kernels.h"
-#include "masking.h"
-#include "matmul.h"
 #include "reference/reference.h"
-#include "softmax.h"
+#include "route.h"
 
 namespace ag {
 
@@ -124,7 +117,7 @@ struct FusedSaved {
   double scale;
   bool causal;
   const char* op;
-  bool in_bf16;  // the products ran in bf16 under autocast, and do so in backward
+  Products products;  // the forward's product policy, which backward keeps
 };
 
 // dq, dk and dv, written where q, k and v were read; only the inputs' gradients asked for are
@@ -146,39 +139,18 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
-                          grad(1), grad(2), s.in_bf16);
+                          grad(1), grad(2), s.products);
   });
   return grads;
 }
 
-// With create_graph: the chain rule through the reference route's matmul, masked_fill and
-// softmax in the op's own layout, which recompute the scores and weights from q, k and v with
-// their history (where the fused kernel keeps only the log-sum-exp), so that the gradient can
-// be differentiated again, to any order.
-std::vector<Tensor> composed_attention_backward(const FusedSaved& s, const Tensor& dout, const std::vector<bool>& need) {
-  std::string_view op = s.op;
-  Tensor mask = s.mask;
-  bool causal = s.causal;
-  double scale = s.scale;
-  std::int64_t heads = s.n.h;
-  auto attend = [=](const std::vector<Tensor>& in) {
-    if (op == "scaled_dot_product_attention_packed")
-      return reference::scaled_dot_product_attention_packed(in[0], heads, mask, causal, scale).output;
-    if (op == "scaled_dot_product_attention_bthd")
-      return reference::scaled_dot_product_attention_bthd(in[0], in[1], in[2], mask, causal, scale).output;
-    return reference::scaled_dot_product_attention(in[0], in[1], in[2], mask, causal, scale).output;
-  };
-  return detail::backward_by_composition(attend, s.inputs, dout, need);
-}
-
-// The fused op over any layout: `inputs` are the node's inputs, q, k and v are found in them at
-// `at`, laid out as `L` says; `n` has been checked. Each input's gradient has the input's shape,
-// and q's, k's and v's gradients land where q, k and v were read.
-AttentionResult fused_attention(const char* op, const std::vector<Tensor>& inputs, std::array<Operand, 3> at,
-                                const Layouts& L, const Shape& out_shape, const Dims& n, const Tensor& attn_mask,
-                                bool causal, bool need_weights, std::optional<double> scale) {
+// The fused kernel over any layout: `inputs` are the node's inputs, q, k and v are found in them
+// at `at`, laid out as `L` says; `n`, the mask and the scale have been checked. Each input's
+// gradient has the input's shape, and q's, k's and v's gradients land where q, k and v were read.
+FastRun fused_attention(const Products& products, const char* op, const std::vector<Tensor>& inputs,
+                        std::array<Operand, 3> at, const Layouts& L, const Shape& out_shape, const Dims& n,
+                        const Tensor& attn_mask, bool causal, bool need_weights, double scale) {
   MaskReader mask = mask_reader(op, attn_mask, causal, n);
-  double s = default_scale(op, scale, n.d);
   for (std::int64_t size : {n.tq, n.tk, n.d, n.dv}) blas::detail::to_int(size);  // before any work starts
   const Tensor& first = inputs[0];
   // Every output row is written below (a product with beta 0, or zeros for a query that sees
@@ -187,48 +159,55 @@ AttentionResult fused_attention(const char* op, const std::vector<Tensor>& input
   Tensor out = runs ? detail::empty_for(op, out_shape, first.dtype()) : zeros(out_shape, first.dtype());
   Tensor lse = empty({n.b, n.h, n.tq}, first.dtype());  // per query: log of its softmax denominator
   Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, first.dtype()) : Tensor();
-  bool in_bf16 = detail::autocasts(first);  // autocast.h: QK^T and PV in bf16
   if (runs)
     dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
-      attention_forward<T>(n, L, mask, s, in(0), in(1), in(2), lse.data_ptr<T>(),
-                           need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>(), in_bf16);
+      attention_forward<T>(n, L, mask, scale, in(0), in(1), in(2), lse.data_ptr<T>(),
+                           need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>(), products);
     });
-  FusedSaved saved{{}, at, attn_mask, lse, n, L, s, causal, op, in_bf16};
-  for (const Tensor& t : inputs) saved.inputs.push_back(t);  // as passed, for the reference route below
+  FusedSaved saved{inputs, at, attn_mask, lse, n, L, scale, causal, op, products};
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
   read.push_back(attn_mask);
-  Tensor result = record(
-      op, out, inputs,
-      [saved](const Tensor& dout, const std::vector<bool>& need) {
-        if (detail::creating_graph()) return composed_attention_backward(saved, dout, need);
-        return fused_attention_backward(saved, dout, need);
-      },
-      read, BackwardOrder::AnyOrder);
-  return {result, weights};
+  auto backward = [saved](const Tensor& dout, const std::vector<bool>& need) {
+    return fused_attention_backward(saved, dout, need);
+  };
+  return {out, backward, read, weights};
+}
+
+// Every layout: the mask and the scale checked, then routed (ops/route.h). `reference` is the
+// layout's reference twin, given the inputs and the scale; its QK^T and PV may take bf16 inputs.
+AttentionResult attend(const char* op, const std::vector<Tensor>& inputs, std::array<Operand, 3> at, const Layouts& L,
+                       const Shape& out_shape, const Dims& n, const Tensor& attn_mask, bool causal, bool need_weights,
+                       std::optional<double> scale,
+                       std::function<AttentionResult(const std::vector<Tensor>&, double)> reference) {
+  if (attn_mask.defined()) check_mask(op, attn_mask, n);
+  double s = default_scale(op, scale, n.d);
+  RoutedOp route_op{.name = op, .kernel = KernelOp::Attention, .bf16_products = true, .inputs = inputs};
+  route_op.reference = [reference, s, need_weights](const std::vector<Tensor>& in) -> Routed {
+    AttentionResult a = reference(in, s);
+    return {a.output, need_weights ? a.weights : Tensor()};
+  };
+  route_op.fast = [&](const Products& products) {
+    return fused_attention(products, op, inputs, at, L, out_shape, n, attn_mask, causal, need_weights, s);
+  };
+  Routed r = route(route_op);
+  return {r.output, r.aside};
 }
 
 // The [B, H, T, d] and [B, T, H, d] ops: q, k and v are three inputs.
-AttentionResult fused_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& n,
-                                bool heads_are_last, const Tensor& attn_mask, bool causal, bool need_weights,
-                                std::optional<double> scale) {
+AttentionResult attend(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Dims& n,
+                       bool heads_are_last, const Tensor& attn_mask, bool causal, bool need_weights,
+                       std::optional<double> scale) {
   auto view = heads_are_last ? heads_last : heads_first;
   Layouts L{view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
   Shape out_shape = heads_are_last ? Shape{n.b, n.tq, n.h, n.dv} : Shape{n.b, n.h, n.tq, n.dv};
-  return fused_attention(op, {q, k, v}, {Operand{0, 0}, Operand{1, 0}, Operand{2, 0}}, L, out_shape, n, attn_mask,
-                         causal, need_weights, scale);
-}
-
-// The reference route (ops/kernels.h), once the public op has checked q, k and v: the mask
-// and the scale are checked here as the fused route checks them, and the weights are handed out
-// as it hands them out, outside the graph and only when asked for.
-AttentionResult reference_attention(std::string_view op, const Dims& n, const Tensor& attn_mask, bool need_weights,
-                                    std::optional<double> scale,
-                                    const std::function<AttentionResult(const Tensor&, double)>& attend) {
-  if (attn_mask.defined()) check_mask(op, attn_mask, n);
-  AttentionResult r = attend(attn_mask, default_scale(op, scale, n.d));
-  return {r.output, need_weights ? r.weights.detach() : Tensor()};
+  auto reference = [heads_are_last, attn_mask, causal](const std::vector<Tensor>& in, double s) {
+    return heads_are_last ? reference::scaled_dot_product_attention_bthd(in[0], in[1], in[2], attn_mask, causal, s)
+                          : reference::scaled_dot_product_attention(in[0], in[1], in[2], attn_mask, causal, s);
+  };
+  return attend(op, {q, k, v}, {Operand{0, 0}, Operand{1, 0}, Operand{2, 0}}, L, out_shape, n, attn_mask, causal,
+                need_weights, scale, reference);
 }
 
 }  // namespace
@@ -236,12 +215,7 @@ AttentionResult reference_attention(std::string_view op, const Dims& n, const Te
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                              bool causal, bool need_weights, std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
-  Dims n = check_qkv(op, q, k, v);
-  if (use_reference(KernelOp::Attention))
-    return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
-      return reference::scaled_dot_product_attention(q, k, v, mask, causal, s);
-    });
-  return fused_attention(op, q, k, v, n, false, attn_mask, causal, need_weights, scale);
+  return attend(op, q, k, v, check_qkv(op, q, k, v), false, attn_mask, causal, need_weights, scale);
 }
 
 AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -256,12 +230,7 @@ AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor&
   Tensor vq = q.defined() && q.dim() == 4 ? q.detach().reshape(swapped(q)) : q;
   Tensor vk = k.defined() && k.dim() == 4 ? k.detach().reshape(swapped(k)) : k;
   Tensor vv = v.defined() && v.dim() == 4 ? v.detach().reshape(swapped(v)) : v;
-  Dims n = check_qkv(op, vq, vk, vv);
-  if (use_reference(KernelOp::Attention))
-    return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
-      return reference::scaled_dot_product_attention_bthd(q, k, v, mask, causal, s);
-    });
-  return fused_attention(op, q, k, v, n, true, attn_mask, causal, need_weights, scale);
+  return attend(op, q, k, v, check_qkv(op, vq, vk, vv), true, attn_mask, causal, need_weights, scale);
 }
 
 AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int64_t heads, const Tensor& attn_mask,
@@ -278,15 +247,14 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
     throw_invalid(op, "q, k and v need at least one batch entry, head, query and key, got qkv of shape {}",
                   shape_str(qkv.shape()));
   if (d == 0) throw_invalid(op, "q and k have head dim 0 (qkv of shape {}, {} heads)", shape_str(qkv.shape()), heads);
-  if (use_reference(KernelOp::Attention))
-    return reference_attention(op, n, attn_mask, need_weights, scale, [&](const Tensor& mask, double s) {
-      return reference::scaled_dot_product_attention_packed(qkv, heads, mask, causal, s);
-    });
   // Position p's query, key and value are its row's three thirds; head h is d columns of each.
   View packed{t * 3 * width, d, 3 * width};
   Layouts L{packed, packed, packed, heads_last(heads, t, d)};
-  return fused_attention(op, {qkv}, {Operand{0, 0}, Operand{0, width}, Operand{0, 2 * width}}, L,
-                         Shape{n.b, t, heads, d}, n, attn_mask, causal, need_weights, scale);
+  return attend(op, {qkv}, {Operand{0, 0}, Operand{0, width}, Operand{0, 2 * width}}, L, Shape{n.b, t, heads, d}, n,
+                attn_mask, causal, need_weights, scale,
+                [heads, attn_mask, causal](const std::vector<Tensor>& in, double s) {
+                  return reference::scaled_dot_product_attention_packed(in[0], heads, attn_mask, causal, s);
+                });
 }
 
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "../runtime/parallel.h"
-#include "bf16.h"
 #include "blas.h"
 #include "fast_math.h"
 
@@ -96,23 +95,12 @@ void block_recompute(const MaskReader& mask, std::int64_t b, std::int64_t h, std
   }
 }
 
-// One product of the kernels below: float32 and float64 through BLAS, or with `in_bf16` (autocast,
-// float32 only) with both operands rounded to bf16 and float32 accumulation.
-template <class T>
-void product(bool in_bf16, blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c, T beta = T(0),
-             T alpha = T(1)) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (in_bf16) return bf16::gemm(a, b, c, beta, alpha);
-  }
-  blas::gemm(a, b, c, beta, alpha);
-}
-
 }  // namespace
 
 // Declared, with what it computes, in attention_tiles.h.
 template <class T>
 void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                       const T* v, T* lse, T* weights, T* out, bool in_bf16) {
+                       const T* v, T* lse, T* weights, T* out, const Products& products) {
   using Mat = blas::Matrix<const T>;
   // (batch, head) pairs are independent: each thread takes a run of them with its own tile.
   parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
@@ -129,15 +117,16 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
           continue;
         }
         // S = scale Q K^T for this block's queries and the keys they may see
-        product<T>(in_bf16, Mat{q + L.q.at(b, h) + i0 * L.q.ld, rows, n.d, L.q.ld}, Mat{k + L.k.at(b, h), kend, n.d, L.k.ld}.t(),
-                   blas::Matrix<T>{tile.data(), rows, kend}, T(0), static_cast<T>(scale));
+        products.gemm<T>(Mat{q + L.q.at(b, h) + i0 * L.q.ld, rows, n.d, L.q.ld},
+                         Mat{k + L.k.at(b, h), kend, n.d, L.k.ld}.t(), blas::Matrix<T>{tile.data(), rows, kend}, T(0),
+                         static_cast<T>(scale));
         block_softmax(mask, b, h, i0, rows, kend, tile.data(), lse_bh);
         if (weights)
           for (std::int64_t r = 0; r < rows; ++r)
             std::copy_n(tile.data() + r * kend, kend, weights + ((b * n.h + h) * n.tq + i0 + r) * n.tk);
         if (n.dv > 0)
-          product<T>(in_bf16, Mat{tile.data(), rows, kend}, Mat{v + L.v.at(b, h), kend, n.dv, L.v.ld},
-                     blas::Matrix<T>{o, rows, n.dv, L.out.ld});  // O = P V
+          products.gemm<T>(Mat{tile.data(), rows, kend}, Mat{v + L.v.at(b, h), kend, n.dv, L.v.ld},
+                           blas::Matrix<T>{o, rows, n.dv, L.out.ld});  // O = P V
       }
     }
   });
@@ -146,7 +135,7 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
 // Declared, with what it computes, in attention_tiles.h.
 template <class T>
 void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, bool in_bf16) {
+                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products) {
   using Mat = blas::Matrix<const T>;
   std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
   parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
@@ -171,14 +160,14 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
         Mat qblock{qb + i0 * L.q.ld, rows, n.d, L.q.ld}, keys{kb, kend, n.d, L.k.ld}, values{vb, kend, n.dv, L.v.ld};
         Mat dOblock{dO, rows, n.dv, L.out.ld};
         blas::Matrix<T> P{p.data(), rows, kend}, dSb{dS.data(), rows, kend};
-        product<T>(in_bf16, qblock, keys.t(), P, T(0), static_cast<T>(scale));  // S again
+        products.gemm<T>(qblock, keys.t(), P, T(0), static_cast<T>(scale));  // S again
         block_recompute(mask, b, h, i0, rows, kend, p.data(), lse_bh);
         // dV[:kend] += P^T dO
-        if (dvb && n.dv > 0) product<T>(in_bf16, Mat{P}.t(), dOblock, blas::Matrix<T>{dvb, kend, n.dv, L.v.ld}, T(1));
+        if (dvb && n.dv > 0) products.gemm<T>(Mat{P}.t(), dOblock, blas::Matrix<T>{dvb, kend, n.dv, L.v.ld}, T(1));
         if (!dqb && !dkb) continue;
         // dP = dO V^T
         if (n.dv > 0)
-          product<T>(in_bf16, dOblock, values.t(), dSb);
+          products.gemm<T>(dOblock, values.t(), dSb);
         else
           std::fill(dS.begin(), dS.end(), T(0));
         // dS = P * (dP - rowsum(dP * P)), row by row
@@ -189,21 +178,23 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
           for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
         }
         // dQ = scale dS K,   dK[:kend] += scale dS^T Q
-        if (dqb) product<T>(in_bf16, Mat{dSb}, keys, blas::Matrix<T>{dqb, rows, n.d, L.q.ld}, T(0), static_cast<T>(scale));
-        if (dkb) product<T>(in_bf16, Mat{dSb}.t(), qblock, blas::Matrix<T>{dkb, kend, n.d, L.k.ld}, T(1), static_cast<T>(scale));
+        if (dqb) products.gemm<T>(Mat{dSb}, keys, blas::Matrix<T>{dqb, rows, n.d, L.q.ld}, T(0), static_cast<T>(scale));
+        if (dkb)
+          products.gemm<T>(Mat{dSb}.t(), qblock, blas::Matrix<T>{dkb, kend, n.d, L.k.ld}, T(1), static_cast<T>(scale));
       }
     }
   });
 }
 
 template void attention_forward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
-                                       const float*, const float*, float*, float*, float*, bool);
+                                       const float*, const float*, float*, float*, float*, const Products&);
 template void attention_forward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
-                                        const double*, const double*, double*, double*, double*, bool);
+                                        const double*, const double*, double*, double*, double*, const Products&);
 template void attention_backward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
-                                        const float*, const float*, const float*, const float*, float*, float*, float*, bool);
+                                        const float*, const float*, const float*, const float*, float*, float*, float*,
+                                        const Products&);
 template void attention_backward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
                                          const double*, const double*, const double*, const double*, double*, double*,
-                                         double*, bool);
+                                         double*, const Products&);
 
 }  // namespace ag::attention_kernels

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "products.h"
+
 namespace ag::attention_kernels {
 
 // Sizes: batch, heads, queries, keys, the q/k dim and the v dim.
@@ -47,17 +49,17 @@ struct MaskReader {
 
 // Forward for every (batch, head), block by block: S = scale Q K^T into a tile, masked row
 // softmax, O = P V. lse is [B, H, Tq]; `weights`, when not null, receives P as [B, H, Tq, Tk]
-// (zero-initialised by the caller), for callers that asked to see it. With `in_bf16` (autocast,
-// float32 only) both products take bf16 inputs and accumulate in float32; the softmax stays float32.
+// (zero-initialised by the caller), for callers that asked to see it. Both products run under
+// `products` (under autocast: bf16 inputs, float32 sums); the softmax stays float32.
 template <class T>
 void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                       const T* v, T* lse, T* weights, T* out, bool in_bf16 = false);
+                       const T* v, T* lse, T* weights, T* out, const Products& products = {});
 
 // Backward for every (batch, head), block by block, from dO; dq, dk, dv may be null when not
-// needed, and are laid out like q, k, v. Every element of the ones asked for is written. With
-// `in_bf16` its four products (S again, dV, dP, dQ and dK) are bf16 ones, as in the forward.
+// needed, and are laid out like q, k, v. Every element of the ones asked for is written. Its
+// products (S again, dV, dP, dQ and dK) run under the forward's `products`.
 template <class T>
 void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, bool in_bf16 = false);
+                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products = {});
 
 }  // namespace ag::attention_kernels

@@ -44,7 +44,7 @@ void convert_serial(const float* src, std::int64_t n, std::uint16_t* dst) {
 // 16 at a time with AVX512-BF16's VCVTNEPS2BF16: the same rounding as from_float, except that
 // the instruction flushes float32 subnormals (below 1.2e-38) to zero.
 __attribute__((target("avx512f,avx512bf16"))) void convert_avx512(const float* src, std::int64_t n,
-                                                                    std::uint16_t* dst) {
+                                                                  std::uint16_t* dst) {
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
@@ -127,8 +127,7 @@ Packed packed(const blas::Matrix<const float>& m, int operand) {
     for (std::int64_t r = r0; r < r1; ++r) convert_range(m.data + r * m.ld, m.cols, out + r * m.cols);
   };
   if (m.rows * m.cols >= (std::int64_t{1} << 16))
-    parallel_for(m.rows, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / std::max<std::int64_t>(m.cols, 1)),
-                 rows);
+    parallel_for(m.rows, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / std::max<std::int64_t>(m.cols, 1)), rows);
   else
     rows(0, m.rows);
   return {std::move(owner), {out, m.rows, m.cols, m.cols, m.transposed}};
@@ -220,8 +219,9 @@ Support detect() {
   } else if (has(dnnl::cpu_isa::avx512_core_bf16)) {
     s.unit = "AVX512-BF16";
   } else {
-    s.reason = "the CPU has no bf16 unit (neither AMX nor AVX512-BF16), where oneDNN would only emulate bf16, "
-               "slower than float32";
+    s.reason =
+        "the CPU has no bf16 unit (neither AMX nor AVX512-BF16), where oneDNN would only emulate bf16, "
+        "slower than float32";
     return s;
   }
   // What oneDNN would run for a product: its reference kernel means no fast path after all.

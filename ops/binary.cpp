@@ -14,6 +14,7 @@
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
+#include "route.h"
 
 namespace ag {
 
@@ -179,14 +180,19 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 // y = a / b        da = sum_to(dy / b)      db = sum_to(-dy * a / b^2) = sum_to(-dy * y / b)
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
-  return record(
-      "div", y, {a, b},
-      [b, y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
-        Tensor out = need[1] && detail::creating_graph() ? detail::node_output(y) : y;  // y with its history
-        return std::vector<Tensor>{need[0] ? sum_to(dy / b, sa) : Tensor(),
-                                   need[1] ? sum_to(-(dy * out) / b, b.shape()) : Tensor()};
-      },
-      Saved{b, y}, BackwardOrder::AnyOrder);
+  return record("div", y, {a, b},
+                // With create_graph the same formula reads y with its history (the node's own output).
+                fast_or_composed(
+                    [b, y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
+                      return std::vector<Tensor>{need[0] ? sum_to(dy / b, sa) : Tensor(),
+                                                 need[1] ? sum_to(-(dy * y) / b, b.shape()) : Tensor()};
+                    },
+                    [b, y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {
+                      return std::vector<Tensor>{
+                          need[0] ? sum_to(dy / b, sa) : Tensor(),
+                          need[1] ? sum_to(-(dy * detail::node_output(y)) / b, b.shape()) : Tensor()};
+                    }),
+                Saved{b, y}, BackwardOrder::AnyOrder);
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -11,14 +11,13 @@
 #include <utility>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
 #include "binary.h"
 #include "fast_math.h"
-#include "kernels.h"
 #include "reference/reference.h"
+#include "route.h"
 
 namespace ag {
 
@@ -59,11 +58,13 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
   Tensor saved = saves == Saves::Input ? x : y.detach();
   return record(
       op, y, {x},
-      [op, df, df_graph, saves, saved](const Tensor& dy, const std::vector<bool>&) {
-        if (detail::creating_graph())
-          return std::vector<Tensor>{dy * df_graph(saves == Saves::Input ? saved : detail::node_output(saved))};
-        return std::vector<Tensor>{unary_backward(op, dy, saved, df)};
-      },
+      fast_or_composed(
+          [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
+            return std::vector<Tensor>{unary_backward(op, dy, saved, df)};
+          },
+          [df_graph, saves, saved](const Tensor& dy, const std::vector<bool>&) {
+            return std::vector<Tensor>{dy * df_graph(saves == Saves::Input ? saved : detail::node_output(saved))};
+          }),
       Saved{saved}, BackwardOrder::AnyOrder);
 }
 
@@ -143,8 +144,8 @@ Tensor erfc(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   auto relu_slope = [](auto v) { return v > 0 ? decltype(v)(1) : decltype(v)(0); };
   return unary_op(
-      "relu", x, Saves::Input, [](auto v) { return v < 0 ? decltype(v)(0) : v; },
-      relu_slope, constant_slope("relu", relu_slope));
+      "relu", x, Saves::Input, [](auto v) { return v < 0 ? decltype(v)(0) : v; }, relu_slope,
+      constant_slope("relu", relu_slope));
 }
 
 // Exact:  y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2
@@ -217,30 +218,30 @@ void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluAp
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   const char* op = approximate == GeluApproximation::None ? "gelu" : "gelu_tanh";
   check_floating(op, x);
-  if (use_reference(KernelOp::Gelu)) return reference::gelu(x, approximate);
-  bool need_slope = is_grad_enabled() && x.requires_grad();
-  Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
-  dispatch_floating(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
-    parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
-      detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
-    });
-  });
   // With create_graph: the chain rule through reference::gelu's ops, which gives
   // GELU''(x) = phi(x) (2 - x^2) (or the tanh form's) when differentiated again.
-  return record(
-      op, y, {x},
-      [slope, x, approximate](const Tensor& dy, const std::vector<bool>& need) {
-        if (detail::creating_graph())
-          return detail::backward_by_composition(
-              [approximate](const std::vector<Tensor>& in) { return reference::gelu(in[0], approximate); }, {x}, dy,
-              need);
-        NoGradGuard no_grad;
-        return std::vector<Tensor>{dy * slope};
-      },
-      Saved{slope, x}, BackwardOrder::AnyOrder);
+  RoutedOp route_op{.name = op, .kernel = KernelOp::Gelu, .inputs = {x}};
+  route_op.reference = [approximate](const std::vector<Tensor>& in) -> Routed {
+    return {reference::gelu(in[0], approximate)};
+  };
+  route_op.fast = [&](const Products&) {
+    bool need_slope = is_grad_enabled() && x.requires_grad();
+    Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
+    dispatch_floating(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = x.data_ptr<T>();
+      T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
+      parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
+        detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
+      });
+    });
+    auto backward = [slope](const Tensor& dy, const std::vector<bool>&) {
+      NoGradGuard no_grad;
+      return std::vector<Tensor>{dy * slope};
+    };
+    return FastRun{y, backward, Saved{slope}};
+  };
+  return route(route_op).output;
 }
 
 Tensor Tensor::operator-() const { return neg(*this); }

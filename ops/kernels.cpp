@@ -1,7 +1,6 @@
 #include "kernels.h"
 
 #include <algorithm>
-#include <atomic>
 #include <iterator>
 #include <mutex>
 
@@ -10,12 +9,13 @@
 namespace ag {
 
 namespace {
-std::atomic<Kernels> g_kernels{Kernels::Fast};
-std::atomic<std::uint32_t> g_reference_ops{0};  // bit i: KernelOp i runs its reference kernel
+thread_local Kernels t_kernels = Kernels::Fast;
+thread_local std::uint32_t t_reference_ops = 0;  // bit i: KernelOp i runs its reference kernel
 
-constexpr const char* kOpNames[] = {
-    "linear",      "linear_gelu",   "gelu", "layer_norm", "embedding", "cross_entropy", "scaled_dot_product_attention",
-    "adam_update", "clip_grad_norm"};
+#define AG_KERNEL_OP_NAME(id, name) name,
+constexpr const char* kOpNames[] = {AG_KERNEL_OPS(AG_KERNEL_OP_NAME)};
+#undef AG_KERNEL_OP_NAME
+static_assert(std::size(kOpNames) <= 32, "t_reference_ops has one bit per op");
 
 std::mutex g_counts_mutex;
 std::map<std::string, std::int64_t>& counts() {
@@ -24,8 +24,8 @@ std::map<std::string, std::int64_t>& counts() {
 }
 }  // namespace
 
-Kernels kernels() { return g_kernels.load(std::memory_order_relaxed); }
-void set_kernels(Kernels k) { g_kernels.store(k, std::memory_order_relaxed); }
+Kernels kernels() { return t_kernels; }
+void set_kernels(Kernels k) { t_kernels = k; }
 
 const char* kernel_op_name(KernelOp op) { return kOpNames[static_cast<int>(op)]; }
 
@@ -40,12 +40,11 @@ void set_reference_ops(const std::vector<std::string>& names) {
     }
     bits |= 1u << (it - std::begin(kOpNames));
   }
-  g_reference_ops.store(bits, std::memory_order_relaxed);
+  t_reference_ops = bits;
 }
 
 bool use_reference(KernelOp op) {
-  return kernels() == Kernels::Reference ||
-         (g_reference_ops.load(std::memory_order_relaxed) >> static_cast<int>(op) & 1u) != 0;
+  return t_kernels == Kernels::Reference || (t_reference_ops >> static_cast<int>(op) & 1u) != 0;
 }
 
 const char* kernels_name(Kernels k) { return k == Kernels::Fast ? "fast" : "reference"; }

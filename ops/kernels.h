@@ -1,17 +1,17 @@
 // Which implementation the ops with two of them run: the fast kernels (fused, tiled, SIMD,
 // threaded) or the readable reference kernels of ops/reference/, which compute the same
-// function in the plainest way there is. Both are always built; a whole run picks one.
+// function in the plainest way there is. Both are always built; the router (ops/route.h) is
+// the one place that reads this switch.
 //
 //   ag::KernelGuard guard(ag::Kernels::Reference);   // every op below runs its reference twin
 //
-// The setting is process-wide, not per thread: the thread pool's workers and the caller see
-// the same choice, and a training run is meant to use one route from start to end. The
-// programs' `--kernels reference|fast` flag sets it once at start-up.
+// The setting belongs to the calling thread, as grad mode and autocast do (route.h says why one
+// scope serves all three): a new thread starts with the fast kernels. The programs'
+// `--kernels reference|fast` flag sets it once on the main thread at start-up.
 //
-// The ops that switch: linear, linear_gelu, gelu, layer_norm, embedding, cross_entropy, the
-// three layouts of scaled_dot_product_attention, and the optimizer updates of Adam / AdamW and
-// clip_grad_norm. softmax and log_softmax (ops/softmax.cpp) have one implementation only, and it
-// is already the plain one; the reference kernels call it.
+// The ops that switch are listed once, in AG_KERNEL_OPS below. softmax and log_softmax
+// (ops/softmax.cpp) have one implementation only, and it is already the plain one; the reference
+// kernels call it.
 #pragma once
 
 #include <cstdint>
@@ -32,22 +32,28 @@ void set_kernels(Kernels k);
 const char* kernels_name(Kernels k);
 Kernels parse_kernels(std::string_view name);
 
-// The ops that have both kernels, for switching one alone.
-enum class KernelOp {
-  Linear,
-  LinearGelu,
-  Gelu,
-  LayerNorm,
-  Embedding,
-  CrossEntropy,
-  Attention,   // scaled_dot_product_attention in all three layouts
-  AdamUpdate,  // Adam's and AdamW's step
-  ClipGradNorm,
-};
+// The ops that have both kernels, each with its name as reference::call_counts() and
+// set_reference_ops spell it: the one list the enum and the names are made from.
+#define AG_KERNEL_OPS(X)                                                     \
+  X(Linear, "linear")                                                        \
+  X(LinearGelu, "linear_gelu")                                               \
+  X(Gelu, "gelu")                                                            \
+  X(LayerNorm, "layer_norm")                                                 \
+  X(Embedding, "embedding")                                                  \
+  X(CrossEntropy, "cross_entropy")                                           \
+  X(Attention, "scaled_dot_product_attention") /* in all three layouts */    \
+  X(AdamUpdate, "adam_update")                 /* Adam's and AdamW's step */ \
+  X(ClipGradNorm, "clip_grad_norm")
+
+#define AG_KERNEL_OP_ENUM(id, name) id,
+enum class KernelOp { AG_KERNEL_OPS(AG_KERNEL_OP_ENUM) };
+#undef AG_KERNEL_OP_ENUM
+
 // The op's name as in reference::call_counts() ("linear", "scaled_dot_product_attention", ...).
 const char* kernel_op_name(KernelOp op);
 // Finer than a whole run: the reference kernel for these ops, the fast one for the others, while
-// kernels() is Fast. For measuring what each fast kernel buys (bench/gpt_train_step
+// kernels() is Fast; on the calling thread, like the switch itself. For measuring what each fast kernel buys
+// (bench/gpt_train_step
 // --reference-ops); names as kernel_op_name gives them, an unknown one is std::invalid_argument.
 void set_reference_ops(const std::vector<std::string>& names);
 // Whether `op` runs its reference kernel now: under Kernels::Reference, or when listed above.

@@ -12,13 +12,11 @@
 #include <vector>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/grad.h"
-#include "../autograd/node.h"
 #include "../runtime/parallel.h"
 #include "fast_math.h"
-#include "kernels.h"
 #include "nn_ops.h"
 #include "reference/reference.h"
+#include "route.h"
 #include "rows.h"
 
 namespace ag {
@@ -132,17 +130,10 @@ std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const
   return {dx, dw, db};
 }
 
-}  // namespace
-
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check_floating("layer_norm", x);
-  if (x.dim() == 0) throw_invalid("layer_norm", "needs at least one dim, got a 0-d tensor");
-  std::int64_t d = x.shape().back(), rows = rows_of(x);
-  if (d == 0) throw_invalid("layer_norm", "cannot normalise over an empty last dim (shape {})", shape_str(x.shape()));
-  if (!(eps > 0)) throw_invalid("layer_norm", "eps must be positive, got {}", eps);
-  check_vector("layer_norm", "weight", weight, d, x);
-  check_vector("layer_norm", "bias", bias, d, x);
-  if (use_reference(KernelOp::LayerNorm)) return reference::layer_norm(x, weight, bias, eps);
+// The fused forward: one pass per row for the statistics (kept in float64 for backward), one for
+// y; backward is layer_norm_backward above.
+FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, std::int64_t rows,
+                        std::int64_t d) {
   Tensor y = empty_like(x);
   Tensor mean = empty({rows}, kFloat64), rstd = empty({rows}, kFloat64);
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
@@ -159,19 +150,28 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       layer_norm_rows(px, pw, pb, py, pm, pr, d, eps, first, last);
     });
   });
-  return record(
-      "layer_norm", y, {x, weight, bias},
-      // x, weight and bias as passed: with create_graph the backward is the chain rule through
-      // reference::layer_norm's ops, which recompute mean and rstd from x with their history,
-      // so that every higher derivative (also the mixed x-weight ones) follows.
-      [x, weight, bias, eps, mean, rstd](const Tensor& dy, const std::vector<bool>& need) {
-        if (detail::creating_graph())
-          return detail::backward_by_composition(
-              [eps](const std::vector<Tensor>& in) { return reference::layer_norm(in[0], in[1], in[2], eps); },
-              {x, weight, bias}, dy, need);
-        return layer_norm_backward(dy, x, weight, mean, rstd, need);
-      },
-      Saved{x, weight}, BackwardOrder::AnyOrder);
+  auto backward = [x, weight, mean, rstd](const Tensor& dy, const std::vector<bool>& need) {
+    return layer_norm_backward(dy, x, weight, mean, rstd, need);
+  };
+  return {y, backward, Saved{x, weight}};
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_floating("layer_norm", x);
+  if (x.dim() == 0) throw_invalid("layer_norm", "needs at least one dim, got a 0-d tensor");
+  std::int64_t d = x.shape().back(), rows = rows_of(x);
+  if (d == 0) throw_invalid("layer_norm", "cannot normalise over an empty last dim (shape {})", shape_str(x.shape()));
+  if (!(eps > 0)) throw_invalid("layer_norm", "eps must be positive, got {}", eps);
+  check_vector("layer_norm", "weight", weight, d, x);
+  check_vector("layer_norm", "bias", bias, d, x);
+  RoutedOp op{.name = "layer_norm", .kernel = KernelOp::LayerNorm, .inputs = {x, weight, bias}};
+  op.reference = [eps](const std::vector<Tensor>& in) -> Routed {
+    return {reference::layer_norm(in[0], in[1], in[2], eps)};
+  };
+  op.fast = [&](const Products&) { return layer_norm_fast(x, weight, bias, eps, rows, d); };
+  return route(op).output;
 }
 
 }  // namespace ag

@@ -8,23 +8,20 @@
 //   dh = dy GELU'(h), then the three products above with dh in place of dy
 //
 // The readable twins are in ops/reference/linear.cpp; what the bands below buy is measured in
-// docs/performance.md. Under autocast (ops/autocast.h) the three products take bf16 inputs (W
-// rounded once per step) and add in float32; GELU, the bias and db stay float32.
+// docs/performance.md. The three products run under the policy the router hands the kernels
+// (ops/route.h, ops/products.h): under autocast they take bf16 inputs (W rounded once per step)
+// and add in float32; GELU, the bias and db stay float32.
 #include <algorithm>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
-#include "../autograd/node.h"
 #include "../runtime/parallel.h"
-#include "autocast.h"
-#include "bf16.h"
 #include "blas.h"
 #include "elementwise.h"
 #include "fast_math.h"
-#include "kernels.h"
 #include "nn_ops.h"
 #include "reference/reference.h"
+#include "route.h"
 #include "rows.h"
 
 namespace ag {
@@ -59,25 +56,15 @@ void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* 
 // y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
 // `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
 // and the product is added on top (beta = 1); without one the product is written (beta = 0).
-//
-// Under autocast (`w16`: W rounded to bf16, float32 only) each band's product is a bf16 one, its
-// rows of x rounded on the way in; the bands, the bias and the epilogue are as in float32.
+// Under bf16 products W is kept rounded whole, and each band rounds its own rows of x.
 template <class T, class Epilogue>
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T* py, Epilogue epilogue,
-                    const bf16::Buffer* w16 = nullptr) {
+void linear_forward(const Products& products, const Tensor& x, const Tensor& weight, const Tensor& bias, T* py,
+                    Epilogue epilogue) {
   std::int64_t in = weight.size(1), out = weight.size(0), rows = rows_of(x);
   if (rows == 0 || out == 0) return;
   blas::Matrix<const T> xs{x.data_ptr<T>(), rows, in}, w{weight.data_ptr<T>(), out, in};
   blas::Matrix<T> ys{py, rows, out};
   const T* pb = bias.defined() ? bias.data_ptr<T>() : nullptr;
-  auto product = [&](int r0, int r1) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (w16)
-        return bf16::gemm(xs.row_band(r0, r1), blas::Matrix<const std::uint16_t>{w16->data.get(), out, in}.t(),
-                          ys.row_band(r0, r1), pb ? 1.0f : 0.0f);
-    }
-    blas::gemm(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb ? T(1) : T(0));
-  };
   // Too few rows for two bands: one band here, whose product the gemm may split by columns.
   bool split = blas::worth_splitting(rows, out, std::max<std::int64_t>(in, 1)) && rows >= 2 * blas::kBand;
   blas::for_row_bands(blas::detail::to_int(rows), split, [&](int r0, int r1) {
@@ -85,7 +72,7 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
     if (pb)
       for (int r = r0; r < r1; ++r) std::copy(pb, pb + out, py + std::int64_t{r} * out);
     if (in > 0)
-      product(r0, r1);
+      products.gemm(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb ? T(1) : T(0));
     else if (!pb)
       std::fill(py + std::int64_t{r0} * out, py + std::int64_t{r0} * out + count, T(0));  // an empty sum, no bias
     epilogue(std::int64_t{r0} * out, count);
@@ -98,7 +85,8 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 // each thread then reads only the rows of dy and x it computed itself, and packs only those.
 // Split instead over dW's rows, both threads read every row and pack all of x; the tiny and
 // small GPT steps ran 6 % slower that way on two threads.
-std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const std::vector<bool>& need) {
+std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                         const std::vector<bool>& need) {
   std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
   Tensor dx, dw, db;
   bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
@@ -149,34 +137,40 @@ std::vector<Tensor> linear_backward(const Tensor& dy, const Tensor& x, const Ten
   return {dx, dw, db};
 }
 
-// The same under autocast (float32, W rounded to bf16 as `w16`): dy is rounded once and read by
-// both products, dx = r(dy) r(W) and dW = r(dy)^T r(x), each one bf16::gemm cutting its own bands
-// (dW by its rows or columns, not by the rows summed over); db sums the float32 dy.
-std::vector<Tensor> linear_backward_bf16(const Tensor& dy, const Tensor& x, const Tensor& w,
-                                         const std::vector<bool>& need, const bf16::Buffer& w16) {
+// The same under bf16 products (float32, W kept rounded by the forward): dy is rounded once and
+// read by both products, dx = r(dy) r(W) and dW = r(dy)^T r(x), each one gemm cutting its own
+// bands (dW by its rows or columns, not by the rows summed over); db sums the float32 dy.
+std::vector<Tensor> linear_backward_bf16(Products products, const Tensor& dy, const Tensor& x, const Tensor& w,
+                                         const std::vector<bool>& need) {
   std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
   bool full_work = rows * in * out > 0;
   Tensor dx, dw, db;
   if (need[0]) dx = full_work ? empty(x.shape(), kFloat32) : zeros(x.shape(), kFloat32);
   if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
   if (full_work && (need[0] || need[1])) {
-    bf16::Buffer dy16 = bf16::convert(dy.data_ptr<float>(), rows * out);
-    blas::Matrix<const std::uint16_t> dys{dy16.data.get(), rows, out};
+    products.keep(dy);
+    blas::Matrix<const float> dys{dy.const_data_ptr<float>(), rows, out};
     if (need[0])
-      bf16::gemm(dys, blas::Matrix<const std::uint16_t>{w16.data.get(), out, in},
-                 blas::Matrix<float>{dx.data_ptr<float>(), rows, in});
+      products.gemm(dys, blas::Matrix<const float>{w.const_data_ptr<float>(), out, in},
+                    blas::Matrix<float>{dx.data_ptr<float>(), rows, in});
     if (need[1])
-      bf16::gemm(dys.t(), blas::Matrix<const float>{x.data_ptr<float>(), rows, in},
-                 blas::Matrix<float>{dw.data_ptr<float>(), out, in});
+      products.gemm(dys.t(), blas::Matrix<const float>{x.const_data_ptr<float>(), rows, in},
+                    blas::Matrix<float>{dw.data_ptr<float>(), out, in});
   }
-  if (need[2]) db = linear_backward(dy, x, w, {false, false, true})[2];
+  if (need[2]) db = linear_backward_blas(dy, x, w, {false, false, true})[2];
   return {dx, dw, db};
+}
+
+// dx, dW and db under the forward's product policy.
+std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, const Tensor& x, const Tensor& w,
+                                    const std::vector<bool>& need) {
+  return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, need) : linear_backward_blas(dy, x, w, need);
 }
 
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
-std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& slope,
-                                         const std::vector<bool>& need, const bf16::Buffer* w16) {
+std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const Tensor& x, const Tensor& w,
+                                         const Tensor& slope, const std::vector<bool>& need) {
   Tensor dh = empty_like(slope);
   dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
@@ -186,65 +180,65 @@ std::vector<Tensor> linear_gelu_backward(const Tensor& dy, const Tensor& x, cons
       for (std::int64_t i = begin; i < end; ++i) pdh[i] = pdy[i] * ps[i];
     });
   });
-  return w16 ? linear_backward_bf16(dh, x, w, need, *w16) : linear_backward(dh, x, w, need);
+  return linear_backward(products, dh, x, w, need);
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_linear("linear", x, weight, bias);
-  if (use_reference(KernelOp::Linear)) return reference::linear(x, weight, bias);
+// The fused forwards, W kept rounded for backward under bf16 products (one copy per parameter
+// version, ops/autocast.h).
+FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  products.keep(weight);
   Tensor y = detail::empty_for("linear", linear_shape(x, weight), x.dtype());
-  // Under autocast: W in bf16, kept for backward (one copy per parameter version, autocast.h).
-  std::shared_ptr<const bf16::Buffer> w16 = detail::autocasts(x) ? detail::bf16_copy(weight) : nullptr;
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
-    linear_forward<decltype(tag)>(
-        x, weight, bias, y.data_ptr<decltype(tag)>(), [](std::int64_t, std::int64_t) {}, w16.get());
+    using T = decltype(tag);
+    linear_forward<T>(products, x, weight, bias, y.data_ptr<T>(), [](std::int64_t, std::int64_t) {});
   });
-  return record(
-      "linear", y, {x, weight, bias},
-      // x and weight as passed: with create_graph the backward is the chain rule through
-      // reference::linear's matmul and add, differentiable again.
-      [x, weight, bias, w16](const Tensor& dy, const std::vector<bool>& need) {
-        if (detail::creating_graph())
-          return detail::backward_by_composition(
-              [](const std::vector<Tensor>& in) { return reference::linear(in[0], in[1], in[2]); }, {x, weight, bias},
-              dy, need);
-        return w16 ? linear_backward_bf16(dy, x, weight, need, *w16) : linear_backward(dy, x, weight, need);
-      },
-      Saved{x, weight}, BackwardOrder::AnyOrder);
+  auto backward = [products, x, weight](const Tensor& dy, const std::vector<bool>& need) {
+    return linear_backward(products, dy, x, weight, need);
+  };
+  return {y, backward, Saved{x, weight}};
 }
 
-Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
-  check_linear("linear_gelu", x, weight, bias);
-  if (use_reference(KernelOp::LinearGelu)) return reference::linear_gelu(x, weight, bias, approximate);
+// The same with GELU applied to each band as it leaves the product, GELU'(h) saved for backward.
+FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         GeluApproximation approximate) {
+  products.keep(weight);
   bool need_slope =
       is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   Tensor y = detail::empty_for("linear_gelu", linear_shape(x, weight), x.dtype()),
          slope = need_slope ? empty_like(y) : Tensor();
-  std::shared_ptr<const bf16::Buffer> w16 = detail::autocasts(x) ? detail::bf16_copy(weight) : nullptr;
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
-    linear_forward<T>(
-        x, weight, bias, py,
-        [&](std::int64_t first, std::int64_t count) {
-          detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
-        },
-        w16.get());
+    linear_forward<T>(products, x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
+      detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
+    });
   });
-  return record(
-      "linear_gelu", y, {x, weight, bias},
-      [x, weight, bias, slope, approximate, w16](const Tensor& dy, const std::vector<bool>& need) {
-        if (detail::creating_graph())  // through reference::linear_gelu's ops, as linear's
-          return detail::backward_by_composition(
-              [approximate](const std::vector<Tensor>& in) {
-                return reference::linear_gelu(in[0], in[1], in[2], approximate);
-              },
-              {x, weight, bias}, dy, need);
-        return linear_gelu_backward(dy, x, weight, slope, need, w16.get());
-      },
-      Saved{x, weight, slope}, BackwardOrder::AnyOrder);
+  auto backward = [products, x, weight, slope](const Tensor& dy, const std::vector<bool>& need) {
+    return linear_gelu_backward(products, dy, x, weight, slope, need);
+  };
+  return {y, backward, Saved{x, weight, slope}};
+}
+
+}  // namespace
+
+// Both ops: the three products of x W^T + b may take bf16 inputs.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear("linear", x, weight, bias);
+  RoutedOp op{.name = "linear", .kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
+  op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::linear(in[0], in[1], in[2])}; };
+  op.fast = [&](const Products& products) { return linear_fast(products, x, weight, bias); };
+  return route(op).output;
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
+  check_linear("linear_gelu", x, weight, bias);
+  RoutedOp op{
+      .name = "linear_gelu", .kernel = KernelOp::LinearGelu, .bf16_products = true, .inputs = {x, weight, bias}};
+  op.reference = [approximate](const std::vector<Tensor>& in) -> Routed {
+    return {reference::linear_gelu(in[0], in[1], in[2], approximate)};
+  };
+  op.fast = [&](const Products& products) { return linear_gelu_fast(products, x, weight, bias, approximate); };
+  return route(op).output;
 }
 
 }  // namespace ag

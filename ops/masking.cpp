@@ -3,6 +3,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
 #include "binary.h"
+#include "route.h"
 
 namespace ag {
 
@@ -53,11 +54,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
   return record(
       "masked_fill", y, {x},
-      [m](const Tensor& dy, const std::vector<bool>&) {
-        // With create_graph the same rule as an op: masked_fill again, with 0.
-        if (detail::creating_graph()) return std::vector<Tensor>{masked_fill(dy, m, 0.0)};
-        return std::vector<Tensor>{masked_fill_backward(dy, m)};
-      },
+      // With create_graph the same rule as an op: masked_fill again, with 0.
+      fast_or_composed(
+          [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill_backward(dy, m)}; },
+          [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill(dy, m, 0.0)}; }),
       Saved{m}, BackwardOrder::AnyOrder);
 }
 

@@ -6,16 +6,15 @@
 //   dB = A^T dC      (likewise dB_kn = sum_m A_mk dC_mn)
 //
 // then summed over batch dims that broadcasting stretched (docs/autograd.md). BLAS reads a
-// matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied. Under
-// autocast (ops/autocast.h) the same products take bf16 inputs and add in float32.
+// matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied. The
+// products run under the policy the router hands them (ops/route.h): under autocast they take
+// bf16 inputs and add in float32, each operand rounded once, whole.
 #include "matmul.h"
 
 #include "../autograd/dispatch.h"
-#include "../autograd/node.h"
 #include "binary.h"
-#include "autocast.h"
-#include "bf16.h"
 #include "blas.h"
+#include "route.h"
 #include "shape.h"
 
 namespace ag {
@@ -41,18 +40,19 @@ std::int64_t broadcast_entry(std::int64_t i, const Shape& batch, const Shape& ow
 }
 
 // Every product of op(A) @ op(B) over the broadcast batch `batch`, A and B as stored ([ra, ca]
-// and [rb, cb] per entry) holding elements E, C of T; `gemm` is blas::gemm or bf16::gemm.
-template <class E, class T, class Gemm>
-void batch_products(const E* pa, std::int64_t ra, std::int64_t ca, bool trans_a, const Shape& batch_a, const E* pb,
-                    std::int64_t rb, std::int64_t cb, bool trans_b, const Shape& batch_b, const Shape& batch, T* pc,
-                    std::int64_t m, std::int64_t n, Gemm gemm) {
+// and [rb, cb] per entry).
+template <class T>
+void batch_products(const Products& products, const T* pa, std::int64_t ra, std::int64_t ca, bool trans_a,
+                    const Shape& batch_a, const T* pb, std::int64_t rb, std::int64_t cb, bool trans_b,
+                    const Shape& batch_b, const Shape& batch, T* pc, std::int64_t m, std::int64_t n) {
+  auto gemm = [&](blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c) { products.gemm(a, b, c); };
   std::int64_t batch_count = shape_numel(batch);
   auto view_a = [&](std::int64_t offset, std::int64_t rows) {
-    blas::Matrix<const E> v{pa + offset, rows, ca};
+    blas::Matrix<const T> v{pa + offset, rows, ca};
     return trans_a ? v.t() : v;
   };
   auto view_b = [&](std::int64_t offset) {
-    blas::Matrix<const E> v{pb + offset, rb, cb};
+    blas::Matrix<const T> v{pb + offset, rb, cb};
     return trans_b ? v.t() : v;
   };
   // B is one matrix shared by the whole batch and A is not transposed: A's rows stack into one
@@ -70,11 +70,9 @@ void batch_products(const E* pa, std::int64_t ra, std::int64_t ca, bool trans_a,
 }
 
 // op(a) @ op(b) over broadcast batch dims, where op transposes the last two dims when asked.
-// With `in_bf16` (autocast, float32 only) each operand is rounded to bf16 once, whole, and every
-// product reads the rounded copies, accumulating in float32; `a16`/`b16`, when given, are those
-// copies already made.
-Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, bool in_bf16 = false,
-                    std::shared_ptr<const bf16::Buffer> a16 = nullptr, std::shared_ptr<const bf16::Buffer> b16 = nullptr) {
+// Under bf16 products each operand is rounded once, whole (or its kept copy read), and every
+// product reads the rounded copies.
+Tensor batched_gemm(Products products, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
   const Shape &sa = a.shape(), &sb = b.shape();
   std::int64_t ra = sa[sa.size() - 2], ca = sa.back(), rb = sb[sb.size() - 2], cb = sb.back();
   std::int64_t m = trans_a ? ca : ra, k = trans_a ? ra : ca, n = trans_b ? rb : cb;
@@ -85,38 +83,29 @@ Tensor batched_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b
   Tensor c = detail::empty_for("matmul", out_shape, a.dtype());
   if (c.numel() == 0) return c;
   if (k == 0) return zeros(out_shape, a.dtype());
-
-  if (in_bf16 && a.dtype() == kFloat32) {
-    if (!a16) a16 = detail::bf16_copy(a);
-    if (!b16) b16 = detail::bf16_copy(b);
-    batch_products(a16->data.get(), ra, ca, trans_a, batch_of(sa), b16->data.get(), rb, cb, trans_b, batch_of(sb),
-                   batch, c.data_ptr<float>(), m, n,
-                   [](const auto& x, const auto& y, const auto& z) { bf16::gemm(x, y, z); });
-    return c;
-  }
+  products.keep(a).keep(b);
   dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
-    batch_products(a.data_ptr<T>(), ra, ca, trans_a, batch_of(sa), b.data_ptr<T>(), rb, cb, trans_b, batch_of(sb),
-                   batch, c.data_ptr<T>(), m, n, [](const auto& x, const auto& y, const auto& z) { blas::gemm(x, y, z); });
+    batch_products<T>(products, a.data_ptr<T>(), ra, ca, trans_a, batch_of(sa), b.data_ptr<T>(), rb, cb, trans_b,
+                      batch_of(sb), batch, c.data_ptr<T>(), m, n);
   });
   return c;
 }
 
 // dA = dC B^T and dB = A^T dC, each summed over the batch dims its operand was broadcast along.
-// Under autocast, a16/b16 are the operands' bf16 copies kept from the forward (parameters only).
-std::vector<Tensor> matmul_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const std::vector<bool>& need,
-                                   bool in_bf16, const std::shared_ptr<const bf16::Buffer>& a16,
-                                   const std::shared_ptr<const bf16::Buffer>& b16) {
+// `products` keeps, under autocast, the bf16 copies of the operands that are parameters.
+std::vector<Tensor> matmul_backward(const Products& products, const Tensor& dc, const Tensor& a, const Tensor& b,
+                                    const std::vector<bool>& need) {
   Tensor da, db;
-  if (need[0]) da = sum_to(batched_gemm(dc, false, b, true, in_bf16, nullptr, b16), a.shape());
+  if (need[0]) da = sum_to(batched_gemm(products, dc, false, b, true), a.shape());
   // When B is one [K, N] matrix shared by a batch of A's, the batch sum is a single GEMM over
-  // the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K].
+  // the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K] (the same elements in the
+  // same order, so a kept copy of A reads as A_flat too).
   if (need[1] && b.dim() == 2) {
     std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
-    db = batched_gemm(a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false, in_bf16,
-                      a16);  // the same elements in the same order: a16 reads as A_flat too
+    db = batched_gemm(products, a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false);
   } else if (need[1]) {
-    db = sum_to(batched_gemm(a, true, dc, false, in_bf16, a16), b.shape());
+    db = sum_to(batched_gemm(products, a, true, dc, false), b.shape());
   }
   return {da, db};
 }
@@ -137,27 +126,24 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw_invalid("matmul", "shapes {} and {}: batch dims {} and {} cannot be broadcast", shape_str(a.shape()),
                   shape_str(b.shape()), shape_str(batch_of(a.shape())), shape_str(batch_of(b.shape())));
   }
-  bool in_bf16 = detail::autocasts(a);  // autocast.h: bf16 products, in backward too
-  // A parameter's bf16 copy is kept for backward, which may run after the guard has ended and
-  // its cache is gone: one rounding per parameter per step. An activation is rounded again there.
-  std::shared_ptr<const bf16::Buffer> a16, b16;
-  if (in_bf16) {
-    a16 = detail::bf16_copy(a);
-    b16 = detail::bf16_copy(b);
-  }
-  Tensor c = batched_gemm(a, false, b, false, in_bf16, a16, b16);
-  if (!detail::is_parameter(a)) a16.reset();
-  if (!detail::is_parameter(b)) b16.reset();
-  return record(
-      "matmul", c, {a, b},
-      // a and b as passed: with create_graph the products are differentiated through them.
-      [a, b, in_bf16, a16, b16](const Tensor& dc, const std::vector<bool>& need) {
-        if (detail::creating_graph())  // the same two products, as ops
-          return std::vector<Tensor>{need[0] ? sum_to(dc.matmul(b.transpose(-2, -1)), a.shape()) : Tensor(),
-                                     need[1] ? sum_to(a.transpose(-2, -1).matmul(dc), b.shape()) : Tensor()};
-        return matmul_backward(dc, a, b, need, in_bf16, a16, b16);
-      },
-      Saved{a, b}, BackwardOrder::AnyOrder);
+  // One kernel, so no reference to switch to; under create_graph its backward is the same two
+  // products written as ops. A parameter's bf16 copy is kept for backward, which may run after
+  // autocast has ended: one rounding per parameter per step; an activation is rounded again there.
+  RoutedOp op{.name = "matmul", .bf16_products = true, .inputs = {a, b}};
+  op.fast = [&](Products products) {
+    products.keep(a).keep(b);
+    Tensor c = batched_gemm(products, a, false, b, false);
+    auto backward = [products = products.parameters_only(), a, b](const Tensor& dc, const std::vector<bool>& need) {
+      return matmul_backward(products, dc, a, b, need);
+    };
+    return FastRun{c, backward, Saved{a, b}};
+  };
+  op.composed = [](const std::vector<Tensor>& in, const Tensor& dc, const std::vector<bool>& need) {
+    const Tensor &a = in[0], &b = in[1];
+    return std::vector<Tensor>{need[0] ? sum_to(dc.matmul(b.transpose(-2, -1)), a.shape()) : Tensor(),
+                               need[1] ? sum_to(a.transpose(-2, -1).matmul(dc), b.shape()) : Tensor()};
+  };
+  return route(op).output;
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, other); }

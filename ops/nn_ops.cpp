@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
@@ -15,9 +14,9 @@
 #include "blas.h"
 #include "elementwise.h"
 #include "fast_math.h"
-#include "kernels.h"
 #include "reduce.h"
 #include "reference/reference.h"
+#include "route.h"
 
 namespace ag {
 
@@ -41,19 +40,6 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, const Shape& w_sh
   return dw;
 }
 
-// embedding_backward as ops: dW = onehot^T dy, onehot[p, v] = [ids[p] = v], a constant.
-Tensor embedding_scatter(const Tensor& dy, const Tensor& ids, const Shape& w_shape) {
-  std::int64_t positions = ids.numel(), vocab = w_shape[0];
-  Tensor onehot = zeros({positions, vocab}, dy.dtype());
-  dispatch_floating(dy.dtype(), "embedding", [&](auto tag) {
-    using T = decltype(tag);
-    T* p = onehot.data_ptr<T>();
-    const auto* pid = ids.data_ptr<std::int64_t>();
-    for (std::int64_t i = 0; i < positions; ++i) p[i * vocab + pid[i]] = T(1);
-  });
-  return onehot.transpose(0, 1).matmul(dy.reshape({positions, w_shape[1]}));
-}
-
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
@@ -69,25 +55,26 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     if (pid[p] < 0 || pid[p] >= vocab)
       throw_invalid("embedding", "id {} at position {} is outside the table's {} rows (ids shape {})", pid[p], p, vocab,
                     shape_str(ids.shape()));
-  if (use_reference(KernelOp::Embedding)) return reference::embedding(weight, ids);
-  Shape y_shape = ids.shape();
-  y_shape.push_back(dim);
-  Tensor y = detail::empty_for("embedding", y_shape, weight.dtype());
-  dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pw = weight.data_ptr<T>();
-    T* py = y.data_ptr<T>();
-    for (std::int64_t p = 0; p < positions; ++p) std::copy(pw + pid[p] * dim, pw + (pid[p] + 1) * dim, py + p * dim);
-  });
-  return record(
-      "embedding", y, {weight, ids},
-      [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
-        // With create_graph: the scatter-add as a product with constant one-hot rows (see
-        // reference/embedding.cpp), so that it is differentiable in dy.
-        if (detail::creating_graph()) return std::vector<Tensor>{embedding_scatter(dy, ids, w_shape), Tensor()};
-        return std::vector<Tensor>{embedding_backward(dy, ids, w_shape), Tensor()};  // ids: not differentiable
-      },
-      Saved{ids}, BackwardOrder::AnyOrder);
+  // With create_graph: the chain rule through reference::embedding, a product with constant
+  // one-hot rows, which is differentiable in dy.
+  RoutedOp op{.name = "embedding", .kernel = KernelOp::Embedding, .inputs = {weight, ids}};
+  op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::embedding(in[0], in[1])}; };
+  op.fast = [&](const Products&) {
+    Shape y_shape = ids.shape();
+    y_shape.push_back(dim);
+    Tensor y = detail::empty_for("embedding", y_shape, weight.dtype());
+    dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pw = weight.data_ptr<T>();
+      T* py = y.data_ptr<T>();
+      for (std::int64_t p = 0; p < positions; ++p) std::copy(pw + pid[p] * dim, pw + (pid[p] + 1) * dim, py + p * dim);
+    });
+    auto backward = [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
+      return std::vector<Tensor>{embedding_backward(dy, ids, w_shape), Tensor()};  // ids: not differentiable
+    };
+    return FastRun{y, backward, Saved{ids}};
+  };
+  return route(op).output;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -155,6 +142,37 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& x, const Tensor& t
   return dx;
 }
 
+// The loss row by row: the log-sum-exp of each counted row (kept for backward) minus its target's
+// logit, averaged over the counted rows.
+FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int64_t rows, std::int64_t classes,
+                           std::int64_t counted, std::int64_t ignore_index) {
+  const auto* pt = targets.data_ptr<std::int64_t>();
+  Tensor lse = empty({rows}, kFloat64);
+  double total = 0.0;
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = logits.data_ptr<T>();
+    double* pl = lse.data_ptr<double>();
+    std::vector<T> e(static_cast<std::size_t>(classes));  // one row's exponentials
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (pt[r] == ignore_index) continue;
+      const T* row = px + r * classes;
+      T m = fast::lane_max(row, classes, -std::numeric_limits<T>::infinity());
+      std::copy(row, row + classes, e.begin());
+      fast::exp_shifted(e.data(), classes, m);  // exp in T (SIMD for float32), summed in double
+      double sum = fast::lane_sum(classes, [&](std::int64_t c) { return e[static_cast<std::size_t>(c)]; });
+      pl[r] = m + std::log(sum);
+      total += pl[r] - row[pt[r]];
+    }
+  });
+  Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
+  auto backward = [x = logits, targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>&) {
+    // targets: not differentiable
+    return std::vector<Tensor>{cross_entropy_backward(dy, x, targets, lse, counted, ignore_index), Tensor()};
+  };
+  return {loss, backward, Saved{logits, targets}};
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
@@ -181,41 +199,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                     r, classes, ignore_index);
     ++counted;
   }
-  if (use_reference(KernelOp::CrossEntropy)) return reference::cross_entropy(logits, targets, ignore_index);
-  Tensor lse = empty({rows}, kFloat64);
-  double total = 0.0;
-  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = logits.data_ptr<T>();
-    double* pl = lse.data_ptr<double>();
-    std::vector<T> e(static_cast<std::size_t>(classes));  // one row's exponentials
-    for (std::int64_t r = 0; r < rows; ++r) {
-      if (pt[r] == ignore_index) continue;
-      const T* row = px + r * classes;
-      T m = fast::lane_max(row, classes, -std::numeric_limits<T>::infinity());
-      std::copy(row, row + classes, e.begin());
-      fast::exp_shifted(e.data(), classes, m);  // exp in T (SIMD for float32), summed in double
-      double sum = fast::lane_sum(classes, [&](std::int64_t c) { return e[static_cast<std::size_t>(c)]; });
-      pl[r] = m + std::log(sum);
-      total += pl[r] - row[pt[r]];
-    }
-  });
-  Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
-  return record(
-      "cross_entropy", loss, {logits, targets},
-      [x = logits, targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>& need) {
-        // With create_graph: the chain rule through reference::cross_entropy's log_softmax,
-        // masked_fill and sum, so that the second derivative (diag(p) - p p^T) / N follows.
-        if (detail::creating_graph())
-          return detail::backward_by_composition(
-              [ignore_index](const std::vector<Tensor>& in) {
-                return reference::cross_entropy(in[0], in[1], ignore_index);
-              },
-              {x, targets}, dy, need);
-        // targets: not differentiable
-        return std::vector<Tensor>{cross_entropy_backward(dy, x, targets, lse, counted, ignore_index), Tensor()};
-      },
-      Saved{logits, targets}, BackwardOrder::AnyOrder);
+  // With create_graph: the chain rule through reference::cross_entropy's log_softmax,
+  // masked_fill and sum, so that the second derivative (diag(p) - p p^T) / N follows.
+  RoutedOp op{.name = "cross_entropy", .kernel = KernelOp::CrossEntropy, .inputs = {logits, targets}};
+  op.reference = [ignore_index](const std::vector<Tensor>& in) -> Routed {
+    return {reference::cross_entropy(in[0], in[1], ignore_index)};
+  };
+  op.fast = [&](const Products&) { return cross_entropy_fast(logits, targets, rows, classes, counted, ignore_index); };
+  return route(op).output;
 }
 
 }  // namespace ag

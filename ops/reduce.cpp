@@ -14,6 +14,7 @@
 #include "../autograd/node.h"
 #include "binary.h"
 #include "dim_layout.h"
+#include "route.h"
 #include "shape.h"
 
 namespace ag {
@@ -110,20 +111,21 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   });
   if (indices) *indices = argmax;
   // Saved for backward: the winning index of each output (int64, one per output element).
-  return record(
-      op, y, {x},
-      [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-        if (detail::creating_graph()) {  // dy spread over x's shape, times a constant one-hot of the winners
-          Tensor winners;
-          {
-            NoGradGuard no_grad;
-            winners = max_backward(ones(dy.shape(), dy.dtype()), argmax, l, x_shape);
-          }
-          return std::vector<Tensor>{broadcast_to(dy.reshape(l.kept), x_shape) * winners};
-        }
-        return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
-      },
-      Saved{argmax}, BackwardOrder::AnyOrder);
+  return record(op, y, {x},
+                fast_or_composed(
+                    [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
+                    },
+                    [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+                      // dy spread over x's shape, times a constant one-hot of the winners
+                      Tensor winners;
+                      {
+                        NoGradGuard no_grad;
+                        winners = max_backward(ones(dy.shape(), dy.dtype()), argmax, l, x_shape);
+                      }
+                      return std::vector<Tensor>{broadcast_to(dy.reshape(l.kept), x_shape) * winners};
+                    }),
+                Saved{argmax}, BackwardOrder::AnyOrder);
 }
 
 }  // namespace

@@ -151,7 +151,8 @@ Tensor unslice(const Tensor& dy, const Shape& x_shape, std::size_t d, std::int64
   return record(
       "slice_backward", dx, {dy},
       [d, b, step, n](const Tensor& ddx, const std::vector<bool>&) {
-        return std::vector<Tensor>{slice(ddx, static_cast<std::int64_t>(d), b, n == 0 ? b : b + (n - 1) * step + 1, step)};
+        return std::vector<Tensor>{
+            slice(ddx, static_cast<std::int64_t>(d), b, n == 0 ? b : b + (n - 1) * step + 1, step)};
       },
       Saved{}, BackwardOrder::AnyOrder);
 }

@@ -22,10 +22,11 @@
 
 #include "../autograd/node.h"
 #include "binary.h"
+#include "dim_layout.h"
 #include "elementwise.h"
 #include "masking.h"
 #include "reduce.h"
-#include "dim_layout.h"
+#include "route.h"
 
 namespace ag {
 
@@ -138,33 +139,34 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
   DimLayout l = dim_layout("softmax", x.shape(), dim);
   Tensor y = softmax_forward("softmax", x, l, false);
   // Saved for backward: y only (the formula needs nothing else).
-  return record(
-      "softmax", y, {x},
-      [l, dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-        if (detail::creating_graph()) {  // the same formula as ops, through y's own history
-          Tensor p = detail::node_output(y);
-          return std::vector<Tensor>{p * (dy - sum(dy * p, dim, /*keepdim=*/true))};
-        }
-        return std::vector<Tensor>{softmax_backward(dy, y, l)};
-      },
-      Saved{y}, BackwardOrder::AnyOrder);
+  return record("softmax", y, {x},
+                fast_or_composed(
+                    [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{softmax_backward(dy, y, l)};
+                    },
+                    [dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {  // the same formula as ops,
+                      Tensor p = detail::node_output(y);                                 // through y's own history
+                      return std::vector<Tensor>{p * (dy - sum(dy * p, dim, /*keepdim=*/true))};
+                    }),
+                Saved{y}, BackwardOrder::AnyOrder);
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
   check_floating("log_softmax", x);
   DimLayout l = dim_layout("log_softmax", x.shape(), dim);
   Tensor y = softmax_forward("log_softmax", x, l, true);
-  return record(
-      "log_softmax", y, {x},
-      [l, dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-        if (detail::creating_graph()) {  // the same formula as ops; a fully masked row still gets none
-          Tensor dx = dy - exp(detail::node_output(y)) * sum(dy, dim, /*keepdim=*/true);
-          Tensor dead = fully_masked_rows(y, l);
-          return std::vector<Tensor>{dead.defined() ? masked_fill(dx, dead, 0.0) : dx};
-        }
-        return std::vector<Tensor>{log_softmax_backward(dy, y, l)};
-      },
-      Saved{y}, BackwardOrder::AnyOrder);
+  return record("log_softmax", y, {x},
+                fast_or_composed(
+                    [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{log_softmax_backward(dy, y, l)};
+                    },
+                    [l, dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      // the same formula as ops; a fully masked row still gets none
+                      Tensor dx = dy - exp(detail::node_output(y)) * sum(dy, dim, /*keepdim=*/true);
+                      Tensor dead = fully_masked_rows(y, l);
+                      return std::vector<Tensor>{dead.defined() ? masked_fill(dx, dead, 0.0) : dx};
+                    }),
+                Saved{y}, BackwardOrder::AnyOrder);
 }
 
 Tensor Tensor::softmax(std::int64_t dim) const { return ag::softmax(*this, dim); }

@@ -1,0 +1,69 @@
+// The matrix-product policy of one op call: how its products C = alpha op(A) op(B) + beta C run.
+//
+// The router (ops/route.h) decides it once, when the op runs, and hands it to the op's fast
+// kernels, which keep it for their backward: the kernels call products.gemm(...) and never ask
+// which precision is on.
+//
+//   float32 / float64     blas::gemm (OpenBLAS)
+//   bf16 (autocast)       bf16::gemm (oneDNN): both operands rounded to bf16, sums in float32
+//
+// Under bf16 a kernel may keep() a whole tensor rounded once (a weight, or a gradient read by
+// two products); every later product whose operand lies inside that tensor reads the rounded
+// copy instead of rounding again. A parameter's copy is the one autocast caches per version
+// (ops/autocast.h), so a weight is rounded once per step however often it is multiplied.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "../autograd/tensor.h"
+#include "bf16.h"
+#include "blas.h"
+
+namespace ag {
+
+class Products {
+ public:
+  // float32 and float64 through BLAS: every op outside autocast.
+  Products() = default;
+  // bf16 inputs and float32 sums, for float32 operands.
+  static Products bf16() {
+    Products p;
+    p.bf16_ = true;
+    return p;
+  }
+
+  bool in_bf16() const { return bf16_; }
+
+  // Under bf16, rounds the float32 tensor t whole (unless it is kept already) and keeps the
+  // copy with this policy; otherwise does nothing. Returns *this, so calls chain.
+  Products& keep(const Tensor& t);
+  // The same policy with only the parameters' copies kept: what a backward that may run long
+  // after the forward holds on to (an activation is cheaper to round again than to keep).
+  Products parameters_only() const;
+
+  template <class T>
+  void gemm(blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c, T beta = T(0), T alpha = T(1)) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_) return bf16_gemm(a, b, c, beta, alpha);
+    }
+    blas::gemm(a, b, c, beta, alpha);
+  }
+
+ private:
+  struct Kept {
+    const float* base;  // the tensor's float32 data, and how many values it holds
+    std::int64_t size;
+    std::shared_ptr<const bf16::Buffer> copy;
+    bool parameter;
+  };
+  void bf16_gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
+                 float alpha) const;
+
+  bool bf16_ = false;
+  std::vector<Kept> kept_;  // a few entries at most
+};
+
+}  // namespace ag

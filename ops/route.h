@@ -1,0 +1,95 @@
+// The router: how every op with two kernels runs, in one place.
+//
+// An op with a fast kernel and a readable reference twin declares itself once, as a RoutedOp:
+//
+//   the reference   the specification (ops/reference/), composed of differentiable ops
+//   the fast kernel its forward under a matrix-product policy, returning its hand-derived backward
+//   its products    whether its matrix products may take bf16 inputs under autocast
+//
+// and its public function is the argument check followed by route(op):
+//
+//   Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+//     check_linear("linear", x, weight, bias);
+//     RoutedOp op{.name = "linear", .kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
+//     op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::linear(in[0], in[1], in[2])}; };
+//     op.fast = [&](const Products& products) { return linear_fast(products, x, weight, bias); };
+//     return route(op).output;
+//   }
+//
+// route() applies the three switches the same way to every such op:
+//
+//   1. the kernel switch (ops/kernels.h): under Kernels::Reference, or with the op listed in
+//      set_reference_ops, the reference runs instead, and its own ops build the graph;
+//   2. autocast (ops/autocast.h): a float32 op whose products may be bf16 gets Products::bf16()
+//      while autocast is on, every other op the BLAS policy (ops/products.h);
+//   3. create_graph (autograd/grad.h): a backward pass that builds a graph runs the chain rule
+//      through the reference (or the op's own composed backward) instead of the fast backward,
+//      so that the gradient can be differentiated again.
+//
+// The three switches have one scope: each is a setting of the calling thread (as grad mode and
+// autocast are in PyTorch), read when an op is called. A new thread starts with the fast kernels,
+// grad mode on and autocast off; the thread pool's workers only run parts of a kernel an op has
+// already chosen, so they never read a switch. A node's backward runs with the choices its
+// forward made (the kernel and the product policy), wherever and whenever backward is called;
+// only create_graph is the backward pass's own.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "../autograd/node.h"
+#include "kernels.h"
+#include "products.h"
+
+namespace ag {
+
+// What an op hands back: its output (in the graph) and, for attention, a plain tensor beside it
+// (the weights, outside the graph; undefined when not asked for).
+struct Routed {
+  Tensor output;
+  Tensor aside = {};
+};
+
+// What the fast forward computed: the output, the backward that goes with it (the hand-derived
+// formula, run when the pass does not build a graph), the tensors that backward reads, and what
+// the op hands out beside the output.
+struct FastRun {
+  Tensor output;
+  BackwardFn backward;
+  Saved saved;
+  Tensor aside = {};
+};
+
+using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,
+                                                           const std::vector<bool>& need)>;
+
+struct RoutedOp {
+  const char* name = nullptr;           // the node's name
+  std::optional<KernelOp> kernel = {};  // the switch that may pick the reference; unset: one kernel
+  bool bf16_products = false;           // whether its matrix products may take bf16 inputs (autocast)
+  std::vector<Tensor> inputs = {};      // as passed: the node's inputs, the reference's arguments
+  std::function<Routed(const std::vector<Tensor>&)> reference = {};  // the specification
+  std::function<FastRun(const Products&)> fast = {};                 // the fast forward
+  // The backward under create_graph, as differentiable ops. Unset: the chain rule through
+  // `reference` (autograd/grad.h, detail::backward_by_composition).
+  ComposedBackward composed = {};
+};
+
+Routed route(const RoutedOp& op);
+
+// The create_graph switch for an op with one kernel and two forms of its backward: `fast` (a
+// hand loop, outside the graph) and `composed` (the same formula as differentiable ops, through
+// the saved tensors' history). A pass that builds a graph runs `composed`, any other `fast`.
+// route() uses it too; the op records the result as an AnyOrder backward.
+BackwardFn fast_or_composed(BackwardFn fast, BackwardFn composed);
+
+// For ops outside the graph (the optimizer's update, gradient clipping): the reference kernel or
+// the fast one, as the kernel switch says.
+template <class Reference, class Fast>
+decltype(auto) route_kernel(KernelOp op, Reference&& reference, Fast&& fast) {
+  if (use_reference(op)) return reference();
+  return fast();
+}
+
+}  // namespace ag
