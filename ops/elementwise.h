@@ -21,8 +21,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::
 
 namespace detail {
 // y[i] = GELU(x[i]) and, when slope is not null, slope[i] = GELU'(x[i]), for i < n. y may be x
-// (in place); slope must not overlap either. The loop behind gelu(), also used by linear_gelu
-// (nn_ops.h) on each band of rows straight after its product.
+// (in place); slope must not overlap either. The loop behind gelu() (fused/gelu.cpp), also used
+// by linear_gelu (nn_ops.h) on each band of rows straight after its product.
 void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
 void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate);
 }  // namespace detail

@@ -6,7 +6,7 @@
 //   O = P V                                [B, H, Tq, dv]
 //
 // Backward is the chain rule through matmul, masked_fill and softmax; docs/attention.md writes
-// it out, and the fused kernel of ops/attention.cpp computes the same lines tile by tile without
+// it out, and the fused kernel of ops/fused/attention.cpp computes the same lines tile by tile without
 // ever holding S or P for a whole sequence.
 #include <limits>
 

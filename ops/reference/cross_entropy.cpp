@@ -7,7 +7,7 @@
 // Backward, through masked_fill, sum and log_softmax:
 //   d log p_rc = -1/N at c = t_r, else 0
 //   dx_rc = d log p_rc - p_rc sum_c' d log p_rc'  =  (p_rc - [c = t_r]) / N
-// the formula the fused kernel in ops/nn_ops.cpp writes directly. No gradient reaches targets.
+// the formula the fused kernel in ops/fused/nn_ops.cpp writes directly. No gradient reaches targets.
 #include <algorithm>
 
 #include "../binary.h"

@@ -5,7 +5,7 @@
 //   dW = onehot^T dy                             (matmul's rule for its second operand)
 //
 // so row v of dW is the sum of dy over the positions that looked up v: the scatter-add that the
-// fast kernel in ops/nn_ops.cpp writes as a loop. Not differentiable in ids (onehot is a constant).
+// fast kernel in ops/fused/nn_ops.cpp writes as a loop. Not differentiable in ids (onehot is a constant).
 #include "../kernels.h"
 #include "../matmul.h"
 #include "../shape.h"

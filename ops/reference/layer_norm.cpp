@@ -7,7 +7,7 @@
 //
 // Backward is the chain rule through these five lines; docs/layer_norm.md shows that it
 // collapses to  dx = rstd (g - mean(g) - xhat mean(g xhat)),  g = dy weight,  which is what the
-// fast kernel in ops/layer_norm.cpp computes in one pass per row.
+// fast kernel in ops/fused/layer_norm.cpp computes in one pass per row.
 #include "../binary.h"
 #include "../elementwise.h"
 #include "../kernels.h"

@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
+#include <thread>
 
 #include "../test_util.h"
 
@@ -274,4 +276,63 @@ TEST(KernelsEqual, GuardRestoresAndNamesParse) {
 }
 
 }  // namespace
+// The kernel switch, grad mode and autocast have one scope, the calling thread (ops/route.h): a
+// new thread starts with fast kernels, grad on and autocast off, and what it sets stays its own.
+TEST(KernelsEqual, TheThreeSwitchesBelongToTheCallingThread) {
+  Generator gen(3);
+  Tensor x = randn({3, 5}, gen), w = randn({4, 5}, gen);
+  KernelGuard reference(Kernels::Reference);
+  NoGradGuard no_grad;
+  std::optional<AutocastGuard> autocast;
+  if (bf16::support().available) autocast.emplace();
+  reference::reset_call_counts();
+  Kernels seen_kernels = Kernels::Reference;
+  bool seen_grad = false, seen_autocast = true;
+  std::int64_t counted_there = -1;
+  std::thread other([&] {
+    seen_kernels = kernels();
+    seen_grad = is_grad_enabled();
+    seen_autocast = is_autocast_enabled();
+    linear(x, w, Tensor());  // the fast kernel: no reference call counted
+    counted_there = reference::call_counts()["linear"];
+    set_kernels(Kernels::Reference);  // this thread's own setting, gone with it
+    set_grad_enabled(false);
+  });
+  other.join();
+  EXPECT_EQ(seen_kernels, Kernels::Fast);
+  EXPECT_TRUE(seen_grad);
+  EXPECT_FALSE(seen_autocast);
+  EXPECT_EQ(counted_there, 0);
+  EXPECT_EQ(kernels(), Kernels::Reference);
+  linear(x, w, Tensor());  // here the reference runs
+  EXPECT_EQ(reference::call_counts()["linear"], 1);
+  std::thread fresh([&] { seen_kernels = kernels(); });
+  fresh.join();
+  EXPECT_EQ(seen_kernels, Kernels::Fast);  // the first thread's setting did not reach a new one
+}
+
+// A node's backward runs with the route its forward chose, whatever the switch says when
+// backward is called: the fast forward's hand-derived backward, not the reference.
+TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
+  Generator gen(4);
+  Tensor x = test::normal_leaf({3, 5}, gen), w = test::normal_leaf({4, 5}, gen);
+  Tensor y = layer_norm(linear(x, w, Tensor()), Tensor(), Tensor(), 1e-5).sum();
+  Tensor expected_dx, expected_dw;
+  {
+    Tensor xr = x.detach().requires_grad_(), wr = w.detach().requires_grad_();
+    KernelGuard reference(Kernels::Reference);
+    layer_norm(linear(xr, wr, Tensor()), Tensor(), Tensor(), 1e-5).sum().backward();
+    expected_dx = xr.grad();
+    expected_dw = wr.grad();
+  }
+  reference::reset_call_counts();
+  {
+    KernelGuard reference(Kernels::Reference);
+    y.backward();
+  }
+  EXPECT_TRUE(reference::call_counts().empty()) << "a fast node's backward called a reference kernel";
+  EXPECT_TRUE(test::all_close(x.grad(), expected_dx, 1e-12));
+  EXPECT_TRUE(test::all_close(w.grad(), expected_dw, 1e-12));
+}
+
 }  // namespace ag

@@ -1,4 +1,4 @@
-// Checks ops/attention.cpp: the fused op against a hand computation, against the composed
+// Checks ops/fused/attention.cpp: the fused op against a hand computation, against the composed
 // reference (values and gradients, float64), finite differences for every mask combination,
 // the causal property, and the [B, T, H, d] and packed-qkv layouts against the first.
 #include <cmath>

@@ -1,4 +1,5 @@
-// Checks ops/elementwise.cpp: values against closed forms, gradients against finite differences.
+// Checks ops/elementwise.cpp and ops/fused/gelu.cpp: values against closed forms, gradients
+// against finite differences.
 #include <cmath>
 #include <numbers>
 

@@ -1,4 +1,5 @@
-// Checks ops/nn_ops.cpp: linear, linear_gelu, embedding, layer_norm, dropout, cross_entropy.
+// Checks the ops of ops/nn_ops.h (in ops/fused/): linear, linear_gelu, embedding, layer_norm, dropout,
+// cross_entropy.
 #include <cmath>
 #include <limits>
 

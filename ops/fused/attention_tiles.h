@@ -1,11 +1,11 @@
-// The fused attention kernels of ops/attention.cpp, block by block over the queries, for any
+// The fused attention kernels of ops/fused/attention.cpp, block by block over the queries, for any
 // layout of q, k and v: what they share with the op that calls them. The math is at the top of
-// ops/attention.cpp; the readable twin is ops/reference/attention.cpp.
+// ops/fused/attention.cpp; the readable twin is ops/reference/attention.cpp.
 #pragma once
 
 #include <cstdint>
 
-#include "products.h"
+#include "../products.h"
 
 namespace ag::attention_kernels {
 

@@ -13,7 +13,7 @@
 //   dQ = scale dS K,   dK = scale dS^T Q      (S = scale Q K^T, the matmul rule again)
 //
 // Masked positions have P = 0, so dS = 0 there: no gradient flows through a masked score.
-#include "attention.h"
+#include "../attention.h"
 
 #include <algorithm>
 #include <array>
@@ -22,11 +22,11 @@
 #include <limits>
 #include <vector>
 
-#include "../autograd/dispatch.h"
+#include "../../autograd/dispatch.h"
+#include "../blas.h"
+#include "../reference/reference.h"
+#include "../route.h"
 #include "attention_tiles.h"
-#include "blas.h"
-#include "reference/reference.h"
-#include "route.h"
 
 namespace ag {
 

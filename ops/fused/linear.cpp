@@ -13,16 +13,16 @@
 // and add in float32; GELU, the bias and db stay float32.
 #include <algorithm>
 
-#include "../autograd/dispatch.h"
-#include "../autograd/grad_mode.h"
-#include "../runtime/parallel.h"
-#include "blas.h"
-#include "elementwise.h"
-#include "fast_math.h"
-#include "nn_ops.h"
-#include "reference/reference.h"
-#include "route.h"
-#include "rows.h"
+#include "../../autograd/dispatch.h"
+#include "../../autograd/grad_mode.h"
+#include "../../runtime/parallel.h"
+#include "../blas.h"
+#include "../elementwise.h"
+#include "../fast_math.h"
+#include "../nn_ops.h"
+#include "../reference/reference.h"
+#include "../route.h"
+#include "../rows.h"
 
 namespace ag {
 

@@ -11,13 +11,13 @@
 #include <cmath>
 #include <vector>
 
-#include "../autograd/dispatch.h"
-#include "../runtime/parallel.h"
-#include "fast_math.h"
-#include "nn_ops.h"
-#include "reference/reference.h"
-#include "route.h"
-#include "rows.h"
+#include "../../autograd/dispatch.h"
+#include "../../runtime/parallel.h"
+#include "../fast_math.h"
+#include "../nn_ops.h"
+#include "../reference/reference.h"
+#include "../route.h"
+#include "../rows.h"
 
 namespace ag {
 

@@ -1,22 +1,22 @@
 // embedding, dropout and cross_entropy; linear and linear_gelu are in linear.cpp, layer_norm in
 // layer_norm.cpp. Notation: R = rows (every dim but the last, flattened), D or C = the last dim.
-#include "nn_ops.h"
+#include "../nn_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "../autograd/dispatch.h"
-#include "../autograd/grad_mode.h"
-#include "../autograd/node.h"
-#include "../runtime/parallel.h"
-#include "binary.h"
-#include "blas.h"
-#include "elementwise.h"
-#include "fast_math.h"
-#include "reduce.h"
-#include "reference/reference.h"
-#include "route.h"
+#include "../../autograd/dispatch.h"
+#include "../../autograd/grad_mode.h"
+#include "../../autograd/node.h"
+#include "../../runtime/parallel.h"
+#include "../binary.h"
+#include "../blas.h"
+#include "../elementwise.h"
+#include "../fast_math.h"
+#include "../reduce.h"
+#include "../reference/reference.h"
+#include "../route.h"
 
 namespace ag {
 

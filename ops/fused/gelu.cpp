@@ -1,0 +1,118 @@
+// gelu: the fused op (a fast kernel, and reference::gelu as its twin) and the loops behind it,
+// which linear_gelu (fused/linear.cpp) also runs on each band of rows.
+//
+//   x: any shape, float32 or float64.   y, dy, dx: the shape of x.
+#include <cmath>
+#include <numbers>
+#include <utility>
+
+#include "../../autograd/dispatch.h"
+#include "../../autograd/grad_mode.h"
+#include "../../runtime/parallel.h"
+#include "../binary.h"
+#include "../elementwise.h"
+#include "../fast_math.h"
+#include "../reference/reference.h"
+#include "../route.h"
+
+namespace ag {
+
+// Exact:  y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2
+//         dy/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi)   (product rule; Phi' = phi)
+// Tanh:   y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
+//         dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+// Both are computed in the tensor's own type, double for float64 and float math for float32;
+// the exact form's Phi and phi come from fast_math.h, written so that the loop runs in SIMD.
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
+constexpr double kCubic = 0.044715;
+
+namespace {
+
+// y[i] = f(x[i]) and, when slope is not null, slope[i] = f'(x[i]); `f(v)` returns both.
+// Two loops rather than a test inside one, so that each compiles to SIMD code.
+template <class T, class F>
+[[gnu::always_inline]] inline void value_and_slope_loop(const T* x, T* y, T* slope, std::int64_t n, F f) {
+  if (slope)
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto [value, d] = f(x[i]);
+      y[i] = value;
+      slope[i] = d;
+    }
+  else
+    for (std::int64_t i = 0; i < n; ++i) y[i] = f(x[i]).first;
+}
+
+template <class T>
+std::pair<T, T> gelu_exact(T v) {
+  auto [cdf, pdf] = fast::normal(v);  // Phi(v) and phi(v)
+  return {v * cdf, cdf + v * pdf};
+}
+
+template <class T>
+std::pair<T, T> gelu_tanh(T v) {
+  T t = std::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v));
+  T du = T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * v * v);
+  return {T(0.5) * v * (T(1) + t), T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du};
+}
+
+// The float32 exact loop is the one a GPT step spends its time in: compiled for AVX2 + FMA too.
+AG_SIMD_CLONES void gelu_exact_loop(const float* x, float* y, float* slope, std::int64_t n) {
+  value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_exact(v); });
+}
+void gelu_exact_loop(const double* x, double* y, double* slope, std::int64_t n) {
+  value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_exact(v); });
+}
+
+}  // namespace
+
+namespace detail {
+
+void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::None)
+    gelu_exact_loop(x, y, slope, n);
+  else
+    value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_tanh(v); });
+}
+void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::None)
+    gelu_exact_loop(x, y, slope, n);
+  else
+    value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_tanh(v); });
+}
+
+}  // namespace detail
+
+// GELU's value and slope share their expensive part (erf, or tanh), so the forward pass
+// computes both and saves the slope: backward is then one multiply, dx = dy * f'(x).
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  const char* op = approximate == GeluApproximation::None ? "gelu" : "gelu_tanh";
+  check_floating(op, x);
+  // With create_graph: the chain rule through reference::gelu's ops, which gives
+  // GELU''(x) = phi(x) (2 - x^2) (or the tanh form's) when differentiated again.
+  RoutedOp route_op{.name = op, .kernel = KernelOp::Gelu, .inputs = {x}};
+  route_op.reference = [approximate](const std::vector<Tensor>& in) -> Routed {
+    return {reference::gelu(in[0], approximate)};
+  };
+  route_op.fast = [&](const Products&) {
+    bool need_slope = is_grad_enabled() && x.requires_grad();
+    Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
+    dispatch_floating(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const T* px = x.data_ptr<T>();
+      T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
+      parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
+        detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
+      });
+    });
+    auto backward = [slope](const Tensor& dy, const std::vector<bool>&) {
+      NoGradGuard no_grad;
+      return std::vector<Tensor>{dy * slope};
+    };
+    return FastRun{y, backward, Saved{slope}};
+  };
+  return route(route_op).output;
+}
+
+Tensor Tensor::gelu(GeluApproximation approximate) const { return ag::gelu(*this, approximate); }
+
+}  // namespace ag

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Two rules of the library's source, read from the files themselves.
+
+1. The layering of docs/architecture.md: every #include "..." of a library file points to a
+   folder its own folder may include (LAYERS below, the same table as the doc), or is one of
+   the few named edges in EXCEPTIONS. A violation is reported with its file and line.
+
+2. One router: the three switches of an op with two kernels (the kernel route, autocast and
+   create_graph) are read in ops/route.cpp alone. No other file of ops/ or nn/ calls
+   use_reference(), creating_graph() or autocasts() (ops/kernels.cpp and ops/autocast.cpp
+   define the first and the last).
+
+  source_rules.py ROOT           checks the tree at ROOT; exits 1 on any violation
+  source_rules.py --self-test    also shows that each rule catches a planted violation
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+# Folder -> the folders its files may include (besides their own). Kept equal to the map in
+# docs/architecture.md.
+LAYERS = {
+    "runtime": set(),
+    "autograd": {"runtime"},
+    "autograd/debug": {"autograd", "runtime"},
+    "ops": {"autograd", "runtime"},
+    "ops/reference": {"ops", "autograd", "runtime"},
+    "ops/fused": {"ops/reference", "ops", "autograd", "runtime"},
+    "nn": {"ops", "ops/reference", "autograd", "runtime"},
+    "text": {"nn", "ops", "autograd", "runtime"},
+    "io": {"text", "nn", "ops", "autograd", "runtime"},
+    "distributed": {"autograd", "runtime"},
+    "include/attograd": {"runtime", "autograd", "autograd/debug", "ops", "ops/reference", "ops/fused", "nn", "text",
+                         "io", "distributed"},
+}
+
+# The edges the table does not allow, each named: (file, included file) -> why.
+EXCEPTIONS = {
+    ("autograd/engine.cpp", "ops/binary.h"):
+        "the gradient sum of a pass that builds a graph is an add node (create_graph)",
+    ("autograd/functional.cpp", "ops/shape.h"):
+        "jacobian and hessian stack their rows with cat",
+    ("autograd/gradcheck.cpp", "ops/shape.h"):
+        "gradcheck reshapes and concatenates the inputs it perturbs",
+}
+
+SWITCHES = re.compile(r"\b(use_reference|creating_graph|autocasts)\s*\(")
+# Where the switches may be named: the router, and the two files that define them.
+SWITCH_HOMES = {"ops/route.cpp", "ops/route.h", "ops/kernels.cpp", "ops/kernels.h", "ops/autocast.cpp",
+                "ops/autocast.h"}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def folder_of(path):
+    """The LAYERS folder a library path belongs to (the longest that contains it), or None."""
+    containing = [folder for folder in LAYERS if path.startswith(folder + "/")]
+    return max(containing, key=len) if containing else None
+
+
+def library_files(root):
+    for folder in LAYERS:
+        base = os.path.join(root, folder)
+        if not os.path.isdir(base):
+            continue
+        for name in sorted(os.listdir(base)):
+            if name.endswith((".h", ".cpp")):
+                yield f"{folder}/{name}"
+
+
+def check(root):
+    """Every violation as 'file:line: message'."""
+    problems = []
+    for rel in library_files(root):
+        own = folder_of(rel)
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for number, line in enumerate(lines, 1):
+            m = INCLUDE.match(line)
+            if m:
+                target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1)))
+                if not os.path.exists(os.path.join(root, target)):
+                    # A path relative to the include directories: "attograd/..." or "runtime/...".
+                    for prefix in ("", "include"):
+                        candidate = os.path.normpath(os.path.join(prefix, m.group(1)))
+                        if os.path.exists(os.path.join(root, candidate)):
+                            target = candidate
+                            break
+                theirs = folder_of(target)
+                if theirs is None or theirs == own or theirs in LAYERS[own]:
+                    continue
+                if (rel, target) in EXCEPTIONS:
+                    continue
+                problems.append(f"{rel}:{number}: includes {target} ({theirs}/), which the map in "
+                                f"docs/architecture.md does not allow for {own}/ (it may include: "
+                                f"{', '.join(sorted(LAYERS[own])) or 'nothing of attograd'})")
+            code = line.split("//", 1)[0]
+            if SWITCHES.search(code) and rel not in SWITCH_HOMES and (rel.startswith("ops/") or rel.startswith("nn/")):
+                name = SWITCHES.search(code).group(1)
+                problems.append(f"{rel}:{number}: calls {name}() itself; only the router (ops/route.cpp) reads "
+                                f"the kernel switch, autocast and create_graph")
+    # Every named exception must still be an edge of the tree: a stale one would hide nothing,
+    # but would leave the map describing code that no longer exists.
+    for (rel, target), why in EXCEPTIONS.items():
+        path = os.path.join(root, rel)
+        if not os.path.exists(path):
+            problems.append(f"{rel}: named in EXCEPTIONS ({why}) but does not exist")
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if os.path.relpath(target, os.path.dirname(rel)) not in text:
+            problems.append(f"{rel}: EXCEPTIONS allows it to include {target} ({why}), but it no longer does")
+    return problems
+
+
+def self_test(root):
+    """Plants one violation of each rule in a copy of the tree and checks both are reported."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in LAYERS:
+            src = os.path.join(root, folder)
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(tmp, folder), dirs_exist_ok=True)
+        with open(os.path.join(tmp, "runtime/parallel.h"), "a", encoding="utf-8") as f:
+            f.write('\n#include "../nn/module.h"\n')
+        with open(os.path.join(tmp, "ops/matmul.cpp"), "a", encoding="utf-8") as f:
+            f.write("\nbool planted() { return ag::use_reference(ag::KernelOp::Linear); }\n")
+        found = check(tmp)
+        wanted = ["runtime/parallel.h", "ops/matmul.cpp"]
+        missed = [w for w in wanted if not any(p.startswith(w + ":") for p in found)]
+        return missed
+
+
+def main():
+    args = sys.argv[1:]
+    run_self_test = "--self-test" in args
+    args = [a for a in args if a != "--self-test"]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    problems = check(root)
+    for p in problems:
+        print(p)
+    status = 1 if problems else 0
+    if run_self_test:
+        missed = self_test(root)
+        for m in missed:
+            print(f"self-test: a violation planted in {m} was not reported")
+        if missed:
+            status = 1
+    if status == 0:
+        print("source rules: the include map and the one router hold")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
