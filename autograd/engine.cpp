@@ -184,7 +184,7 @@ std::shared_ptr<TensorImpl> sum_of(const TensorImpl& a, const Tensor& b) {
   dispatch_floating(b.dtype(), "backward", [&](auto tag) {
     using T = decltype(tag);
     const T *pa = static_cast<const T*>(a.storage->data()), *pb = b.data_ptr<T>();
-    T* po = out.data_ptr<T>();
+    T* po = out.mutable_data_ptr<T>();
     parallel_for(b.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
     });
@@ -206,7 +206,7 @@ std::mutex leaf_grad_mutex;
 std::shared_ptr<TensorImpl> owned(Tensor g) {
   if (sole_owner(g.impl())) return g.impl();
   Tensor copy = empty(g.shape(), g.dtype());
-  std::memcpy(copy.raw_data(), g.raw_data(), static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()));
+  std::memcpy(copy.mutable_raw_data(), g.mutable_raw_data(), static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()));
   return copy.impl();
 }
 

@@ -44,9 +44,7 @@ class OutOfMemoryError : public std::bad_alloc {
   std::string message_;
 };
 
-// a * b, or a clear error when the product does not fit in int64.
-std::int64_t checked_mul(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what);
-// a + b, likewise.
+// a + b, or a clear error when the sum does not fit in int64.
 std::int64_t checked_add(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what);
 
 }  // namespace ag

@@ -123,6 +123,5 @@ std::string to_string(const Tensor& t, const PrintOptions& options) {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << to_string(t); }
-std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_str(shape); }
 
 }  // namespace ag

@@ -4,10 +4,11 @@
 //   tensor([[ 0.5000, -1.2500],
 //           [ 2.0000,  3.0000]], shape=[2, 2], dtype=float32)
 //
-// fmt::format("{}", t), fmt::print and std::ostream << all work, for tensors and for shapes:
+// fmt::format("{}", t), fmt::print and std::ostream << all work for tensors; a shape prints
+// through fmt (or shape_str), since a Shape is a std::vector and an operator<< for it would have
+// to be declared for every std::vector<int64_t> of the program:
 //
 //   fmt::print("{}\n", x.shape());   // [2, 3], as shape_str writes it
-//   std::cout << x.shape();          // the same
 #pragma once
 
 #include <fmt/format.h>
@@ -30,15 +31,8 @@ struct PrintOptions {
 
 std::string to_string(const Tensor& t, const PrintOptions& options = {});
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
-// "[2, 3]".
-std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 }  // namespace ag
-
-// Shape is a std type, so argument-dependent lookup never finds ag's operator<< for it: this
-// declaration makes `std::cout << x.shape()` work in code outside namespace ag too. (Inside a
-// namespace that declares an operator<< of its own, write `using ag::operator<<;` there.)
-using ag::operator<<;
 
 template <>
 struct fmt::formatter<ag::Tensor> : fmt::formatter<std::string> {

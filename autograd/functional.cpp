@@ -59,9 +59,9 @@ Shape concat(const Shape& a, const Shape& b) {
 Tensor basis(const Tensor& like, std::int64_t i) {
   Tensor e = zeros(like.shape(), like.dtype());
   if (e.dtype() == kFloat64)
-    e.data_ptr<double>()[i] = 1.0;
+    e.mutable_data_ptr<double>()[i] = 1.0;
   else
-    e.data_ptr<float>()[i] = 1.0f;
+    e.mutable_data_ptr<float>()[i] = 1.0f;
   return e;
 }
 

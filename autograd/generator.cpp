@@ -81,7 +81,7 @@ Tensor fill_random(const char* op, const Shape& shape, DType dtype, Draw draw) {
   Tensor t = detail::empty_for(op, shape, dtype);
   dispatch_floating(dtype, op, [&](auto tag) {
     using T = decltype(tag);
-    T* p = t.data_ptr<T>();
+    T* p = t.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = draw(T{});
   });
   return t;
@@ -108,7 +108,7 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generato
   Tensor t = detail::empty_for("randint", shape, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* p = t.data_ptr<T>();
+    T* p = t.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(generator.integer(low, high));
   });
   return t;

@@ -61,7 +61,7 @@ GradcheckResult check(const std::function<Tensor()>& f, const std::vector<Tensor
   int failures = 0;
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     Tensor x = tensors[k];
-    double* v = x.data_ptr<double>();
+    double* v = x.mutable_data_ptr<double>();
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
       double saved = v[i];
       v[i] = saved + options.eps;

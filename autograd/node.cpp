@@ -71,8 +71,8 @@ void check_unchanged(const std::string& op, const SavedVersion& saved) {
   if (storage->version() != saved.version)
     throw_state("backward",
                 "{} of '{}' ({}) was changed in place after the forward pass saved it for the gradient: it was at "
-                "version {} then and is at version {} now (an optimizer step, or data_ptr on a non-const tensor, which "
-                "counts as a write: read with const_data_ptr). The gradient would be computed from values the "
+                "version {} then and is at version {} now (an optimizer step, or a write through mutable_data_ptr). "
+                "The gradient would be computed from values the "
                 "forward never used. Run the forward again after the change, or change a clone()",
                 role_name(saved.role), op, describe(tensor.get()), saved.version, storage->version());
 }

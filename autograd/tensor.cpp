@@ -44,12 +44,6 @@ TensorImpl::~TensorImpl() { detail::tensor_destroyed(); }
 
 std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-std::int64_t checked_mul(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what) {
-  std::int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) throw_length(op, "{}: {} x {} does not fit in int64", what, a, b);
-  return product;
-}
-
 std::int64_t checked_add(std::string_view op, std::int64_t a, std::int64_t b, std::string_view what) {
   std::int64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum)) throw_length(op, "{}: {} + {} does not fit in int64", what, a, b);
@@ -114,7 +108,7 @@ std::int64_t Tensor::numel() const { return shape_numel(shape()); }
 DType Tensor::dtype() const { return checked("dtype").dtype; }
 
 const void* Tensor::raw_data() const { return checked("data").storage->data(); }
-void* Tensor::raw_data() {
+void* Tensor::mutable_raw_data() {
   checked("data").storage->bump_version();
   return impl_->storage->data();
 }
@@ -130,7 +124,7 @@ const T* Tensor::data_ptr() const {
 }
 
 template <class T>
-T* Tensor::data_ptr() {
+T* Tensor::mutable_data_ptr() {
   const T* p = std::as_const(*this).data_ptr<T>();
   impl_->storage->bump_version();
   return const_cast<T*>(p);
@@ -173,7 +167,7 @@ std::vector<T> Tensor::to_vector() const {
 
 // NOLINTNEXTLINE(bugprone-macro-parentheses): T is a type name
 #define AG_INSTANTIATE_ACCESS(T)                                       \
-  template T* Tensor::data_ptr<T>();                                   \
+  template T* Tensor::mutable_data_ptr<T>();                                 \
   template const T* Tensor::data_ptr<T>() const;                       \
   template T Tensor::item<T>() const;                                  \
   template T Tensor::at<T>(std::initializer_list<std::int64_t>) const; \
@@ -194,7 +188,7 @@ void convert(const Tensor& from, Tensor& to) {
     const S* src = from.data_ptr<S>();
     dispatch_all(to.dtype(), [&](auto dst_tag) {
       using D = decltype(dst_tag);
-      D* dst = to.data_ptr<D>();
+      D* dst = to.mutable_data_ptr<D>();
       for (std::int64_t i = 0, n = from.numel(); i < n; ++i) dst[i] = static_cast<D>(src[i]);
     });
   });
@@ -215,7 +209,7 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype());
-  std::memcpy(out.raw_data(), raw_data(), static_cast<std::size_t>(numel()) * dtype_size(dtype()));
+  std::memcpy(out.mutable_raw_data(), raw_data(), static_cast<std::size_t>(numel()) * dtype_size(dtype()));
   if (!is_floating(dtype())) return out;
   // y = x:  dx = dy
   return record(
@@ -347,7 +341,7 @@ Tensor filled(std::string_view op, const Shape& shape, double value, DType dtype
   Tensor t = detail::empty_for(op, shape, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* p = t.data_ptr<T>();
+    T* p = t.mutable_data_ptr<T>();
     std::fill(p, p + t.numel(), static_cast<T>(value));
   });
   return t;
@@ -375,7 +369,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
   Tensor t = detail::empty_for("arange", {n}, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* p = t.data_ptr<T>();
+    T* p = t.mutable_data_ptr<T>();
     for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
   });
   return t;
@@ -389,7 +383,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
   if (static_cast<std::int64_t>(values.size()) != n)
     throw_invalid("from_vector", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
   Tensor t = detail::empty_for("from_vector", shape, dtype_of<T>());
-  std::copy(values.begin(), values.end(), t.data_ptr<T>());
+  std::copy(values.begin(), values.end(), t.mutable_data_ptr<T>());
   return t;
 }
 
@@ -405,7 +399,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   Tensor t = detail::empty_for("tensor", shape, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* p = t.data_ptr<T>();
+    T* p = t.mutable_data_ptr<T>();
     for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
   });
   return t;

@@ -50,8 +50,8 @@ class Storage {
   const void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
 
-  // Counts the writes made in place: every mutable access to the data (Tensor::data_ptr and
-  // raw_data on a non-const tensor, hence every optimizer step and in-place update) adds one.
+  // Counts the writes made in place: every mutable access to the data (Tensor::mutable_data_ptr
+  // and mutable_raw_data, hence every optimizer step and in-place update) adds one.
   // An op saving this storage for backward notes the count, and backward refuses to run if it
   // has moved since (docs/autograd.md, "In-place changes").
   std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
@@ -99,17 +99,17 @@ class Tensor {
   DType dtype() const;
 
   // --- element access (the dtype must match T) --------------------------------------------
-  // On a non-const tensor, data_ptr and raw_data count as a write: they bump the storage's
-  // version, so a value saved for backward cannot change unseen. To read, use a const Tensor
-  // or const_data_ptr.
-  template <class T>
-  T* data_ptr();
+  // PyTorch's split: data_ptr and const_data_ptr read; mutable_data_ptr is the one way to
+  // write, and it bumps the storage's version, so a value saved for backward cannot change
+  // unseen (a backward that reads it then refuses to run). A read never counts as a write.
   template <class T>
   const T* data_ptr() const;
   template <class T>
-  const T* const_data_ptr() const {  // reads, even through a non-const handle
+  const T* const_data_ptr() const {
     return data_ptr<T>();
   }
+  template <class T>
+  T* mutable_data_ptr();
   template <class T>
   T item() const;       // the single element of a one-element tensor
   double item() const;  // the same, converted to double
@@ -214,7 +214,7 @@ class Tensor {
   // --- low level --------------------------------------------------------------------------
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
   const void* raw_data() const;
-  void* raw_data();
+  void* mutable_raw_data();  // a write, like mutable_data_ptr
 
  private:
   const TensorImpl& checked(const char* what) const;

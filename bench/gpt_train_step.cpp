@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     std::vector<double> sent_mb, reduce_ms, exposed_ms, overlap;
     auto random_ids = [&] {
       ag::Tensor t = ag::empty({c.batch, c.model.block_size}, ag::kInt64);
-      for (auto& v : std::span(t.data_ptr<std::int64_t>(), static_cast<std::size_t>(t.numel())))
+      for (auto& v : std::span(t.mutable_data_ptr<std::int64_t>(), static_cast<std::size_t>(t.numel())))
         v = static_cast<std::int64_t>(gen.next_u64() % static_cast<std::uint64_t>(c.model.vocab_size));
       return t;
     };

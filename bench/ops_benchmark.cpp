@@ -50,7 +50,7 @@ void BM_GemmFp32OpenBLAS(benchmark::State& state) {
   std::int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
   for (auto _ : state)
-    ag::blas::gemm<float>({a.const_data_ptr<float>(), m, k}, {b.const_data_ptr<float>(), k, n}, {c.data_ptr<float>(), m, n});
+    ag::blas::gemm<float>({a.const_data_ptr<float>(), m, k}, {b.const_data_ptr<float>(), k, n}, {c.mutable_data_ptr<float>(), m, n});
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_GemmFp32OpenBLAS)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
@@ -64,7 +64,7 @@ void BM_GemmBf16OneDNN(benchmark::State& state) {
   Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
   ag::bf16::Buffer a16 = ag::bf16::convert(a.const_data_ptr<float>(), a.numel()),
                    b16 = ag::bf16::convert(b.const_data_ptr<float>(), b.numel());
-  for (auto _ : state) ag::bf16::gemm({a16.data.get(), m, k}, {b16.data.get(), k, n}, {c.data_ptr<float>(), m, n});
+  for (auto _ : state) ag::bf16::gemm({a16.data.get(), m, k}, {b16.data.get(), k, n}, {c.mutable_data_ptr<float>(), m, n});
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_GemmBf16OneDNN)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
@@ -78,7 +78,7 @@ void BM_GemmBf16OneDNNWithRounding(benchmark::State& state) {
   Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
   for (auto _ : state)
     ag::bf16::gemm(ag::blas::Matrix<const float>{a.const_data_ptr<float>(), m, k},
-                   ag::blas::Matrix<const float>{b.const_data_ptr<float>(), k, n}, {c.data_ptr<float>(), m, n});
+                   ag::blas::Matrix<const float>{b.const_data_ptr<float>(), k, n}, {c.mutable_data_ptr<float>(), m, n});
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_GemmBf16OneDNNWithRounding)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
@@ -154,7 +154,7 @@ BENCHMARK(BM_Gelu)->Arg(512)->Arg(768)->Unit(benchmark::kMicrosecond);
 void BM_CrossEntropy(benchmark::State& state) {
   Tensor logits = leaf({1024, 65}, 8);
   Tensor ids = ag::empty({1024}, ag::kInt64);
-  for (std::int64_t i = 0; i < 1024; ++i) ids.data_ptr<std::int64_t>()[i] = (i * 7) % 65;
+  for (std::int64_t i = 0; i < 1024; ++i) ids.mutable_data_ptr<std::int64_t>()[i] = (i * 7) % 65;
   forward_backward(state, {logits}, [&](const auto& in) { return ag::cross_entropy(in[0], ids); });
 }
 BENCHMARK(BM_CrossEntropy)->Unit(benchmark::kMicrosecond);

@@ -23,10 +23,9 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // acc += g, element by element in acc's dtype: the same additions, in the same order, as
 // sum_in_rank_order makes across ranks.
 void add_into(Tensor& acc, const Tensor& g) {
-  acc.impl()->storage->bump_version();
   dispatch_floating(acc.dtype(), "DataParallel", [&](auto tag) {
     using T = decltype(tag);
-    T* a = acc.data_ptr<T>();
+    T* a = acc.mutable_data_ptr<T>();
     const T* b = g.data_ptr<T>();
     for (std::int64_t i = 0, n = acc.numel(); i < n; ++i) a[i] += b[i];
   });
@@ -66,8 +65,8 @@ struct DataParallel::Channel {
     offset = 0;
     for (std::size_t j : bucket.params) {
       std::size_t n = static_cast<std::size_t>(grads[j].numel()) * elem;
-      grads[j].impl()->storage->bump_version();
-      std::memcpy(const_cast<void*>(grads[j].raw_data()), flat.data() + offset, n);
+      Tensor g = grads[j];  // a handle to the gradient itself
+      std::memcpy(g.mutable_raw_data(), flat.data() + offset, n);
       offset += n;
     }
     std::lock_guard lock(mutex);

@@ -129,15 +129,14 @@ void broadcast(const std::vector<Tensor>& tensors, int root) {
   std::string shapes;
   for (const Tensor& t : tensors) shapes += fmt::format("{} {}\n", dtype_name(t.dtype()), shape_str(t.shape()));
   check_same("the shapes of the tensors to broadcast", shapes);
-  for (const Tensor& t : tensors) {
-    auto* bytes = static_cast<char*>(const_cast<void*>(t.raw_data()));
+  for (Tensor t : tensors) {  // a handle: the write goes to the caller's storage
+    auto* bytes = static_cast<char*>(t.mutable_raw_data());
     std::int64_t n = t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
     for (std::int64_t done = 0; done < n;) {
       int piece = static_cast<int>(std::min<std::int64_t>(n - done, 1 << 30));
       mpi::broadcast(world(), bytes + done, piece, root);
       done += piece;
     }
-    t.impl()->storage->bump_version();
   }
 }
 

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   for (auto [name, w] : {std::pair{"W1", w1}, std::pair{"b1", b1}, std::pair{"W2", w2}}) {
     fmt::print("{} = {}\n", name, w);
     fmt::print("{:>10} {:>14} {:>14} {:>10}\n", "element", "backward", "finite diff", "abs diff");
-    double* v = w.data_ptr<double>();
+    double* v = w.mutable_data_ptr<double>();
     const double* g = w.grad().data_ptr<double>();
     for (std::int64_t i = 0; i < w.numel(); ++i) {
       double saved = v[i];

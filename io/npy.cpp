@@ -340,7 +340,7 @@ Tensor parse_npy(std::string_view bytes, std::string_view source) {
     for (char c : data)
       if (c != 0 && c != 1) throw_invalid(source, "a bool byte is neither 0 nor 1");
   Tensor t = empty(h.shape, h.dtype);
-  if (!data.empty()) std::memcpy(t.raw_data(), data.data(), data.size());
+  if (!data.empty()) std::memcpy(t.mutable_raw_data(), data.data(), data.size());
   return t;
 }
 

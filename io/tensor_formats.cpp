@@ -178,7 +178,7 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
       throw_invalid(source, "tensor '{}' is {} {} ({} bytes) but its data_offsets span {} bytes", name, dtype_name(dt),
                     shape_str(dims), static_cast<std::uint64_t>(numel) * dtype_size(dt), end - begin);
     Tensor t = empty(dims, dt);
-    if (end > begin) std::memcpy(t.raw_data(), data.data() + begin, static_cast<std::size_t>(end - begin));
+    if (end > begin) std::memcpy(t.mutable_raw_data(), data.data() + begin, static_cast<std::size_t>(end - begin));
     if (dt == kBool)
       for (std::int64_t i = 0; i < numel; ++i)
         if (static_cast<unsigned char>(data[static_cast<std::size_t>(begin + i)]) > 1)

@@ -242,9 +242,9 @@ void SGD::step() {
     bool first = !has_slot(i, 0);
     dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
       using T = decltype(tag);
-      T* w = p.data_ptr<T>();
+      T* w = p.mutable_data_ptr<T>();
       const T* g = grad.data_ptr<T>();
-      T* buf = o.momentum != 0 ? slot(i, 0).template data_ptr<T>() : nullptr;
+      T* buf = o.momentum != 0 ? slot(i, 0).template mutable_data_ptr<T>() : nullptr;
       double mu = o.momentum;
       for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
         double d = g[j] + o.weight_decay * w[j];
@@ -282,10 +282,10 @@ void Adam::step() {
     double step_size = o.lr / bias1, sqrt_bias2 = std::sqrt(bias2);
     dispatch_floating(p.dtype(), name_, [&](auto tag) {
       using T = decltype(tag);
-      T* w = p.data_ptr<T>();
+      T* w = p.mutable_data_ptr<T>();
       const T* g = grad.data_ptr<T>();
-      T* m = slot(i, 0).template data_ptr<T>();
-      T* v = slot(i, 1).template data_ptr<T>();
+      T* m = slot(i, 0).template mutable_data_ptr<T>();
+      T* v = slot(i, 1).template mutable_data_ptr<T>();
       route_kernel(
           KernelOp::AdamUpdate,
           [&] {  // the textbook loop of ops/reference/optim.cpp
@@ -334,7 +334,7 @@ double clip_grad_norm_fast(const std::vector<Tensor>& params, double max_norm) {
     if (!g.defined()) continue;
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
       using T = decltype(tag);
-      T* pg = g.data_ptr<T>();
+      T* pg = g.mutable_data_ptr<T>();
       for (std::int64_t j = 0, n = g.numel(); j < n; ++j) pg[j] = static_cast<T>(pg[j] * scale);
     });
   }

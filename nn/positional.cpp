@@ -34,7 +34,7 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(std::int64_t max_len,
     throw_invalid("SinusoidalPositionalEncoding", "sizes must be positive, got max_len={} d_model={}", max_len,
                   d_model);
   Tensor pe = detail::empty_for("SinusoidalPositionalEncoding", {max_len, d_model}, kFloat64);
-  double* p = pe.data_ptr<double>();
+  double* p = pe.mutable_data_ptr<double>();
   for (std::int64_t t = 0; t < max_len; ++t)
     for (std::int64_t c = 0; c < d_model; ++c) {
       // channels 2i and 2i + 1 share the frequency 1 / 10000^(2i / D)
@@ -72,8 +72,8 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, do
   for (std::int64_t t = 0; t < max_len; ++t)
     for (std::int64_t i = 0; i < half; ++i) {
       double angle = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / head_dim);
-      c.data_ptr<double>()[t * half + i] = std::cos(angle);
-      s.data_ptr<double>()[t * half + i] = std::sin(angle);
+      c.mutable_data_ptr<double>()[t * half + i] = std::cos(angle);
+      s.mutable_data_ptr<double>()[t * half + i] = std::sin(angle);
     }
   cos_table = register_buffer("cos", c);
   sin_table = register_buffer("sin", s);

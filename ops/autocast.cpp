@@ -59,15 +59,6 @@ Precision parse_precision(std::string_view name) {
   throw std::invalid_argument(fmt::format("precision must be fp32, bf16 or auto, got '{}'", name));
 }
 
-std::string_view precision_name(Precision precision) {
-  switch (precision) {
-    case Precision::Fp32: return "fp32";
-    case Precision::Bf16: return "bf16";
-    case Precision::Auto: break;
-  }
-  return "auto";
-}
-
 PrecisionChoice choose_precision(Precision precision) {
   const bf16::Support& s = bf16::support();
   std::string fp32 = fmt::format("fp32 OpenBLAS ({})", blas_kernels());

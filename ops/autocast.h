@@ -60,7 +60,6 @@ class AutocastGuard {
 enum class Precision { Fp32, Bf16, Auto };
 // "fp32", "bf16" or "auto"; anything else throws std::invalid_argument.
 Precision parse_precision(std::string_view name);
-std::string_view precision_name(Precision precision);
 
 struct PrecisionChoice {
   bool bf16 = false;

@@ -86,7 +86,7 @@ Tensor broadcast_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
     using T = decltype(tag);
     const T* pa = a.data_ptr<T>();
     const T* pb = b.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     if (a.shape() == b.shape()) {  // the common case, one flat loop
       parallel_for(y.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
@@ -109,7 +109,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   dispatch_floating(x.dtype(), "broadcast_to", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     auto sx = broadcast_strides(x.shape(), shape);
     for_each_broadcast(shape, sx, sx, [&](std::int64_t o, std::int64_t ix, std::int64_t) { py[o] = px[ix]; });
   });
@@ -130,7 +130,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   dispatch_floating(g.dtype(), "sum_to", [&](auto tag) {
     using T = decltype(tag);
     const T* pg = g.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     auto sy = broadcast_strides(shape, g.shape());
     for_each_broadcast(g.shape(), sy, sy, [&](std::int64_t o, std::int64_t iy, std::int64_t) { py[iy] += pg[o]; });
   });
@@ -240,7 +240,7 @@ Tensor& update_in_place(const char* op, Tensor& self, const Tensor& other, Tenso
     NoGradGuard no_grad;
     result = f(self, other);
   }
-  std::memcpy(self.raw_data(), result.raw_data(), static_cast<std::size_t>(result.numel()) * dtype_size(self.dtype()));
+  std::memcpy(self.mutable_raw_data(), result.mutable_raw_data(), static_cast<std::size_t>(result.numel()) * dtype_size(self.dtype()));
   return self;
 }
 

@@ -29,7 +29,7 @@ Tensor unary_backward(const char* op, const Tensor& dy, const Tensor& saved, DF 
     using T = decltype(tag);
     const T* ps = saved.data_ptr<T>();
     const T* pdy = dy.data_ptr<T>();
-    T* pdx = dx.data_ptr<T>();
+    T* pdx = dx.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = saved.numel(); i < n; ++i) pdx[i] = pdy[i] * df(ps[i]);
   });
   return dx;
@@ -45,7 +45,7 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = f(px[i]);
   });
   // The saved tensor shares the caller's buffer: no copy. The input is kept as passed (its

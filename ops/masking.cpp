@@ -31,7 +31,7 @@ Tensor masked_fill_backward(const Tensor& dy, const Tensor& m) {
     using T = decltype(tag);
     const T* pdy = dy.data_ptr<T>();
     const bool* pm = m.data_ptr<bool>();
-    T* pdx = dx.data_ptr<T>();
+    T* pdx = dx.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = dy.numel(); i < n; ++i) pdx[i] = pm[i] ? T(0) : pdy[i];
   });
   return dx;
@@ -48,7 +48,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
     const bool* pm = m.data_ptr<bool>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = pm[i] ? static_cast<T>(value) : px[i];
   });
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
@@ -64,7 +64,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {
   if (tq < 0 || tk < 0) throw_invalid("causal_mask", "lengths must be non-negative, got Tq={} Tk={}", tq, tk);
   Tensor mask = detail::empty_for("causal_mask", {tq, tk}, kBool);
-  bool* p = mask.data_ptr<bool>();
+  bool* p = mask.mutable_data_ptr<bool>();
   for (std::int64_t i = 0; i < tq; ++i)
     for (std::int64_t j = 0; j < tk; ++j) p[i * tk + j] = j <= i + (tk - tq);
   return mask;
@@ -74,7 +74,7 @@ Tensor key_padding_mask(const std::vector<std::int64_t>& lengths, std::int64_t t
   if (t < 0) throw_invalid("key_padding_mask", "T must be non-negative, got {}", t);
   auto b = static_cast<std::int64_t>(lengths.size());
   Tensor mask = empty({b, 1, 1, t}, kBool);
-  bool* p = mask.data_ptr<bool>();
+  bool* p = mask.mutable_data_ptr<bool>();
   for (std::int64_t i = 0; i < b; ++i) {
     if (lengths[static_cast<std::size_t>(i)] < 0 || lengths[static_cast<std::size_t>(i)] > t)
       throw_invalid("key_padding_mask", "length {} of sequence {} is outside 0..{}",
@@ -88,7 +88,7 @@ Tensor logical_not(const Tensor& mask) {
   check_bool("logical_not", mask);
   Tensor out = empty_like(mask);
   const bool* p = mask.data_ptr<bool>();
-  bool* q = out.data_ptr<bool>();
+  bool* q = out.mutable_data_ptr<bool>();
   for (std::int64_t i = 0, n = mask.numel(); i < n; ++i) q[i] = !p[i];
   return out;
 }
@@ -100,7 +100,7 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
   Tensor ea = expand_mask("logical_and", a, shape), eb = expand_mask("logical_and", b, shape);
   Tensor out = empty(shape, kBool);
   const bool *pa = ea.data_ptr<bool>(), *pb = eb.data_ptr<bool>();
-  bool* q = out.data_ptr<bool>();
+  bool* q = out.mutable_data_ptr<bool>();
   for (std::int64_t i = 0, n = out.numel(); i < n; ++i) q[i] = pa[i] && pb[i];
   return out;
 }

@@ -87,7 +87,7 @@ Tensor batched_gemm(Products products, const Tensor& a, bool trans_a, const Tens
   dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     batch_products<T>(products, a.data_ptr<T>(), ra, ca, trans_a, batch_of(sa), b.data_ptr<T>(), rb, cb, trans_b,
-                      batch_of(sb), batch, c.data_ptr<T>(), m, n);
+                      batch_of(sb), batch, c.mutable_data_ptr<T>(), m, n);
   });
   return c;
 }

@@ -37,7 +37,7 @@ Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape&
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i) {
         double acc = 0.0;
@@ -74,7 +74,7 @@ Tensor max_backward(const Tensor& dy, const Tensor& argmax, const DimLayout& l, 
     using T = decltype(tag);
     const T* pdy = dy.data_ptr<T>();
     const auto* pi = argmax.data_ptr<std::int64_t>();
-    T* pdx = dx.data_ptr<T>();
+    T* pdx = dx.mutable_data_ptr<T>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i)
         pdx[(o * l.n + pi[o * l.inner + i]) * l.inner + i] = pdy[o * l.inner + i];
@@ -92,8 +92,8 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
-    auto* pi = argmax.data_ptr<std::int64_t>();
+    T* py = y.mutable_data_ptr<T>();
+    auto* pi = argmax.mutable_data_ptr<std::int64_t>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i) {
         std::int64_t best = 0;

@@ -19,7 +19,7 @@ void copy_elements(void* dst, const void* src, std::int64_t count, DType dtype) 
 }
 
 char* bytes(Tensor& t, std::int64_t element) {
-  return static_cast<char*>(t.raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  return static_cast<char*>(t.mutable_raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
 }
 const char* bytes(const Tensor& t, std::int64_t element) {
   return static_cast<const char*>(t.raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
@@ -108,7 +108,7 @@ Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   dispatch_all(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* px = static_cast<const T*>(x.raw_data());
-    T* py = static_cast<T*>(y.raw_data());
+    T* py = static_cast<T*>(y.mutable_raw_data());
     std::vector<std::int64_t> counter(rank, 0);
     std::int64_t src = 0;
     for (std::int64_t o = 0; o < total; ++o) {  // odometer over y's index, tracking x's offset

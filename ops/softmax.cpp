@@ -43,7 +43,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
-    T* py = y.data_ptr<T>();
+    T* py = y.mutable_data_ptr<T>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i) {
         T m = -std::numeric_limits<T>::infinity();
@@ -73,7 +73,7 @@ Tensor softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& l) {
   dispatch_floating(y.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-    T* pdx = dx.data_ptr<T>();
+    T* pdx = dx.mutable_data_ptr<T>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i) {
         double dot = 0.0;  // sum_k dy_k y_k
@@ -92,7 +92,7 @@ Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& 
   dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
     using T = decltype(tag);
     const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-    T* pdx = dx.data_ptr<T>();
+    T* pdx = dx.mutable_data_ptr<T>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i) {
         T m = -std::numeric_limits<T>::infinity();
@@ -119,7 +119,7 @@ Tensor fully_masked_rows(const Tensor& y, const DimLayout& l) {
   dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data_ptr<T>();
-    bool* pd = dead.data_ptr<bool>();
+    bool* pd = dead.mutable_data_ptr<bool>();
     for (std::int64_t o = 0; o < l.outer; ++o)
       for (std::int64_t i = 0; i < l.inner; ++i) {
         T m = -std::numeric_limits<T>::infinity();

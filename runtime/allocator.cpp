@@ -27,7 +27,7 @@ struct Cache {
   std::mutex mutex;
   std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // by rounded size
   std::size_t bytes = 0;
-  std::size_t limit = std::size_t{1} << 30;
+  const std::size_t limit = std::size_t{1} << 30;  // 1 GiB
 };
 
 Cache& cache() {
@@ -85,19 +85,6 @@ void empty_cache() {
     for (void* b : blocks) std::free(b);
   c.free_blocks.clear();
   c.bytes = 0;
-}
-
-void set_cache_limit(std::size_t bytes) {
-  {
-    std::lock_guard lock(cache().mutex);
-    cache().limit = bytes;
-  }
-  if (cached_bytes() > static_cast<std::int64_t>(bytes)) empty_cache();
-}
-
-std::size_t cache_limit() {
-  std::lock_guard lock(cache().mutex);
-  return cache().limit;
 }
 
 }  // namespace ag

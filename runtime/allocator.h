@@ -3,7 +3,7 @@
 // A training step allocates the same buffers, of the same sizes, every step. Returning them to
 // the system and asking again costs page faults (a fresh page is over 10 us on these
 // machines); keeping freed blocks for the next request of the same size makes the steady
-// state allocation-free. The cache holds at most cache_limit() bytes; past that, blocks go
+// state allocation-free. The cache holds at most 1 GiB; past that, blocks go
 // back to the system.
 #pragma once
 
@@ -19,8 +19,5 @@ void free_block(void* block, std::size_t nbytes);
 std::int64_t cached_bytes();
 // Returns every cached block to the system.
 void empty_cache();
-// The cache's size limit in bytes (default 1 GiB; 0 turns caching off).
-void set_cache_limit(std::size_t bytes);
-std::size_t cache_limit();
 
 }  // namespace ag

@@ -159,8 +159,8 @@ TextDataset::Batch TextDataset::sample(Split split, std::int64_t batch, std::int
     throw_invalid("TextDataset", "the {} split has {} tokens, fewer than block + 1 = {}",
                   split == Split::Train ? "training" : "validation", n, block + 1);
   Tensor x = empty({batch, block}, kInt64), y = empty({batch, block}, kInt64);
-  auto* px = x.data_ptr<std::int64_t>();
-  auto* py = y.data_ptr<std::int64_t>();
+  auto* px = x.mutable_data_ptr<std::int64_t>();
+  auto* py = y.mutable_data_ptr<std::int64_t>();
   for (std::int64_t b = 0; b < batch; ++b) {
     // A start in 0 .. n - block - 1, so the target window (one further) still fits.
     auto start = static_cast<std::int64_t>(generator.next_u64() % static_cast<std::uint64_t>(n - block));

@@ -135,7 +135,7 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     using T = decltype(tag);
     auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
     auto grad = [&](int i) {
-      return need[s.at[i].input] ? grads[s.at[i].input].template data_ptr<T>() + s.at[i].offset : nullptr;
+      return need[s.at[i].input] ? grads[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
@@ -163,8 +163,8 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
     dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
-      attention_forward<T>(n, L, mask, scale, in(0), in(1), in(2), lse.data_ptr<T>(),
-                           need_weights ? weights.data_ptr<T>() : nullptr, out.data_ptr<T>(), products);
+      attention_forward<T>(n, L, mask, scale, in(0), in(1), in(2), lse.mutable_data_ptr<T>(),
+                           need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(), products);
     });
   FusedSaved saved{inputs, at, attn_mask, lse, n, L, scale, causal, op, products};
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)

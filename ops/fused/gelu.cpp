@@ -99,7 +99,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     dispatch_floating(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       const T* px = x.data_ptr<T>();
-      T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
+      T *py = y.mutable_data_ptr<T>(), *ps = need_slope ? slope.mutable_data_ptr<T>() : nullptr;
       parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
         detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
       });

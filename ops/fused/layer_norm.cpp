@@ -121,11 +121,11 @@ std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const
       T* pdw = need[1] ? partial_dw[c] : nullptr;
       T* pdb = need[2] ? partial_db[c] : nullptr;
       std::vector<T> scratch(static_cast<std::size_t>(2 * d));
-      layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.data_ptr<T>() : nullptr, pdw, pdb, scratch.data(), d,
+      layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.mutable_data_ptr<T>() : nullptr, pdw, pdb, scratch.data(), d,
                                first, last);
     });
-    if (need[1]) partial_dw.add_to(dw.data_ptr<T>());
-    if (need[2]) partial_db.add_to(db.data_ptr<T>());
+    if (need[1]) partial_dw.add_to(dw.mutable_data_ptr<T>());
+    if (need[2]) partial_db.add_to(db.mutable_data_ptr<T>());
   });
   return {dx, dw, db};
 }
@@ -144,8 +144,8 @@ FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bia
     std::vector<T> zeros_b(bias.defined() ? 0 : static_cast<std::size_t>(d), T(0));
     const T* pw = weight.defined() ? weight.data_ptr<T>() : ones_w.data();
     const T* pb = bias.defined() ? bias.data_ptr<T>() : zeros_b.data();
-    T* py = y.data_ptr<T>();
-    double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
+    T* py = y.mutable_data_ptr<T>();
+    double *pm = mean.mutable_data_ptr<double>(), *pr = rstd.mutable_data_ptr<double>();
     parallel_for(rows, std::max<std::int64_t>(1, kLayerNormGrain / d), [&](std::int64_t first, std::int64_t last) {
       layer_norm_rows(px, pw, pb, py, pm, pr, d, eps, first, last);
     });

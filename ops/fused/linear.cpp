@@ -96,7 +96,7 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
     if (need[0]) {
       dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
       if (full_work)
-        blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in}, blas::Matrix<T>{dx.data_ptr<T>(), rows, in});
+        blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in}, blas::Matrix<T>{dx.mutable_data_ptr<T>(), rows, in});
     }
     if (!need[1] && !need[2]) return;
     bool split = blas::worth_splitting(out, in, rows) && rows >= 2 * blas::kBand;
@@ -111,7 +111,7 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
     auto band = [&](std::int64_t c, std::int64_t r0, std::int64_t r1) {
       if (need[1] && full_work)  // this band's dW part: dy[r0:r1]^T x[r0:r1]
         blas::gemm(dys.row_band(r0, r1).t(), xs.row_band(r0, r1),
-                   blas::Matrix<T>{dw_parts[static_cast<std::size_t>(c)].template data_ptr<T>(), out, in});
+                   blas::Matrix<T>{dw_parts[static_cast<std::size_t>(c)].template mutable_data_ptr<T>(), out, in});
       if (need[2]) column_sums(dys.data + r0 * out, r1 - r0, out, db_parts[c]);
     };
     if (chunks == 1)
@@ -121,7 +121,7 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
         band(c, lo * blas::kBand, std::min(rows, hi * blas::kBand));
       });
     if (need[1] && chunks > 1) {
-      T* pdw = dw.data_ptr<T>();
+      T* pdw = dw.mutable_data_ptr<T>();
       parallel_for(dw.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
         for (std::size_t c = 1; c < dw_parts.size(); ++c) {
           const T* part = dw_parts[c].template data_ptr<T>();
@@ -131,7 +131,7 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
     }
     if (need[2]) {
       db = zeros({out}, dy.dtype());
-      db_parts.add_to(db.data_ptr<T>());
+      db_parts.add_to(db.mutable_data_ptr<T>());
     }
   });
   return {dx, dw, db};
@@ -152,10 +152,10 @@ std::vector<Tensor> linear_backward_bf16(Products products, const Tensor& dy, co
     blas::Matrix<const float> dys{dy.const_data_ptr<float>(), rows, out};
     if (need[0])
       products.gemm(dys, blas::Matrix<const float>{w.const_data_ptr<float>(), out, in},
-                    blas::Matrix<float>{dx.data_ptr<float>(), rows, in});
+                    blas::Matrix<float>{dx.mutable_data_ptr<float>(), rows, in});
     if (need[1])
       products.gemm(dys.t(), blas::Matrix<const float>{x.const_data_ptr<float>(), rows, in},
-                    blas::Matrix<float>{dw.data_ptr<float>(), out, in});
+                    blas::Matrix<float>{dw.mutable_data_ptr<float>(), out, in});
   }
   if (need[2]) db = linear_backward_blas(dy, x, w, {false, false, true})[2];
   return {dx, dw, db};
@@ -175,7 +175,7 @@ std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor&
   dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     const T *pdy = dy.data_ptr<T>(), *ps = slope.data_ptr<T>();
-    T* pdh = dh.data_ptr<T>();
+    T* pdh = dh.mutable_data_ptr<T>();
     parallel_for(dh.numel(), 8192, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) pdh[i] = pdy[i] * ps[i];
     });
@@ -190,7 +190,7 @@ FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, co
   Tensor y = detail::empty_for("linear", linear_shape(x, weight), x.dtype());
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    linear_forward<T>(products, x, weight, bias, y.data_ptr<T>(), [](std::int64_t, std::int64_t) {});
+    linear_forward<T>(products, x, weight, bias, y.mutable_data_ptr<T>(), [](std::int64_t, std::int64_t) {});
   });
   auto backward = [products, x, weight](const Tensor& dy, const std::vector<bool>& need) {
     return linear_backward(products, dy, x, weight, need);
@@ -208,7 +208,7 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
          slope = need_slope ? empty_like(y) : Tensor();
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
-    T *py = y.data_ptr<T>(), *ps = need_slope ? slope.data_ptr<T>() : nullptr;
+    T *py = y.mutable_data_ptr<T>(), *ps = need_slope ? slope.mutable_data_ptr<T>() : nullptr;
     linear_forward<T>(products, x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
       detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
     });

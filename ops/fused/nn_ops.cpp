@@ -32,7 +32,7 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, const Shape& w_sh
     using T = decltype(tag);
     const T* pdy = dy.data_ptr<T>();
     const auto* pid = ids.data_ptr<std::int64_t>();
-    T* pdw = dw.data_ptr<T>();
+    T* pdw = dw.mutable_data_ptr<T>();
     std::int64_t dim = w_shape[1];
     for (std::int64_t p = 0, n = ids.numel(); p < n; ++p)
       for (std::int64_t j = 0; j < dim; ++j) pdw[pid[p] * dim + j] += pdy[p * dim + j];
@@ -66,7 +66,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
       using T = decltype(tag);
       const T* pw = weight.data_ptr<T>();
-      T* py = y.data_ptr<T>();
+      T* py = y.mutable_data_ptr<T>();
       for (std::int64_t p = 0; p < positions; ++p) std::copy(pw + pid[p] * dim, pw + (pid[p] + 1) * dim, py + p * dim);
     });
     auto backward = [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
@@ -87,7 +87,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   Tensor scale = empty_like(x);  // keep / (1 - p): 0 or 1/(1-p)
   dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    T* ps = scale.data_ptr<T>();
+    T* ps = scale.mutable_data_ptr<T>();
     T kept = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) ps[i] = generator.uniform() >= p ? kept : T(0);
   });
@@ -121,7 +121,7 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& x, const Tensor& t
     const T* px = x.data_ptr<T>();
     const auto* pt = targets.data_ptr<std::int64_t>();
     const double* pl = lse.data_ptr<double>();
-    T* pdx = dx.data_ptr<T>();
+    T* pdx = dx.mutable_data_ptr<T>();
     std::int64_t classes = x.shape().back();
     double g = static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
     for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
@@ -152,7 +152,7 @@ FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* px = logits.data_ptr<T>();
-    double* pl = lse.data_ptr<double>();
+    double* pl = lse.mutable_data_ptr<double>();
     std::vector<T> e(static_cast<std::size_t>(classes));  // one row's exponentials
     for (std::int64_t r = 0; r < rows; ++r) {
       if (pt[r] == ignore_index) continue;

@@ -24,7 +24,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   std::int64_t classes = logits.shape().back(), rows = targets.numel(), counted = 0;
   // is_target[r, c]: true where c is row r's target and the row counts.
   Tensor is_target = zeros(logits.shape(), kBool);
-  auto* pick = is_target.data_ptr<bool>();
+  auto* pick = is_target.mutable_data_ptr<bool>();
   const auto* pt = targets.data_ptr<std::int64_t>();
   for (std::int64_t r = 0; r < rows; ++r)
     if (pt[r] != ignore_index) {

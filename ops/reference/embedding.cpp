@@ -20,9 +20,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   const auto* pid = ids.data_ptr<std::int64_t>();
   for (std::int64_t p = 0; p < positions; ++p) {
     if (weight.dtype() == kFloat64)
-      onehot.data_ptr<double>()[p * vocab + pid[p]] = 1.0;
+      onehot.mutable_data_ptr<double>()[p * vocab + pid[p]] = 1.0;
     else
-      onehot.data_ptr<float>()[p * vocab + pid[p]] = 1.0f;
+      onehot.mutable_data_ptr<float>()[p * vocab + pid[p]] = 1.0f;
   }
   Shape y_shape = ids.shape();
   y_shape.push_back(weight.size(1));

@@ -60,7 +60,7 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   for (Tensor g : grads)  // a handle: the gradient itself is scaled
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
       using T = decltype(tag);
-      T* p = g.data_ptr<T>();
+      T* p = g.mutable_data_ptr<T>();
       for (std::int64_t j = 0; j < g.numel(); ++j) p[j] = static_cast<T>(p[j] * scale);
     });
   return norm;

@@ -76,7 +76,7 @@ TEST(Engine, GradientFromOneConsumerIsNotCopied) {
   Tensor upstream = ones({3}, kFloat64);
   (x * 1.0).backward(upstream);
   EXPECT_NE(x.grad().raw_data(), upstream.raw_data());
-  x.grad().data_ptr<double>()[0] = 5;
+  x.grad().mutable_data_ptr<double>()[0] = 5;
   EXPECT_EQ(upstream.at<double>({0}), 1.0);
 }
 
@@ -180,7 +180,7 @@ TEST(Engine, TenThousandStepsHoldMemoryFlat) {
     Tensor loss = (x.matmul(w).tanh() - 0.5).pow(2.0).mean();
     loss.backward();
     NoGradGuard no_grad;
-    float* pw = w.data_ptr<float>();
+    float* pw = w.mutable_data_ptr<float>();
     const float* g = w.grad().data_ptr<float>();
     for (std::int64_t i = 0; i < w.numel(); ++i) pw[i] -= 0.01f * g[i];
     w.zero_grad();

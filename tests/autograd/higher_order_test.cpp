@@ -652,7 +652,7 @@ TEST(HigherOrder, ThirdDerivativeOfEachFusedOpEqualsItsComposition) {
   Tensor targets = from_vector<std::int64_t>({1, 4, -100, 0, 2, 3}, {2, 3});
   Tensor is_target = zeros({2, 3, 5}, kBool);
   for (std::int64_t r = 0, t[] = {1, 4, -1, 0, 2, 3}; r < 6; ++r)
-    if (t[r] >= 0) is_target.data_ptr<bool>()[r * 5 + t[r]] = true;
+    if (t[r] >= 0) is_target.mutable_data_ptr<bool>()[r * 5 + t[r]] = true;
   std::vector<Pair> pairs = {
       {"softmax", [&](const Tensor& t) { return weigh(t.softmax(-1)); }, [&](const Tensor& t) { return weigh(softmax_c(t)); }},
       {"log_softmax", [&](const Tensor& t) { return weigh(t.log_softmax(-1)); },

@@ -22,17 +22,19 @@ TEST(Version, MutableAccessBumpsAndReadingDoesNot) {
   std::uint64_t v = t.version();
   const Tensor& ct = t;
   (void)ct.data_ptr<double>();
+  (void)t.data_ptr<double>();  // through a non-const handle too: data_ptr reads
   (void)t.const_data_ptr<double>();
+  (void)t.raw_data();
   (void)t.at<double>({0});
   (void)t.to_vector<double>();
   EXPECT_EQ(t.version(), v) << "reading is not a write";
-  t.data_ptr<double>()[0] = 1;
+  t.mutable_data_ptr<double>()[0] = 1;
   EXPECT_EQ(t.version(), v + 1);
-  (void)t.raw_data();
+  (void)t.mutable_raw_data();
   EXPECT_EQ(t.version(), v + 2);
   // Views and detached handles share the storage, and so its version.
   Tensor view = t.reshape({3, 1}), alias = t.detach();
-  alias.data_ptr<double>()[1] = 2;
+  alias.mutable_data_ptr<double>()[1] = 2;
   EXPECT_EQ(view.version(), v + 3);
   EXPECT_EQ(t.version(), v + 3);
 }
@@ -40,7 +42,7 @@ TEST(Version, MutableAccessBumpsAndReadingDoesNot) {
 TEST(Version, WriteThroughDataPtrAfterSaveIsCaught) {
   Tensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
   Tensor y = (a * b).sum();  // mul saves a and b: da = dy * b
-  b.data_ptr<double>()[0] = 100;
+  b.mutable_data_ptr<double>()[0] = 100;
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { y.backward(); },
                                               "input 1 of 'mul' (float64 [3], a leaf) was changed in place"));
   EXPECT_FALSE(a.grad().defined()) << "nothing accumulated before the check";
@@ -50,11 +52,26 @@ TEST(Version, WriteThroughDataPtrAfterSaveIsCaught) {
   EXPECT_TRUE(all_close(a.grad(), {100, 5, 6}, 0));
 }
 
+// Reading a saved tensor between forward and backward (a non-const handle, as user code has)
+// leaves backward free to run; writing it still stops backward.
+TEST(Version, AReadBetweenForwardAndBackwardIsNotAWrite) {
+  Tensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
+  Tensor y = (a * b).sum();
+  EXPECT_EQ(b.data_ptr<double>()[0], 4.0);  // reads through the non-const handle b
+  EXPECT_NE(b.raw_data(), nullptr);
+  y.backward();
+  EXPECT_TRUE(all_close(a.grad(), {4, 5, 6}, 0));
+  Tensor z = (a * b).sum();
+  b.mutable_data_ptr<double>()[0] = 7;
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { z.backward(); },
+                                              "input 1 of 'mul' (float64 [3], a leaf) was changed in place"));
+}
+
 TEST(Version, AnOpThatReadsNothingIgnoresChanges) {
   // add's gradient is dy itself: a change to its inputs cannot make it wrong.
   Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
   Tensor y = (a + b).sum();
-  a.data_ptr<double>()[0] = 7;
+  a.mutable_data_ptr<double>()[0] = 7;
   y.backward();
   EXPECT_TRUE(all_close(a.grad(), {1, 1}, 0));
   EXPECT_TRUE(all_close(b.grad(), {1, 1}, 0));
@@ -64,11 +81,11 @@ TEST(Version, OutputsAndCapturedMasksAreChecked) {
   Tensor x = leaf({0.5, -1, 2}, {3});
   Tensor e = x.exp();  // exp saves its output: dx = dy * e
   Tensor loss = e.sum();
-  e.data_ptr<double>()[0] = 0;
+  e.mutable_data_ptr<double>()[0] = 0;
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { loss.backward(); }, "its output of 'exp'"));
   Tensor mask = from_vector<bool>({true, false, false}, {3});
   Tensor filled = masked_fill(x, mask, 0.0).sum();
-  mask.data_ptr<bool>()[1] = true;  // the mask is not an input, but its backward reads it
+  mask.mutable_data_ptr<bool>()[1] = true;  // the mask is not an input, but its backward reads it
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { filled.backward(); }, "a tensor it saved of 'masked_fill'"));
 }
 

@@ -40,9 +40,9 @@ TEST_P(SumInRankOrder, EqualsTheSequentialSumBitForBit) {
   for (int r = 1; r < size; ++r) {
     Tensor x = values_of_rank(r, n, dtype);
     if (dtype == kFloat32)
-      for (std::int64_t i = 0; i < n; ++i) expected.data_ptr<float>()[i] += x.data_ptr<float>()[i];
+      for (std::int64_t i = 0; i < n; ++i) expected.mutable_data_ptr<float>()[i] += x.data_ptr<float>()[i];
     else
-      for (std::int64_t i = 0; i < n; ++i) expected.data_ptr<double>()[i] += x.data_ptr<double>()[i];
+      for (std::int64_t i = 0; i < n; ++i) expected.mutable_data_ptr<double>()[i] += x.data_ptr<double>()[i];
   }
   EXPECT_TRUE(same_bits(mine, expected)) << "n = " << n << ", " << size << " ranks";
 }
@@ -82,7 +82,7 @@ TEST(Dist, CheckInSyncNamesTheRankThatDiffers) {
   Tensor w = full({6}, 0.5, kFloat64);
   EXPECT_NO_THROW(dist::check_in_sync("the weights", {w}));
   if (dist::rank() == dist::world_size() - 1 && dist::world_size() > 1) {
-    w.data_ptr<double>()[3] = 0.25;
+    w.mutable_data_ptr<double>()[3] = 0.25;
   }
   if (dist::world_size() == 1) return;
   std::string expected = fmt::format("rank {} has other values than rank 0", dist::world_size() - 1);
@@ -124,7 +124,7 @@ std::vector<Tensor> gradient_by_definition(nn::GPT& model, std::int64_t micro) {
       }
       dispatch_floating(g.dtype(), "test", [&](auto tag) {
         using T = decltype(tag);
-        for (std::int64_t i = 0; i < g.numel(); ++i) sum[j].data_ptr<T>()[i] += g.data_ptr<T>()[i];
+        for (std::int64_t i = 0; i < g.numel(); ++i) sum[j].mutable_data_ptr<T>()[i] += g.data_ptr<T>()[i];
       });
     }
   }

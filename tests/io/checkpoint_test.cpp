@@ -448,7 +448,7 @@ TEST(GPTCheckpoint, Float64TiedHeadLoadsIntoAFloat32Model) {
   EXPECT_EQ(target.wte->weight.to_vector<float>(), wte.to(kFloat32).to_vector<float>());
   // A head that differs from the float64 wte, even by less than float32 can show, is still refused.
   Tensor nudged = wte.clone();
-  nudged.data_ptr<double>()[0] += 1e-12;
+  nudged.mutable_data_ptr<double>()[0] += 1e-12;
   ckpt.file.tensors.back().second = nudged;
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(target, ckpt); },
                                                  "lm_head.weight differs from transformer.wte.weight"));
@@ -482,7 +482,7 @@ TEST(GPTCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
   std::string path = dir.path("nan.safetensors");
   for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
     Tensor w = (*source.blocks)[1].mlp->fc->weight;
-    w.data_ptr<float>()[5] = static_cast<float>(bad);
+    w.mutable_data_ptr<float>()[5] = static_cast<float>(bad);
     io::save_gpt(path, source, tok);
     std::vector<float> before = target.named_parameters().front().second.to_vector<float>();
     EXPECT_TRUE(throws_with<std::invalid_argument>(
@@ -494,7 +494,7 @@ TEST(GPTCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
     io::load_gpt(target, io::read_gpt_checkpoint(path), {.allow_non_finite = true});
     float loaded = (*target.blocks)[1].mlp->fc->weight.data_ptr<float>()[5];
     EXPECT_TRUE(std::isnan(bad) ? std::isnan(loaded) : loaded == static_cast<float>(bad));
-    w.data_ptr<float>()[5] = 0;
+    w.mutable_data_ptr<float>()[5] = 0;
   }
   // A float64 weight beyond float32's range becomes infinite in the float32 model: refused too.
   io::save_gpt(path, source, tok);  // finite again

@@ -194,7 +194,7 @@ TEST(TrainingState, NonFiniteWeightsLoadWhenAllowed) {
   TinyRun a(1), b(2);
   a.train(1);
   Tensor w = a.model.named_parameters().front().second;
-  w.data_ptr<float>()[0] = std::nanf("");
+  w.mutable_data_ptr<float>()[0] = std::nanf("");
   io::save_training_state(dir.path("s.safetensors"), a.state(), a.tokenizer, 1);
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] { io::load_training_state(dir.path("s.safetensors"), b.state(), b.tokenizer); }, "holds nan at element 0"));

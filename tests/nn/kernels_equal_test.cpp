@@ -127,7 +127,7 @@ Tensor random_ids(Generator& gen, std::int64_t vocab, Shape shape, std::int64_t 
   Tensor t = empty(shape, kInt64);
   auto range = static_cast<std::uint64_t>(vocab - first);
   for (std::int64_t i = 0; i < t.numel(); ++i)
-    t.data_ptr<std::int64_t>()[i] = first + static_cast<std::int64_t>(gen.next_u64() % range);
+    t.mutable_data_ptr<std::int64_t>()[i] = first + static_cast<std::int64_t>(gen.next_u64() % range);
   return t;
 }
 
@@ -189,8 +189,8 @@ Run transformer_run(Kernels kernels, DType dtype, double dropout) {
   std::vector<std::int64_t> lengths{7, 4, 2};
   for (std::int64_t b = 0; b < 3; ++b)
     for (std::int64_t j = lengths[static_cast<std::size_t>(b)]; j < 7; ++j)
-      src.data_ptr<std::int64_t>()[b * 7 + j] = kPad;
-  tgt.data_ptr<std::int64_t>()[2 * 6 + 5] = kPad;  // one ignored target
+      src.mutable_data_ptr<std::int64_t>()[b * 7 + j] = kPad;
+  tgt.mutable_data_ptr<std::int64_t>()[2 * 6 + 5] = kPad;  // one ignored target
   Tensor src_mask = key_padding_mask(lengths, 7);
   Tensor tgt_in = slice(tgt, 1, 0, 5), tgt_out = slice(tgt, 1, 1, 6);
   return train<nn::Transformer>(kernels, model, dtype, steps_for(dtype), [&](nn::Transformer& m, int) {

@@ -121,7 +121,7 @@ TEST(Autocast, PrecisionChoiceFollowsSupport) {
     Tensor a = ones({2, 3}), b = ones({3, 2});
     EXPECT_TRUE(test::throws_with<std::runtime_error>(
         [&] { bf16::gemm(blas::Matrix<const float>{a.data_ptr<float>(), 2, 3},
-                         blas::Matrix<const float>{b.data_ptr<float>(), 3, 2}, blas::Matrix<float>{a.data_ptr<float>(), 2, 2}); },
+                         blas::Matrix<const float>{b.data_ptr<float>(), 3, 2}, blas::Matrix<float>{a.mutable_data_ptr<float>(), 2, 2}); },
         "unavailable"));
   }
 }

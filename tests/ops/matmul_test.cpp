@@ -22,7 +22,7 @@ Tensor naive_matmul(const Tensor& a, const Tensor& b) {
   sc.insert(sc.end(), {m, n});
   Tensor c = zeros(sc, kFloat64);
   const double *pa = fa.data_ptr<double>(), *pb = fb.data_ptr<double>();
-  double* pc = c.data_ptr<double>();
+  double* pc = c.mutable_data_ptr<double>();
   for (std::int64_t i = 0; i < shape_numel(batch); ++i)
     for (std::int64_t r = 0; r < m; ++r)
       for (std::int64_t col = 0; col < n; ++col)

@@ -149,9 +149,9 @@ struct MaskCase {
 
 std::vector<MaskCase> mask_cases(std::int64_t b, std::int64_t tq, std::int64_t tk) {
   Tensor pattern = full({tq, tk}, 1, kBool);
-  pattern.data_ptr<bool>()[1] = false;
+  pattern.mutable_data_ptr<bool>()[1] = false;
   Tensor all_masked_row = full({tq, tk}, 1, kBool);  // query 0 sees no key: zero weights, zero output
-  for (std::int64_t j = 0; j < tk; ++j) all_masked_row.data_ptr<bool>()[j] = false;
+  for (std::int64_t j = 0; j < tk; ++j) all_masked_row.mutable_data_ptr<bool>()[j] = false;
   std::vector<std::int64_t> lengths;
   for (std::int64_t i = 0; i < b; ++i) lengths.push_back(tk - i);
   return {{"none", {}, false},

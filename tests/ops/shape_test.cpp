@@ -218,7 +218,7 @@ TEST(Shape, ViewIsReshapeUnderItsLibtorchName) {
   Tensor v = x.view({3, -1});
   EXPECT_EQ(v.shape(), (Shape{3, 4}));
   EXPECT_TRUE(all_close(v, x.reshape({3, 4}), 0));
-  v.data_ptr<double>()[5] = 100;  // shares the data, as a view does
+  v.mutable_data_ptr<double>()[5] = 100;  // shares the data, as a view does
   EXPECT_EQ(x.at<double>({5}), 100);
   // Storage is always contiguous, so even the result of a transpose views without a copy.
   EXPECT_EQ(v.t().view({12}).shape(), (Shape{12}));
