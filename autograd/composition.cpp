@@ -9,8 +9,8 @@
 namespace ag {
 
 std::vector<Tensor> detail::backward_by_composition(const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                                                   const std::vector<Tensor>& inputs, const Tensor& grad_output,
-                                                   const std::vector<bool>& needs) {
+                                                    const std::vector<Tensor>& inputs, const Tensor& grad_output,
+                                                    const std::vector<bool>& needs) {
   // A tensor passed twice (attention(x, x, x)) needs one partial derivative per position: each
   // repeat is handed to f as a reshape of itself, a tensor of its own whose history leads back
   // to the original, so that the walk below stops there.
@@ -31,9 +31,9 @@ std::vector<Tensor> detail::backward_by_composition(const std::function<Tensor(c
       if (needs[i]) grads[i] = zeros_like(inputs[i]);
     return grads;
   }
-  std::vector<Tensor> found = grad_of({output}, wanted, {grad_output},
-                                      {.retain_graph = true, .create_graph = true, .allow_unused = true},
-                                      /*through_inputs=*/false);
+  std::vector<Tensor> found =
+      grad_of({output}, wanted, {grad_output}, {.retain_graph = true, .create_graph = true, .allow_unused = true},
+              /*through_inputs=*/false);
   for (std::size_t i = 0, k = 0; i < inputs.size(); ++i)
     if (needs[i]) {
       grads[i] = found[k].defined() ? found[k] : zeros_like(inputs[i]);

@@ -10,8 +10,8 @@
 // of the graph (grad.cpp); backward_by_composition is in composition.cpp. What those share with
 // this file is declared in engine_internal.h.
 #include <cstring>
-#include <string_view>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -206,7 +206,8 @@ std::mutex leaf_grad_mutex;
 std::shared_ptr<TensorImpl> owned(Tensor g) {
   if (sole_owner(g.impl())) return g.impl();
   Tensor copy = empty(g.shape(), g.dtype());
-  std::memcpy(copy.mutable_raw_data(), g.mutable_raw_data(), static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()));
+  std::memcpy(copy.mutable_raw_data(), g.mutable_raw_data(),
+              static_cast<std::size_t>(g.numel()) * dtype_size(g.dtype()));
   return copy.impl();
 }
 

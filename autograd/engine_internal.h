@@ -90,7 +90,7 @@ struct Pass {
   std::unordered_map<TensorImpl*, int> leaf_pending;  // only leaves with hooks
   std::unordered_map<Node*, std::shared_ptr<TensorImpl>> grads;
   std::vector<Node*> ready;
-  Targets* targets = nullptr;  // ag::grad's inputs; null for backward(), which fills .grad
+  Targets* targets = nullptr;      // ag::grad's inputs; null for backward(), which fills .grad
   std::unordered_set<Node*> runs;  // ag::grad: the nodes to run (an input lies behind each)
 
   void run(bool retain_graph);

@@ -1,10 +1,10 @@
 #include "functional.h"
 
+#include "../ops/shape.h"
 #include "dispatch.h"
 #include "error.h"
 #include "grad.h"
 #include "grad_mode.h"
-#include "../ops/shape.h"
 
 namespace ag {
 

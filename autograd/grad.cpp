@@ -88,8 +88,9 @@ std::vector<Tensor> detail::grad_of(const std::vector<Tensor>& outputs, const st
     const Tensor& in = inputs[i];
     if (!in.defined()) throw_invalid("grad", "input {} is undefined", i);
     if (!in.requires_grad())
-      throw_invalid("grad", "input {} ({} {}) does not require grad, so nothing can be differentiated with respect to it",
-                    i, dtype_name(in.dtype()), shape_str(in.shape()));
+      throw_invalid("grad",
+                    "input {} ({} {}) does not require grad, so nothing can be differentiated with respect to it", i,
+                    dtype_name(in.dtype()), shape_str(in.shape()));
     targets.index.try_emplace(Targets::key(in), i);  // a repeated input shares the first one's result
   }
   targets.results.resize(inputs.size());

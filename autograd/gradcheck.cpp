@@ -2,11 +2,11 @@
 
 #include <cmath>
 
+#include "../ops/shape.h"
 #include "error.h"
 #include "generator.h"
 #include "grad.h"
 #include "grad_mode.h"
-#include "../ops/shape.h"
 
 namespace ag {
 
@@ -161,7 +161,8 @@ GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>
   {
     NoGradGuard no_grad;
     std::vector<Tensor> x;
-    for (const Tensor& in : inputs) x.push_back(in.defined() && is_floating(in.dtype()) ? in.detach().to(kFloat64) : in);
+    for (const Tensor& in : inputs)
+      x.push_back(in.defined() && is_floating(in.dtype()) ? in.detach().to(kFloat64) : in);
     Tensor out = f(x);
     if (!out.defined() || !is_floating(out.dtype()))
       throw_invalid("gradgradcheck", "the function must return a float tensor");
@@ -178,8 +179,7 @@ GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>
     Tensor out = f(x);
     Tensor g = out.dtype() == kFloat64 ? a.back() : a.back().to(out.dtype());
     std::vector<Tensor> grads(wrt.size());
-    if (out.requires_grad())
-      grads = grad({out}, wrt, {g}, {.create_graph = create_graph, .allow_unused = true});
+    if (out.requires_grad()) grads = grad({out}, wrt, {g}, {.create_graph = create_graph, .allow_unused = true});
     std::vector<Tensor> flat;
     for (std::size_t k = 0; k < wrt.size(); ++k)
       flat.push_back((grads[k].defined() ? grads[k] : zeros_like(wrt[k])).reshape({-1}));
@@ -194,9 +194,10 @@ GradcheckResult gradgradcheck(const TensorFunction& f, const std::vector<Tensor>
   if (!same) return same;
   GradcheckResult r = gradcheck(first_derivatives, with_g, options);
   if (!r.passed) {
-    std::string inputs_named = fmt::format("gradgradcheck: the gradient is checked as a function of the inputs and of "
-                                           "g, which is input {}; its elements are the gradients of inputs",
-                                           inputs.size());
+    std::string inputs_named = fmt::format(
+        "gradgradcheck: the gradient is checked as a function of the inputs and of "
+        "g, which is input {}; its elements are the gradients of inputs",
+        inputs.size());
     for (std::size_t i : differentiable) inputs_named += fmt::format(" {}", i);
     r.report = inputs_named + ", flattened and joined\n" + r.report;
   }
@@ -233,9 +234,10 @@ GradcheckResult gradgradcheck_in_place(const std::function<Tensor()>& f, const s
   auto first_derivatives = [&] { return first_derivatives_by(true); };
   GradcheckResult r = gradcheck_in_place(first_derivatives, with_g, options);
   if (!r.passed)
-    r.report = fmt::format("gradgradcheck: the gradients of tensors 0..{}, flattened and joined, checked as a function "
-                           "of those tensors and of g (tensor {})\n",
-                           tensors.size() - 1, tensors.size()) +
+    r.report = fmt::format(
+                   "gradgradcheck: the gradients of tensors 0..{}, flattened and joined, checked as a function "
+                   "of those tensors and of g (tensor {})\n",
+                   tensors.size() - 1, tensors.size()) +
                r.report;
   return r;
 }

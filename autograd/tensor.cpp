@@ -167,7 +167,7 @@ std::vector<T> Tensor::to_vector() const {
 
 // NOLINTNEXTLINE(bugprone-macro-parentheses): T is a type name
 #define AG_INSTANTIATE_ACCESS(T)                                       \
-  template T* Tensor::mutable_data_ptr<T>();                                 \
+  template T* Tensor::mutable_data_ptr<T>();                           \
   template const T* Tensor::data_ptr<T>() const;                       \
   template T Tensor::item<T>() const;                                  \
   template T Tensor::at<T>(std::initializer_list<std::int64_t>) const; \

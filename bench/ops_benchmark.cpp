@@ -43,14 +43,16 @@ BENCHMARK(BM_Matmul)->Arg(64)->Arg(128)->Arg(192)->Unit(benchmark::kMicrosecond)
 // of each path (items/s = FLOP/s). Shapes of the medium GPT (4096 rows = batch 32 x block 128,
 // width 192): the MLP's two products, the q/k/v projection, and one head's scores (128 x 128 x 32).
 void gemm_args(benchmark::internal::Benchmark* b) {
-  for (auto [m, k, n] : {std::array<std::int64_t, 3>{4096, 192, 768}, {4096, 768, 192}, {4096, 192, 576}, {128, 32, 128}})
+  for (auto [m, k, n] :
+       {std::array<std::int64_t, 3>{4096, 192, 768}, {4096, 768, 192}, {4096, 192, 576}, {128, 32, 128}})
     b->Args({m, k, n});
 }
 void BM_GemmFp32OpenBLAS(benchmark::State& state) {
   std::int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
   for (auto _ : state)
-    ag::blas::gemm<float>({a.const_data_ptr<float>(), m, k}, {b.const_data_ptr<float>(), k, n}, {c.mutable_data_ptr<float>(), m, n});
+    ag::blas::gemm<float>({a.const_data_ptr<float>(), m, k}, {b.const_data_ptr<float>(), k, n},
+                          {c.mutable_data_ptr<float>(), m, n});
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_GemmFp32OpenBLAS)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
@@ -64,7 +66,8 @@ void BM_GemmBf16OneDNN(benchmark::State& state) {
   Tensor a = leaf({m, k}, 1), b = leaf({k, n}, 2), c = ag::empty({m, n});
   ag::bf16::Buffer a16 = ag::bf16::convert(a.const_data_ptr<float>(), a.numel()),
                    b16 = ag::bf16::convert(b.const_data_ptr<float>(), b.numel());
-  for (auto _ : state) ag::bf16::gemm({a16.data.get(), m, k}, {b16.data.get(), k, n}, {c.mutable_data_ptr<float>(), m, n});
+  for (auto _ : state)
+    ag::bf16::gemm({a16.data.get(), m, k}, {b16.data.get(), k, n}, {c.mutable_data_ptr<float>(), m, n});
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_GemmBf16OneDNN)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
@@ -91,8 +94,7 @@ BENCHMARK(BM_GemmBf16OneDNNWithRounding)->Apply(gemm_args)->Unit(benchmark::kMic
 template <class Chains>
 void peak(benchmark::State& state, std::int64_t flop_per_round, Chains chains) {
   const std::int64_t rounds = 1 << 20;
-  for (auto _ : state)
-    ag::parallel_for(ag::get_num_threads(), 1, [&](std::int64_t, std::int64_t) { chains(rounds); });
+  for (auto _ : state) ag::parallel_for(ag::get_num_threads(), 1, [&](std::int64_t, std::int64_t) { chains(rounds); });
   state.SetItemsProcessed(state.iterations() * ag::get_num_threads() * rounds * flop_per_round);
 }
 __attribute__((target("avx2,fma"))) void fma256_chains(std::int64_t rounds) {

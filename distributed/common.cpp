@@ -42,9 +42,10 @@ std::string detail::describe_difference(const std::string& what, const std::vect
       if (!more_a) la = "(nothing)";
       if (!more_b) lb = "(nothing)";
       if (la != lb || !more_a || !more_b)
-        return fmt::format("{} differs between ranks: rank 0 has '{}', rank {} has '{}'; every process of one run "
-                           "must be started with the same options and data",
-                           what, la, r, lb);
+        return fmt::format(
+            "{} differs between ranks: rank 0 has '{}', rank {} has '{}'; every process of one run "
+            "must be started with the same options and data",
+            what, la, r, lb);
     }
   }
   return what + " differs between ranks";

@@ -33,7 +33,6 @@ void add_into(Tensor& acc, const Tensor& g) {
 
 void set_grad(const Tensor& param, const Tensor& grad) { param.impl()->grad = grad.impl(); }
 
-
 }  // namespace
 
 struct DataParallel::Channel {
@@ -142,9 +141,9 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, DataParallelOptions o
   for (std::size_t j = parameters_.size(); j-- > 0;) {
     const Tensor& p = parameters_[j];
     std::int64_t bytes = p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
-    bool fits = !buckets.empty() && buckets.back().dtype == p.dtype() &&
-                (buckets.back().numel * static_cast<std::int64_t>(dtype_size(p.dtype())) + bytes <=
-                 options_.bucket_bytes);
+    bool fits =
+        !buckets.empty() && buckets.back().dtype == p.dtype() &&
+        (buckets.back().numel * static_cast<std::int64_t>(dtype_size(p.dtype())) + bytes <= options_.bucket_bytes);
     if (!fits) buckets.push_back({{}, 0, p.dtype()});
     buckets.back().params.push_back(j);
     buckets.back().numel += p.numel();
@@ -155,7 +154,8 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, DataParallelOptions o
   finished_.assign(parameters_.size(), 0);
   channel_->grads.resize(parameters_.size());
   for (std::size_t j = 0; j < parameters_.size(); ++j)
-    hooks_.push_back(parameters_[j].register_post_accumulate_grad_hook([this, j](const Tensor&) { on_gradient_ready(j); }));
+    hooks_.push_back(
+        parameters_[j].register_post_accumulate_grad_hook([this, j](const Tensor&) { on_gradient_ready(j); }));
   if (options_.overlap && !buckets.empty() && detail::background_communication())
     thread_ = std::thread([channel = channel_] { channel->communicate(); });
 }
@@ -219,8 +219,7 @@ void DataParallel::begin_micro_batch() {
   std::lock_guard lock(channel_->mutex);
   if (channel_->error) std::rethrow_exception(channel_->error);
   for (Tensor& p : parameters_) p.zero_grad();
-  for (std::size_t b = 0; b < waiting_.size(); ++b)
-    waiting_[b] = static_cast<int>(channel_->buckets[b].params.size());
+  for (std::size_t b = 0; b < waiting_.size(); ++b) waiting_[b] = static_cast<int>(channel_->buckets[b].params.size());
   std::fill(finished_.begin(), finished_.end(), 0);
   channel_->reduced = 0;
   channel_->reduce_seconds = 0;

@@ -53,9 +53,9 @@ struct CommunicationStats {
   // Reduced while backward ran, started by the engine's hooks (with overlap; the rest wait for
   // end_micro_batch).
   std::int64_t buckets_started_during_backward = 0;
-  std::int64_t bytes_sent = 0;   // by this process
-  double reduce_seconds = 0;     // reducing: on the communication thread, or after backward without overlap
-  double exposed_seconds = 0;    // waited for in end_micro_batch(), after backward had finished
+  std::int64_t bytes_sent = 0;  // by this process
+  double reduce_seconds = 0;    // reducing: on the communication thread, or after backward without overlap
+  double exposed_seconds = 0;   // waited for in end_micro_batch(), after backward had finished
   // The share of the reduction time hidden behind backward: 1 - exposed / reduce, within [0, 1].
   double overlap() const;
 };

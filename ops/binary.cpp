@@ -240,7 +240,8 @@ Tensor& update_in_place(const char* op, Tensor& self, const Tensor& other, Tenso
     NoGradGuard no_grad;
     result = f(self, other);
   }
-  std::memcpy(self.mutable_raw_data(), result.mutable_raw_data(), static_cast<std::size_t>(result.numel()) * dtype_size(self.dtype()));
+  std::memcpy(self.mutable_raw_data(), result.mutable_raw_data(),
+              static_cast<std::size_t>(result.numel()) * dtype_size(self.dtype()));
   return self;
 }
 

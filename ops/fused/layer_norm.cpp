@@ -121,8 +121,8 @@ std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const
       T* pdw = need[1] ? partial_dw[c] : nullptr;
       T* pdb = need[2] ? partial_db[c] : nullptr;
       std::vector<T> scratch(static_cast<std::size_t>(2 * d));
-      layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.mutable_data_ptr<T>() : nullptr, pdw, pdb, scratch.data(), d,
-                               first, last);
+      layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.mutable_data_ptr<T>() : nullptr, pdw, pdb,
+                               scratch.data(), d, first, last);
     });
     if (need[1]) partial_dw.add_to(dw.mutable_data_ptr<T>());
     if (need[2]) partial_db.add_to(db.mutable_data_ptr<T>());

@@ -96,7 +96,8 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
     if (need[0]) {
       dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
       if (full_work)
-        blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in}, blas::Matrix<T>{dx.mutable_data_ptr<T>(), rows, in});
+        blas::gemm(dys, blas::Matrix<const T>{w.data_ptr<T>(), out, in},
+                   blas::Matrix<T>{dx.mutable_data_ptr<T>(), rows, in});
     }
     if (!need[1] && !need[2]) return;
     bool split = blas::worth_splitting(out, in, rows) && rows >= 2 * blas::kBand;

@@ -13,7 +13,8 @@ Tensor square_with_bug(const Tensor& x, std::int64_t bad_element) {
   Tensor y = x.detach() * x.detach();
   return record("square_with_bug", y, {x}, [x = x.detach(), bad_element](const Tensor& dy, const std::vector<bool>&) {
     Tensor dx = dy * x * 2.0;
-    dx.mutable_data_ptr<double>()[bad_element] = dy.data_ptr<double>()[bad_element] * x.data_ptr<double>()[bad_element] * 3.0;
+    dx.mutable_data_ptr<double>()[bad_element] =
+        dy.data_ptr<double>()[bad_element] * x.data_ptr<double>()[bad_element] * 3.0;
     return std::vector<Tensor>{dx};
   });
 }

@@ -93,8 +93,9 @@ TEST(Dist, CheckSameNamesTheFirstLineThatDiffers) {
   EXPECT_NO_THROW(dist::check_same("the options", "steps 10\nlr 0.1\n"));
   if (dist::world_size() == 1) return;
   std::string mine = dist::rank() == 1 ? "steps 10\nlr 0.2\n" : "steps 10\nlr 0.1\n";
-  EXPECT_TRUE(throws_with<dist::Mismatch>([&] { dist::check_same("the options", mine); },
-                                          "the options differs between ranks: rank 0 has 'lr 0.1', rank 1 has 'lr 0.2'"));
+  EXPECT_TRUE(
+      throws_with<dist::Mismatch>([&] { dist::check_same("the options", mine); },
+                                  "the options differs between ranks: rank 0 has 'lr 0.1', rank 1 has 'lr 0.2'"));
 }
 
 // --- DataParallel ----------------------------------------------------------------------------
@@ -188,8 +189,11 @@ TEST(DataParallel, RefusesBadSettings) {
                                                  "micro_batches must be at least 1, got 0"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dist::DataParallel({w * 2}); },
                                                  "parameter 0 is not a floating-point leaf that requires grad"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dist::DataParallel({w, w}); },
-                                                 "parameter 1 (shape [3]) is listed twice"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        dist::DataParallel({w, w});
+      },
+      "parameter 1 (shape [3]) is listed twice"));
   dist::DataParallel dp({w});
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dp.loss_weight(w.sum(), 1.5); }, "must be in [0, 1], got 1.5"));
   if (dist::world_size() > 1) {
