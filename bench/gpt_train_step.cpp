@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     c.batch /= ranks;
     ag::set_num_threads(threads);
     // The path taken, on stderr: stdout is the JSON line alone.
-    ag::PrecisionChoice chosen = ag::examples::apply_precision(precision, false);
+    ag::examples::PrecisionChoice chosen = ag::examples::apply_precision(precision, false);
     if (ag::dist::is_main_process()) std::cerr << "precision: " << chosen.why << "\n";
     ag::Generator gen(0);
     ag::nn::GPT model(c.model, gen);
@@ -132,7 +132,9 @@ int main(int argc, char** argv) {
     if (ranks > 1) gen.manual_seed(1 + static_cast<std::uint64_t>(ag::dist::rank()));  // each rank its own batches
     ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.1), {.lr = 1e-3});
     std::optional<ag::dist::DataParallel> dp;
-    if (ranks > 1) dp.emplace(model.parameters(), ag::dist::DataParallelOptions{.bucket_bytes = bucket_kb << 10, .overlap = !no_overlap});
+    if (ranks > 1)
+      dp.emplace(model.parameters(),
+                 ag::dist::DataParallelOptions{.bucket_bytes = bucket_kb << 10, .overlap = !no_overlap});
     std::vector<double> sent_mb, reduce_ms, exposed_ms, overlap;
     auto random_ids = [&] {
       ag::Tensor t = ag::empty({c.batch, c.model.block_size}, ag::kInt64);
@@ -200,7 +202,9 @@ int main(int argc, char** argv) {
         ag::dist::any(false);
         auto start = std::chrono::steady_clock::now();
         ag::dist::sum_in_rank_order(buffer.data(), n, ag::kFloat32);
-        if (i > 0) alone_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        if (i > 0)
+          alone_ms.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       }
     }
     // The exposed time of the rank that waited longest (the others wait for it): the step's cost.
@@ -217,16 +221,15 @@ int main(int argc, char** argv) {
     if (!ag::dist::is_main_process()) return 0;
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
-        "{{\"config\": \"{}\", \"order\": \"{}\", \"kernels\": \"{}\", \"precision\": \"{}\", \"reference_ops\": \"{}\", \"blas\": \"{}\", "
+        "{{\"config\": \"{}\", \"order\": \"{}\", \"kernels\": \"{}\", \"precision\": \"{}\", \"reference_ops\": "
+        "\"{}\", \"blas\": \"{}\", "
         "\"threads\": {}, \"steps\": {}, \"peak_tensor_mb_median\": {:.2f}, "
         "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
         "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}{}}}\n",
         name, order, ag::kernels_name(ag::kernels()), chosen.bf16 ? "bf16" : "fp32", reference_ops, ag::blas_kernels(),
-        threads, steps,
-        median_of(peak_mb), median,
-        sorted.front(), tokens / (median / 1000), peak_rss_mb(), matmul_gflop(c),
-        static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);
+        threads, steps, median_of(peak_mb), median, sorted.front(), tokens / (median / 1000), peak_rss_mb(),
+        matmul_gflop(c), static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);
   } catch (const ag::examples::Refused& e) {  // --precision bf16 where it cannot run: before any work
     std::cerr << "gpt_train_step: " << e.what() << "\n";
     return 2;

@@ -24,10 +24,11 @@
 #include "common/cli.h"
 #include "common/digit_tasks.h"
 #include "common/kernels_option.h"
-#include "common/precision_option.h"
 #include "common/memory_budget.h"
 #include "common/plot.h"
+#include "common/precision_option.h"
 #include "common/preflight.h"
+#include "common/program.h"
 #include "common/ranks.h"
 #include "common/stop.h"
 
@@ -48,7 +49,7 @@ struct Options {
   std::string out = "seq2seq-out";
   double min_accuracy = 0;  // exit non-zero below this (for tests)
   std::int64_t grad_accum = 1;
-  std::string precision = "auto";  // --precision fp32|bf16|auto (ops/autocast.h)
+  std::string precision = "auto";  // --precision fp32|bf16|auto (common/precision_option.h)
 };
 
 // Everything checked before the model is built: a run that starts can finish.
@@ -103,10 +104,10 @@ int run(const Options& o) {
   ag::examples::checks_on_every_rank("seq2seq", [&] { check(o, config); });
   const bool main_rank = ag::dist::is_main_process();
   if (ag::dist::world_size() > 1) {
-    ag::dist::check_same("the run's configuration",
-                         fmt::format("task {} {} {}\nsteps {} batch {} lr {} seed {}\nmodel {} {} {}\nthreads {}\n",
-                                     o.task, o.min_len, o.max_len, o.steps, o.batch, o.lr, o.seed, o.d_model,
-                                     o.heads, o.layers, ag::get_num_threads()));
+    ag::dist::check_same(
+        "the run's configuration",
+        fmt::format("task {} {} {}\nsteps {} batch {} lr {} seed {}\nmodel {} {} {}\nthreads {}\n", o.task, o.min_len,
+                    o.max_len, o.steps, o.batch, o.lr, o.seed, o.d_model, o.heads, o.layers, ag::get_num_threads()));
   }
   ag::Generator init(o.seed), data(o.seed + 1), eval_gen(o.seed + 2);
   // Drawn before training (from a generator of its own, so the same set): an empty one is
@@ -173,23 +174,10 @@ int run(const Options& o) {
   return accuracy >= o.min_accuracy ? 0 : 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Under mpirun, one of several processes (docs/distributed.md); otherwise nothing happens here.
-  std::optional<ag::dist::Environment> mpi;
-  try {
-    mpi.emplace(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "seq2seq: " << e.what() << "\n";
-    return 2;
-  }
+// The command line, then the run; main below turns what either throws into an exit status
+// (examples/common/program.h).
+int parse_and_run(ag::examples::Program& program) {
   const bool distributed = ag::dist::world_size() > 1;
-  // An error on one rank under mpirun stops every rank (the others may be waiting for it).
-  auto fail = [&](const std::string& what, int code) {
-    std::cerr << "seq2seq: " << ag::examples::rank_prefix() << what << "\n";
-    return ag::examples::finish_rank(code);
-  };
   Options o;
   po::options_description opts("seq2seq: an encoder-decoder Transformer learns to reverse or sort digit sequences");
   opts.add_options()("help,h", "show this help")("task", ag::examples::with_default(&o.task), "reverse or sort")(
@@ -208,42 +196,30 @@ int main(int argc, char** argv) {
       "exit with status 1 when the held-out accuracy is below this fraction")(
       "grad-accum", ag::examples::with_default(&o.grad_accum),
       "micro-batches of --batch sequences per step, their gradients summed in order (under mpirun, each process is "
-      "one: docs/distributed.md)")("kernels", ag::examples::kernels_value(),
-                                                                              ag::examples::kKernelsHelp)(
+      "one: docs/distributed.md)")("kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
       "precision", ag::examples::precision_value(&o.precision), ag::examples::kPrecisionHelp);
   try {
     po::variables_map vm;
-    ag::examples::store_command_line(argc, argv, opts, vm);
+    ag::examples::store_command_line(program.argc, program.argv, opts, vm);
     if (vm.count("help")) {
       std::cout << opts << "\n";
       return 0;
     }
     po::notify(vm);
-    ag::PrecisionChoice chosen = ag::examples::apply_precision(o.precision, false);
-    if (ag::dist::is_main_process()) fmt::print("precision: {}\n", chosen.why);
-    // A signal stops the run at the next op (nothing is saved: the run is short and has no
-    // checkpoint); a second one at once. Under mpirun, at the end of a step, all ranks together.
-    ag::examples::StopOnSignal stop;
-    std::optional<ag::examples::StopBetweenOps> stop_points;
-    if (!distributed) stop_points.emplace();
-    int code = run(o);
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("cannot write to standard output", 1);
-    return ag::examples::finish_rank(code);
-  } catch (const ag::examples::AgreedExit& e) {
-    return e.code;
-  } catch (const ag::dist::Mismatch& e) {  // on every rank at once: rank 0 says why
-    if (ag::dist::is_main_process()) std::cerr << "seq2seq: " << e.what() << "\n";
-    return 2;
   } catch (const po::error& e) {
     std::cerr << "seq2seq: " << e.what() << "\n\n" << opts << "\n";
-    return ag::examples::finish_rank(2);
-  } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
-    return fail(e.what(), 2);
-  } catch (const ag::examples::Interrupted&) {
-    if (ag::dist::is_main_process())
-      std::cerr << "\nseq2seq: interrupted by " << ag::examples::StopOnSignal::signal_name() << "; nothing was saved\n";
-    return 130;
-  } catch (const std::exception& e) {
-    return fail(e.what(), 1);
+    return 2;
   }
+  ag::examples::PrecisionChoice chosen = ag::examples::apply_precision(o.precision, false);
+  if (ag::dist::is_main_process()) fmt::print("precision: {}\n", chosen.why);
+  // A signal stops the run at the next op (nothing is saved: the run is short and has no
+  // checkpoint); a second one at once. Under mpirun, at the end of a step, all ranks together.
+  ag::examples::StopOnSignal stop;
+  std::optional<ag::examples::StopBetweenOps> stop_points;
+  if (!distributed) stop_points.emplace();
+  return run(o);
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return ag::examples::run_program("seq2seq", argc, argv, parse_and_run); }

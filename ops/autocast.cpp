@@ -1,13 +1,9 @@
 // Autocast's state and its cache of parameters rounded to bf16 (autocast.h).
 #include "autocast.h"
 
-#include <fmt/format.h>
-
 #include <atomic>
 #include <map>
 #include <stdexcept>
-
-#include "../runtime/blas_setup.h"
 
 namespace ag {
 
@@ -50,27 +46,6 @@ AutocastGuard::AutocastGuard(bool enabled) : previous_(t_enabled) {
 AutocastGuard::~AutocastGuard() {
   t_enabled = previous_;
   if (--t_guards == 0) clear_autocast_cache();
-}
-
-Precision parse_precision(std::string_view name) {
-  if (name == "fp32") return Precision::Fp32;
-  if (name == "bf16") return Precision::Bf16;
-  if (name == "auto") return Precision::Auto;
-  throw std::invalid_argument(fmt::format("precision must be fp32, bf16 or auto, got '{}'", name));
-}
-
-PrecisionChoice choose_precision(Precision precision) {
-  const bf16::Support& s = bf16::support();
-  std::string fp32 = fmt::format("fp32 OpenBLAS ({})", blas_kernels());
-  switch (precision) {
-    case Precision::Fp32: return {false, fp32 + ": asked for with --precision fp32"};
-    case Precision::Bf16:
-      if (!s.available) throw std::runtime_error("--precision bf16: " + s.reason + " (use fp32 or auto)");
-      return {true, "matmul: " + s.reason + ": asked for with --precision bf16"};
-    case Precision::Auto: break;
-  }
-  if (s.available) return {true, "matmul: " + s.reason + " (auto: the CPU has a bf16 unit)"};
-  return {false, fp32 + " (auto: " + s.reason + ")"};
 }
 
 namespace detail {

@@ -20,15 +20,13 @@
 // parameter is written (its version moves, as every optimizer step does) or the outermost guard
 // ends: forward and backward, and every use in between, share one copy.
 //
-// The reference kernels (ops/kernels.h) are float32/float64 and stay so: under --kernels reference
+// The reference kernels (ops/kernels.h) are float32/float64 and stay so: under Kernels::Reference
 // their compositions call matmul, which does autocast. Building a graph of the gradient
 // (create_graph) runs the backward as float32 compositions.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <string_view>
 
 #include "../autograd/tensor.h"
 #include "bf16.h"
@@ -38,8 +36,10 @@ namespace ag {
 // Whether autocast is on for this thread.
 bool is_autocast_enabled();
 // Turns autocast on or off for this thread; on throws std::runtime_error naming the reason where
-// bf16 matrix products cannot run. The programs' --precision switch uses this for a whole run;
-// turning it off outside any guard also drops the parameters' bf16 copies.
+// bf16 matrix products cannot run (bf16::support() says beforehand). A program that chooses for
+// a whole run calls this once on its main thread (the examples do, in
+// examples/common/precision_option.h); turning it off outside any guard also drops the
+// parameters' bf16 copies.
 void set_autocast_enabled(bool enabled);
 // Drops the bf16 copies of parameters kept for reuse (the outermost guard does this on exit).
 void clear_autocast_cache();
@@ -55,19 +55,6 @@ class AutocastGuard {
  private:
   bool previous_;
 };
-
-// A whole run's choice: --precision fp32|bf16|auto.
-enum class Precision { Fp32, Bf16, Auto };
-// "fp32", "bf16" or "auto"; anything else throws std::invalid_argument.
-Precision parse_precision(std::string_view name);
-
-struct PrecisionChoice {
-  bool bf16 = false;
-  std::string why;  // one line for the log: "matmul: bf16 on AMX via oneDNN ..." or "fp32 OpenBLAS: ..."
-};
-// What `precision` means on this machine. Auto takes bf16 only where bf16::support() says it
-// runs natively; Bf16 where it cannot throws std::runtime_error with the reason.
-PrecisionChoice choose_precision(Precision precision);
 
 namespace detail {
 

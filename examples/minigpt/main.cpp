@@ -6,11 +6,11 @@
 //   minigpt explore --checkpoint FILE --prompt TEXT [--out DIR]
 //
 // train, sample and eval take --kernels fast|reference (ops/kernels.h) and --precision fp32|bf16|auto
-// (ops/autocast.h: bf16 matrix products where the CPU has a bf16 unit).
+// (examples/common/precision_option.h: bf16 matrix products where the CPU has a bf16 unit).
 //
-// `minigpt SUBCOMMAND --help` lists every option. Exit status: 0 done, 2 refused before any
-// work (a bad option, input or output place: examples/common/preflight.h), 1 failed during the
-// run, 130 stopped by SIGINT or SIGTERM (train saves its checkpoint first).
+// `minigpt SUBCOMMAND --help` lists every option. Exit status (examples/common/program.h): 0 done,
+// 2 refused before any work (a bad option, input or output place: examples/common/preflight.h),
+// 1 failed during the run, 130 stopped by SIGINT or SIGTERM (train saves its checkpoint first).
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <filesystem>
@@ -19,10 +19,10 @@
 
 #include "../common/cli.h"
 #include "../common/kernels_option.h"
-#include "../common/precision_option.h"
 #include "../common/memory_budget.h"
+#include "../common/precision_option.h"
 #include "../common/preflight.h"
-#include "../common/ranks.h"
+#include "../common/program.h"
 #include "minigpt.h"
 
 namespace po = boost::program_options;
@@ -53,6 +53,7 @@ bool parse(int argc, char** argv, const po::options_description& options, po::va
 
 int train_command(int argc, char** argv) {
   minigpt::TrainOptions o;
+  std::string precision;
   po::options_description opts(
       "minigpt train: train a character-level GPT (defaults finish in about 2-3 minutes on 2 cores)");
   opts.add_options()("help,h", "show this help")(
@@ -62,10 +63,10 @@ int train_command(int argc, char** argv) {
       "out", with_default(&o.out_dir), "directory for the checkpoint and the pictures")(
       "steps", with_default(&o.steps), "optimizer steps")("batch", with_default(&o.batch), "windows per batch")(
       "block", with_default(&o.model.block_size), "context length in characters")(
-      "layers", with_default(&o.model.n_layer), "Transformer blocks")("heads", with_default(&o.model.n_head),
-                                                                      "attention heads per block")(
-      "embd", with_default(&o.model.n_embd), "width of the residual stream")("dropout", with_default(&o.model.dropout),
-                                                                             "dropout probability")(
+      "layers", with_default(&o.model.n_layer), "Transformer blocks")(
+      "heads", with_default(&o.model.n_head), "attention heads per block")("embd", with_default(&o.model.n_embd),
+                                                                           "width of the residual stream")(
+      "dropout", with_default(&o.model.dropout), "dropout probability")(
       "lr", with_default(&o.lr), "peak learning rate")("min-lr", with_default(&o.min_lr),
                                                        "learning rate at the end of the cosine")(
       "warmup", with_default(&o.warmup), "warm-up steps, at most --steps (unless given: 100, or --steps when fewer)")(
@@ -83,15 +84,14 @@ int train_command(int argc, char** argv) {
       "replace the run in --out (without this or --resume, one there is refused)")(
       "grad-accum", with_default(&o.grad_accum),
       "micro-batches of --batch windows per step, their gradients summed in order (under mpirun, each process is "
-      "one: docs/distributed.md)")(
-      "sync-every", with_default(&o.sync_check_interval),
-      "under mpirun: steps between checks that every process holds the same weights")(
+      "one: docs/distributed.md)")("sync-every", with_default(&o.sync_check_interval),
+                                   "under mpirun: steps between checks that every process holds the same weights")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
-      "precision", ag::examples::precision_value(&o.precision), ag::examples::kPrecisionHelp);
+      "precision", ag::examples::precision_value(&precision), ag::examples::kPrecisionHelp);
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
-  ag::examples::apply_precision(o.precision, false);  // printed with the run's settings
+  o.precision = ag::examples::apply_precision(precision, false);  // train prints it with the run's settings
   // Before anything else is said: a model option that contradicts the run being resumed.
   if (o.resume && !o.overwrite)
     minigpt::take_resumed_model(o, [&](const std::string& name) { return !vm[name].defaulted(); });
@@ -149,7 +149,7 @@ int eval_command(int argc, char** argv) {
   if (vm.count("text") == vm.count("file")) refuse("give exactly one of --text and --file");
   if (dtype != "f32" && dtype != "f64") refuse("--dtype must be f32 or f64, got '{}'", dtype);
   if (dtype == "f64") precision = "fp32";
-  ag::PrecisionChoice choice = ag::examples::apply_precision(precision, false);
+  ag::examples::PrecisionChoice choice = ag::examples::apply_precision(precision, false);
   ag::examples::check_input_file("--checkpoint", checkpoint);
   if (vm.count("file")) {
     // The text, and its ids (8 bytes a character) and code points (4) on the way to them.
@@ -215,53 +215,27 @@ int explore_command(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // Under mpirun, one of several processes (docs/distributed.md); otherwise nothing happens here.
-  std::optional<ag::dist::Environment> mpi;
-  try {
-    mpi.emplace(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "minigpt: " << e.what() << "\n";
-    return 2;
-  }
-  // Under mpirun an error names its rank; and since the other ranks may be waiting for this one,
-  // it stops them all (examples/common/ranks.h).
-  auto fail = [&](const std::string& command, const char* what, int code) {
-    std::cerr << "minigpt " << command << ": " << ag::examples::rank_prefix() << what << "\n";
-    return ag::examples::finish_rank(code);
-  };
+// argv[1] names the subcommand, which gets the rest; main below turns what it throws into an exit
+// status (examples/common/program.h).
+int run_subcommand(ag::examples::Program& program) {
   std::string usage =
       "usage: minigpt {train|sample|eval|explore} [options]   (minigpt SUBCOMMAND --help for the options)\n";
+  const int argc = program.argc;
+  char** argv = program.argv;
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::cout << usage;
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
-  int code = 2;
-  try {
-    if (command == "train")
-      code = train_command(argc, argv);
-    else if (command == "sample")
-      code = sample_command(argc, argv);
-    else if (command == "eval")
-      code = eval_command(argc, argv);
-    else if (command == "explore")
-      code = explore_command(argc, argv);
-    else
-      std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
-  } catch (const ag::examples::AgreedExit& e) {
-    return e.code;
-  } catch (const ag::dist::Mismatch& e) {  // thrown on every rank at once: rank 0 says why
-    if (ag::dist::is_main_process()) std::cerr << "minigpt " << command << ": " << e.what() << "\n";
-    return 2;
-  } catch (const ag::examples::Refused& e) {  // before any work: nothing was written
-    return fail(command, e.what(), 2);
-  } catch (const std::exception& e) {
-    return fail(command, e.what(), 1);
-  }
-  // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail(command, "cannot write to standard output", 1);
-  return ag::examples::finish_rank(code);  // a bad option on one rank must not leave the others waiting
+  program.name = "minigpt " + command;  // what its errors start with
+  if (command == "train") return train_command(argc, argv);
+  if (command == "sample") return sample_command(argc, argv);
+  if (command == "eval") return eval_command(argc, argv);
+  if (command == "explore") return explore_command(argc, argv);
+  std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
+  return 2;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return ag::examples::run_program("minigpt", argc, argv, run_subcommand); }

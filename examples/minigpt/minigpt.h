@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/precision_option.h"
+
 namespace minigpt {
 
 struct TrainOptions {
@@ -26,9 +28,11 @@ struct TrainOptions {
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
   // Micro-batches of `batch` windows per step, their gradients summed in order: one process
   // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
-  std::int64_t grad_accum = 1;  // at most ag::examples::kMaxMicroBatches
+  std::int64_t grad_accum = 1;             // at most ag::examples::kMaxMicroBatches
   std::int64_t sync_check_interval = 100;  // under mpirun: steps between checks that every rank has the same weights
-  std::string precision = "auto";           // --precision: fp32, bf16 or auto (ops/autocast.h)
+  // --precision, chosen once when the command line is read (examples/common/precision_option.h:
+  // autocast is on from then if it chose bf16); train prints the choice with its settings.
+  ag::examples::PrecisionChoice precision;
 };
 
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------

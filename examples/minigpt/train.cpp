@@ -1,14 +1,22 @@
-// minigpt train: the training loop, with evaluation, checkpoints and pictures.
+// minigpt train: the training loop, with evaluation, checkpoints and pictures. train() at the
+// end of the file is the whole run, as a short sequence of the steps defined above it:
 //
-//   before anything:  every option, the corpus, the memory the model needs and the output
-//                     directory are checked (checks.cpp); then the directory is locked
-//   for each step:    lr from the warm-up + cosine schedule
-//                     x, y = a random batch of windows;  loss = cross_entropy(model(x), y)
-//                     zero_grad; backward; clip the gradient norm; AdamW step
-//   every eval_interval steps: mean loss on held-out windows, and a checkpoint
-//   every checkpoint_interval steps, and on SIGINT / SIGTERM: a checkpoint (model, optimizer,
-//   step, schedule and generators in one file, written atomically), from which --resume
-//   continues exactly as if the run had not stopped
+//   check_run           every option, the corpus, the memory the model needs and the output
+//                       directory are checked (checks.cpp); nothing is written until all pass
+//   prepare             the model, AdamW and the schedule, the state --resume continues from,
+//                       every rank started alike; then the output directory is locked
+//   for each step:
+//     train_step        lr from the warm-up + cosine schedule
+//                       x, y = a random batch of windows;  loss = cross_entropy(model(x), y)
+//                       backward; clip the gradient norm; AdamW step
+//     show_progress     the smoothed loss on the progress bar
+//     evaluate          every eval_interval steps: mean loss on held-out windows
+//     report            the log line; a checkpoint at every evaluation and every
+//                       checkpoint_interval steps
+//   after_training      on SIGINT / SIGTERM: a checkpoint (model, optimizer, step, schedule and
+//                       generators in one file, written atomically), from which --resume
+//                       continues exactly as if the run had not stopped; else the loss curve,
+//                       the attention maps and a sample
 //
 // A signal is answered within one op (examples/common/stop.h): a step it cuts short is dropped,
 // its random draws undone, so the checkpoint is the one the last complete step left.
@@ -18,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -158,222 +167,338 @@ void write_log_line(std::FILE* log, const std::string& path, const std::string& 
     throw std::runtime_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
 }
 
-
 // The settings every process of a data-parallel run must share, one per line, for
 // ag::dist::check_same: a rank started with other options or another corpus is refused.
 std::string run_description(const TrainOptions& o, const Corpus& corpus, const ag::nn::GPTConfig& config) {
   return fmt::format(
-      "corpus: {} characters in {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} dropout {}\n"
+      "corpus: {} characters in {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} "
+      "dropout {}\n"
       "steps {} batch {} lr {} min-lr {} warmup {} weight-decay {} grad-clip {}\neval-interval {} eval-batches {} "
       "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nprecision {}\nthreads per process {}\n",
-      corpus.dataset.size(Split::Train) + corpus.dataset.size(Split::Validation), plural(std::ssize(corpus.files), "file"),
-      corpus.fingerprint, config.vocab_size, config.block_size, config.n_layer,
-      config.n_head, config.n_embd, config.dropout, o.steps, o.batch, o.lr, o.min_lr, o.warmup, o.weight_decay,
-      o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval, o.sync_check_interval, o.seed, o.resume,
-      ag::kernels_name(ag::kernels()), ag::is_autocast_enabled() ? "bf16" : "fp32", ag::get_num_threads());
+      corpus.dataset.size(Split::Train) + corpus.dataset.size(Split::Validation),
+      plural(std::ssize(corpus.files), "file"), corpus.fingerprint, config.vocab_size, config.block_size,
+      config.n_layer, config.n_head, config.n_embd, config.dropout, o.steps, o.batch,
+      o.lr, o.min_lr, o.warmup, o.weight_decay, o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval,
+      o.sync_check_interval, o.seed, o.resume, ag::kernels_name(ag::kernels()), o.precision.bf16 ? "bf16" : "fp32",
+      ag::get_num_threads());
 }
 
-}  // namespace
+// --- The run, in the order it happens -------------------------------------------------------
 
-int train(const TrainOptions& o) {
-  const bool distributed = ag::dist::world_size() > 1, main_rank = ag::dist::is_main_process();
-  // Everything that can be known before the first step is checked first; nothing is written
-  // until all of it has passed. Under mpirun every rank checks its own options and corpus, and
-  // only rank 0 its output directory; a refusal on any rank stops all of them.
-  std::optional<Corpus> corpus_read;
+// What check_run read and checked: the corpus, and the model with its vocabulary.
+struct CheckedRun {
+  Corpus corpus;
+  ag::nn::GPTConfig config;
+};
+
+// Everything that can be known before the first step is checked first; nothing is written
+// until all of it has passed. Under mpirun every rank checks its own options and corpus, and
+// only rank 0 its output directory; a refusal on any rank stops all of them. Then, that every
+// rank is about to run the same thing.
+CheckedRun check_run(const TrainOptions& o) {
+  std::optional<Corpus> corpus;
   ag::nn::GPTConfig config = o.model;
   ag::examples::checks_on_every_rank("minigpt train", [&] {
     check_train_options(o);
-    corpus_read.emplace(read_training_corpus(o));
-    config.vocab_size = corpus_read->tokenizer.size();
-    if (main_rank) check_train_resources(o, config);
+    corpus.emplace(read_training_corpus(o));
+    config.vocab_size = corpus->tokenizer.size();
+    if (ag::dist::is_main_process()) check_train_resources(o, config);
   });
-  // Then that every rank is about to run the same thing.
-  if (distributed) ag::dist::check_same("the run's configuration", run_description(o, *corpus_read, config));
-  Corpus& corpus = *corpus_read;
+  if (ag::dist::world_size() > 1) ag::dist::check_same("the run's configuration", run_description(o, *corpus, config));
+  return {std::move(*corpus), config};
+}
+
+// --resume: the training state in --out, read into `state` by every rank (under mpirun, a rank
+// that cannot stops them all). Returns the steps it has done.
+std::int64_t resume_training(const TrainOptions& o, const std::string& state_path, const ag::io::TrainingState& state,
+                             const ag::data::CharTokenizer& tokenizer) {
+  const bool main_rank = ag::dist::is_main_process();
+  std::int64_t start = 0;
+  ag::examples::checks_on_every_rank("minigpt train", [&] {
+    ag::io::ResumedTraining resumed{};
+    try {
+      resumed = ag::io::load_training_state(state_path, state, tokenizer);
+    } catch (const std::invalid_argument& e) {
+      ag::examples::refuse("--resume: {}", e.what());
+    }
+    start = resumed.step;
+    if (start > o.steps)
+      ag::examples::refuse("--resume: {} is at step {}, past --steps {}; pass --steps {} or more to continue it",
+                           state_path, start, o.steps, start);
+    if (main_rank && ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(state.schedule))
+      fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
+                 ag::io::schedule_json(state.schedule));
+    if (main_rank) fmt::print("resuming from step {} of {}\n", start, state_path);
+  });
+  return start;
+}
+
+// One run, from its first step to its last: what a step, an evaluation, a checkpoint and the
+// pictures read and write. Members are built in the order they are declared; prepare() below
+// does the rest before the first step.
+struct Run {
+  Run(const TrainOptions& options, const ag::examples::StopOnSignal& stop_signal, CheckedRun checked,
+      std::unique_ptr<ag::nn::GPT> built)
+      : o(options),
+        stop(stop_signal),
+        corpus(std::move(checked.corpus)),
+        config(checked.config),
+        model_ptr(std::move(built)) {}
+
+  // Before the first step (prepare).
+  void start_ranks_alike();
+  void open_output();
+  void print_settings() const;
+  // Each step (train's loop).
+  std::optional<double> train_step(std::int64_t step);
+  std::optional<double> forward_backward();
+  void stop_if_diverged(std::int64_t step, double loss) const;
+  void check_weights_in_sync(std::int64_t step) const;
+  void show_progress(std::int64_t step, double loss);
+  bool evaluation_due(std::int64_t step) const { return (step + 1) % o.eval_interval == 0 || step + 1 == o.steps; }
+  std::optional<double> evaluate(std::int64_t step);
+  void report(std::int64_t step, double loss, const std::optional<double>& val);
+  void checkpoint(std::int64_t done);
+  bool stop_agreed() const;
+  // After the last step.
+  int after_training(std::int64_t step, bool stopping);
+  bool pictures_and_sample(std::int64_t step);
+  std::string attention_prompt() const;
+
+  std::string out(const char* name) const { return (std::filesystem::path(o.out_dir) / name).string(); }
+
+  const TrainOptions& o;
+  const ag::examples::StopOnSignal& stop;
+  const bool distributed = ag::dist::world_size() > 1, main_rank = ag::dist::is_main_process();
+  const Corpus corpus;
+  const ag::nn::GPTConfig config;
   const ag::data::CharTokenizer& tokenizer = corpus.tokenizer;
   const ag::data::TextDataset& ds = corpus.dataset;
+  const std::string model_path = out("minigpt.safetensors"), state_path = out("minigpt.train.safetensors"),
+                    log_path = out("train_log.csv");
 
-  // From here on SIGINT and SIGTERM are requests to stop, answered at the next stop point
-  // (under mpirun: at the end of the step, all ranks together).
-  ag::examples::StopOnSignal stop;
-  auto out = [&](const char* name) { return (std::filesystem::path(o.out_dir) / name).string(); };
-  std::string model_path = out("minigpt.safetensors"), state_path = out("minigpt.train.safetensors"),
-              log_path = out("train_log.csv");
-  ag::Generator init_gen(o.seed), data_gen(o.seed + 1);
   std::unique_ptr<ag::nn::GPT> model_ptr;
-  try {
-    std::optional<StopBetweenOps> stop_points;  // a large model takes a while to initialise
-    if (!distributed) stop_points.emplace();
-    model_ptr = std::make_unique<ag::nn::GPT>(config, init_gen);
-  } catch (const Interrupted&) {
-    fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
-    return 130;
-  }
   ag::nn::GPT& model = *model_ptr;
-  ag::optim::AdamW opt(ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99});
+  ag::Generator data_gen{o.seed + 1};
+  ag::optim::AdamW opt{ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99}};
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
   ag::io::TrainingState state{model, opt, schedule, data_gen};  // saved and restored by io/training_state.cpp
-  std::int64_t start = 0;
-  // Every rank reads the training state (under mpirun, a rank that cannot stops them all).
-  if (o.resume) ag::examples::checks_on_every_rank("minigpt train", [&] {
-      ag::io::ResumedTraining resumed{};
-      try {
-        resumed = ag::io::load_training_state(state_path, state, tokenizer);
-      } catch (const std::invalid_argument& e) {
-        ag::examples::refuse("--resume: {}", e.what());
-      }
-      start = resumed.step;
-      if (start > o.steps)
-        ag::examples::refuse("--resume: {} is at step {}, past --steps {}; pass --steps {} or more to continue it",
-                             state_path, start, o.steps, start);
-      if (main_rank && ag::io::schedule_json(resumed.schedule) != ag::io::schedule_json(schedule))
-        fmt::print("note: the learning-rate schedule was {}, it is now {}\n", ag::io::schedule_json(resumed.schedule),
-                   ag::io::schedule_json(schedule));
-      if (main_rank) fmt::print("resuming from step {} of {}\n", start, state_path);
-    });
-  // Every rank starts from rank 0's weights, and checks that the rest of its state (the step,
-  // the optimizer's moments, the batch generator) is rank 0's too.
-  ag::dist::DataParallel dp(model.parameters(), {.micro_batches = o.grad_accum});
-  if (distributed) {
-    std::vector<ag::Tensor> weights = model.parameters();
-    for (auto& [_, b] : model.named_buffers()) weights.push_back(b);
-    ag::dist::broadcast(weights);
-    ag::dist::check_same("the training state", fmt::format("step {}\nbatch generator {}\n", start, data_gen.state()));
-    std::vector<ag::Tensor> moments;
-    for (auto& [_, t] : opt.state()) moments.push_back(t);
-    ag::dist::check_in_sync("the optimizer's moments", moments);
-  }
-  if (ag::dist::any(stop.requested())) {
-    if (main_rank) fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
-    return 130;
-  }
-  // The first write: the directory, and the lock that keeps a second run out of it.
-  std::optional<ag::examples::RunLock> lock;
-  LossLog history;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log(nullptr, &std::fclose);
-  if (main_rank) {
-    lock.emplace(o.out_dir, "minigpt.lock");
-    history = truncate_log(log_path, start);
-    log.reset(std::fopen(log_path.c_str(), "a"));
-    if (!log)
-      throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
-  }
+  const std::int64_t start = o.resume ? resume_training(o, state_path, state, tokenizer) : 0;  // steps already done
+  // After --resume has read the weights: every micro-batch's gradient, summed in order.
+  ag::dist::DataParallel dp{model.parameters(), {.micro_batches = o.grad_accum}};
   const std::int64_t micro = dp.micro_batches();
-  if (main_rank) {
-    fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
-               static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
-               plural(tokenizer.size(), "character"));
-    fmt::print("model: {}, {}, n_embd {}, block {}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
-               plural(config.n_head, "head"), config.n_embd, config.block_size,
-               static_cast<double>(model.parameter_count()) / 1e6);
-    fmt::print("training: {} of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", plural(o.steps, "step"),
-               o.batch * micro, config.block_size, o.lr, o.warmup, o.min_lr);
-    if (distributed)
-      fmt::print("data-parallel: {} processes x {} per process, gradients summed in rank order\n",
-                 ag::dist::world_size(), plural(ag::get_num_threads(), "thread"));
-    else if (micro > 1)
-      fmt::print("gradient accumulation: {} micro-batches of {} per step, gradients summed in order\n", micro,
-                 plural(o.batch, "window"));
-    if (ag::kernels() == ag::Kernels::Reference)
-      fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
-    fmt::print("precision: {}\n", ag::choose_precision(ag::parse_precision(o.precision)).why);
-  }
-
-  std::optional<ag::examples::ProgressBar> bar;
-  if (main_rank) bar.emplace(o.steps - start);
-  double smoothed = 0;
-  std::int64_t step = start, saved = -1;
-  // `done`: how many steps are complete; a resumed run starts there. The training state goes
-  // first: it alone is what --resume reads; the model file beside it is for sample and eval.
-  // Only rank 0 writes.
-  auto checkpoint = [&](std::int64_t done) {
-    if (main_rank) {
-      ag::io::save_training_state(state_path, state, tokenizer, done);
-      ag::io::save_gpt(model_path, model, tokenizer);
-    }
-    saved = done;
-  };
-  StepGenerators draws(model, data_gen);
   const std::vector<std::int64_t> mine = dp.my_micro_batches();
-  bool eval_cut = false, stopping = false;
-  for (; step < o.steps && !stopping; ++step) {
-    // The step's forward and backward passes stop at the next op when asked (one process
-    // only: under mpirun a rank must not leave the others waiting half-way through a step);
-    // the update after them never stops half-way, so the model is always the one a whole
-    // number of steps made.
-    draws.remember();
-    std::vector<double> losses;
-    try {
-      std::optional<StopBetweenOps> stop_points;
-      if (!distributed) stop_points.emplace();
-      opt.set_lr(schedule.lr_at(step));
-      if (micro > 1) draws.begin_keyed_step();
-      // The step's global batch is micro x batch windows, drawn in order by every rank; micro-
-      // batch k is the k-th run of `batch`: one process runs each as it is drawn, a rank under
-      // mpirun only its own.
-      for (std::int64_t k = 0; k < micro; ++k) {
-        auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);
-        if (distributed && k != mine.front()) continue;  // another rank's micro-batch
-        if (micro > 1) draws.key_micro_batch(k);
-        dp.begin_micro_batch();
-        ag::Tensor loss = model.loss(batch.x, batch.y);
-        loss.backward(dp.loss_weight(loss));
-        dp.end_micro_batch();
-        losses.push_back(loss.item() / static_cast<double>(micro));
-      }
-      if (micro > 1) draws.end_keyed_step();
-    } catch (const Interrupted&) {
-      draws.undo();
-      break;
-    }
-    double l = dp.sum_over_micro_batches(losses);
-    // A loss that is no longer finite would make every weight NaN at this update, and the next
-    // checkpoint would write them over the last good one: stop before the update instead.
-    if (!std::isfinite(l)) {
-      std::string kept = saved >= 0 ? fmt::format("{} keeps step {}", state_path, saved)
-                         : o.resume ? fmt::format("{} keeps step {}", state_path, start)
-                                    : "no checkpoint was written";
-      throw std::runtime_error(
-          fmt::format("the loss of step {} is {}: training diverged (a smaller --lr may help); {}", step + 1, l, kept));
-    }
-    ag::optim::clip_grad_norm(model.parameters(), o.grad_clip);
-    opt.step();
-    // Every rank has applied the same update to the same weights; every so often, check.
-    if (distributed && ((step + 1) % o.sync_check_interval == 0 || step + 1 == o.steps)) {
-      try {
-        ag::dist::check_in_sync(fmt::format("the weights after step {}", step + 1), model.parameters());
-      } catch (const ag::dist::Mismatch& e) {  // on every rank at once
-        if (main_rank)
-          fmt::print(stderr, "minigpt train: {}; stopped (the last checkpoint, if any, is from before)\n", e.what());
-        throw ag::examples::AgreedExit{1};
-      }
-    }
+  StepGenerators draws{model, data_gen};
 
-    smoothed = step == start ? l : 0.95 * smoothed + 0.05 * l;
-    history.steps.push_back(static_cast<double>(step + 1));
-    history.losses.push_back(l);
-    if (bar)
-      bar->update(step + 1 - start, (step + 1 - start) * o.batch * micro * config.block_size,
-                  fmt::format("loss {:.4f}", smoothed));
-    bool evaluate = (step + 1) % o.eval_interval == 0 || step + 1 == o.steps;
-    std::optional<double> val = evaluate ? estimate_loss(model, ds, Split::Validation, o, data_gen) : std::nullopt;
-    eval_cut = evaluate && !val;
-    if (main_rank)
-      write_log_line(log.get(), log_path,
-                     fmt::format("{},{},{},{}\n", step + 1, l, opt.lr(), val ? fmt::format("{}", *val) : ""));
-    if (val) {
-      history.val_steps.push_back(static_cast<double>(step + 1));
-      history.val_losses.push_back(*val);
-    }
-    if (evaluate || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
-    if (val && bar) {
-      // Perplexity e^loss: as unsure as a uniform choice among that many characters.
-      bar->print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}, perplexity {:.2f}  (saved {})",
-                                  step + 1, smoothed, *val, std::exp(*val), model_path));
-    }
-    stopping = distributed ? ag::dist::any(stop.requested()) : stop.requested();
+  // Rank 0's: the lock on --out, the log, the losses for the plot, the progress bar.
+  std::optional<ag::examples::RunLock> lock;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> log{nullptr, &std::fclose};
+  LossLog history;
+  std::optional<ag::examples::ProgressBar> bar;
+
+  double smoothed = 0;      // the training loss, smoothed for the bar
+  std::int64_t saved = -1;  // the steps the last checkpoint holds; -1 before the first
+  bool eval_cut = false;    // a stop request cut the last evaluation short
+};
+
+// The model, AdamW and its schedule, the state a resumed run continues from, every rank started
+// alike, and --out locked. None (after saying so) when a stop request came first: nothing was
+// written.
+std::unique_ptr<Run> prepare(const TrainOptions& o, CheckedRun checked, const ag::examples::StopOnSignal& stop) {
+  std::unique_ptr<ag::nn::GPT> model;
+  try {
+    std::optional<StopBetweenOps> stop_points;  // a large model takes a while to initialise
+    if (ag::dist::world_size() == 1) stop_points.emplace();
+    ag::Generator init_gen(o.seed);
+    model = std::make_unique<ag::nn::GPT>(checked.config, init_gen);
+  } catch (const Interrupted&) {
+    fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
+    return nullptr;
   }
+  auto run = std::make_unique<Run>(o, stop, std::move(checked), std::move(model));
+  if (run->distributed) run->start_ranks_alike();
+  if (ag::dist::any(stop.requested())) {
+    if (run->main_rank)
+      fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
+    return nullptr;
+  }
+  if (run->main_rank) {
+    run->open_output();
+    run->print_settings();
+    run->bar.emplace(o.steps - run->start);
+  }
+  return run;
+}
+
+// Under mpirun every rank starts from rank 0's weights, and checks that the rest of its state
+// (the step, the optimizer's moments, the batch generator) is rank 0's too.
+void Run::start_ranks_alike() {
+  std::vector<ag::Tensor> weights = model.parameters();
+  for (auto& [_, b] : model.named_buffers()) weights.push_back(b);
+  ag::dist::broadcast(weights);
+  ag::dist::check_same("the training state", fmt::format("step {}\nbatch generator {}\n", start, data_gen.state()));
+  std::vector<ag::Tensor> moments;
+  for (auto& [_, t] : opt.state()) moments.push_back(t);
+  ag::dist::check_in_sync("the optimizer's moments", moments);
+}
+
+// The first write: the directory, and the lock that keeps a second run out of it; then the log,
+// kept up to the step this run starts from.
+void Run::open_output() {
+  lock.emplace(o.out_dir, "minigpt.lock");
+  history = truncate_log(log_path, start);
+  log.reset(std::fopen(log_path.c_str(), "a"));
+  if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
+}
+
+void Run::print_settings() const {
+  fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
+             static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
+             plural(tokenizer.size(), "character"));
+  fmt::print("model: {}, {}, n_embd {}, block {}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
+             plural(config.n_head, "head"), config.n_embd, config.block_size,
+             static_cast<double>(model.parameter_count()) / 1e6);
+  fmt::print("training: {} of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", plural(o.steps, "step"),
+             o.batch * micro, config.block_size, o.lr, o.warmup, o.min_lr);
+  if (distributed)
+    fmt::print("data-parallel: {} processes x {} per process, gradients summed in rank order\n", ag::dist::world_size(),
+               plural(ag::get_num_threads(), "thread"));
+  else if (micro > 1)
+    fmt::print("gradient accumulation: {} micro-batches of {} per step, gradients summed in order\n", micro,
+               plural(o.batch, "window"));
+  if (ag::kernels() == ag::Kernels::Reference)
+    fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
+  fmt::print("precision: {}\n", o.precision.why);
+}
+
+// One optimizer step: the learning rate the schedule gives this step; the gradient of the step's
+// loss in every parameter's .grad(); clipped to norm grad_clip; AdamW. Returns the step's loss,
+// or none when a stop request cut its forward or backward passes short: the step is dropped.
+std::optional<double> Run::train_step(std::int64_t step) {
+  opt.set_lr(schedule.lr_at(step));
+  std::optional<double> loss = forward_backward();
+  if (!loss) return std::nullopt;
+  stop_if_diverged(step, *loss);
+  ag::optim::clip_grad_norm(model.parameters(), o.grad_clip);
+  opt.step();
+  if (distributed) check_weights_in_sync(step);
+  return loss;
+}
+
+// loss = mean cross-entropy over the step's micro x batch windows, and its gradient, one
+// micro-batch at a time: dp.begin_micro_batch() sets the gradients so far aside (no zero_grad
+// needed), dp.end_micro_batch() adds this micro-batch's to them (under mpirun: sums every rank's).
+//
+// The passes stop at the next op when asked (one process only: under mpirun a rank must not
+// leave the others waiting half-way through a step); the update after them never stops
+// half-way, so the model is always the one a whole number of steps made.
+std::optional<double> Run::forward_backward() {
+  draws.remember();
+  std::vector<double> losses;  // this process's micro-batches', each weighed 1 / micro
+  try {
+    std::optional<StopBetweenOps> stop_points;
+    if (!distributed) stop_points.emplace();
+    if (micro > 1) draws.begin_keyed_step();
+    // The step's global batch is micro x batch windows, drawn in order by every rank; micro-
+    // batch k is the k-th run of `batch`: one process runs each as it is drawn, a rank under
+    // mpirun only its own.
+    for (std::int64_t k = 0; k < micro; ++k) {
+      auto batch = ds.sample(Split::Train, o.batch, config.block_size, data_gen);  // x, y: int64 [batch, block]
+      if (distributed && k != mine.front()) continue;                              // another rank's micro-batch
+      if (micro > 1) draws.key_micro_batch(k);
+      dp.begin_micro_batch();
+      ag::Tensor loss = model.loss(batch.x, batch.y);
+      loss.backward(dp.loss_weight(loss));
+      dp.end_micro_batch();
+      losses.push_back(loss.item() / static_cast<double>(micro));
+    }
+    if (micro > 1) draws.end_keyed_step();
+  } catch (const Interrupted&) {
+    draws.undo();  // the step's random draws, as if it had not begun
+    return std::nullopt;
+  }
+  return dp.sum_over_micro_batches(losses);
+}
+
+// A loss that is no longer finite would make every weight NaN at this update, and the next
+// checkpoint would write them over the last good one: stop before the update instead.
+void Run::stop_if_diverged(std::int64_t step, double loss) const {
+  if (std::isfinite(loss)) return;
+  std::string kept = saved >= 0 ? fmt::format("{} keeps step {}", state_path, saved)
+                     : o.resume ? fmt::format("{} keeps step {}", state_path, start)
+                                : "no checkpoint was written";
+  throw std::runtime_error(
+      fmt::format("the loss of step {} is {}: training diverged (a smaller --lr may help); {}", step + 1, loss, kept));
+}
+
+// Under mpirun every rank has applied the same update to the same weights; every so often, and
+// after the last step, check.
+void Run::check_weights_in_sync(std::int64_t step) const {
+  if ((step + 1) % o.sync_check_interval != 0 && step + 1 != o.steps) return;
+  try {
+    ag::dist::check_in_sync(fmt::format("the weights after step {}", step + 1), model.parameters());
+  } catch (const ag::dist::Mismatch& e) {  // on every rank at once
+    if (main_rank)
+      fmt::print(stderr, "minigpt train: {}; stopped (the last checkpoint, if any, is from before)\n", e.what());
+    throw ag::examples::AgreedExit{1};
+  }
+}
+
+void Run::show_progress(std::int64_t step, double loss) {
+  smoothed = step == start ? loss : 0.95 * smoothed + 0.05 * loss;
+  history.steps.push_back(static_cast<double>(step + 1));
+  history.losses.push_back(loss);
+  if (bar)
+    bar->update(step + 1 - start, (step + 1 - start) * o.batch * micro * config.block_size,
+                fmt::format("loss {:.4f}", smoothed));
+}
+
+// Every eval_interval steps and after the last: the mean loss on held-out windows. None on the
+// other steps, and when a stop request cut it short (eval_cut says which).
+std::optional<double> Run::evaluate(std::int64_t step) {
+  std::optional<double> val =
+      evaluation_due(step) ? estimate_loss(model, ds, Split::Validation, o, data_gen) : std::nullopt;
+  eval_cut = evaluation_due(step) && !val;
+  return val;
+}
+
+// The step's line in the log; a checkpoint at every evaluation and every checkpoint_interval
+// steps; and the validation loss on the screen.
+void Run::report(std::int64_t step, double loss, const std::optional<double>& val) {
+  if (main_rank)
+    write_log_line(log.get(), log_path,
+                   fmt::format("{},{},{},{}\n", step + 1, loss, opt.lr(), val ? fmt::format("{}", *val) : ""));
+  if (val) {
+    history.val_steps.push_back(static_cast<double>(step + 1));
+    history.val_losses.push_back(*val);
+  }
+  if (evaluation_due(step) || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
+  if (val && bar) {
+    // Perplexity e^loss: as unsure as a uniform choice among that many characters.
+    bar->print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}, perplexity {:.2f}  (saved {})",
+                                step + 1, smoothed, *val, std::exp(*val), model_path));
+  }
+}
+
+// `done`: how many steps are complete; a resumed run starts there. The training state goes
+// first: it alone is what --resume reads; the model file beside it is for sample and eval.
+// Only rank 0 writes.
+void Run::checkpoint(std::int64_t done) {
+  if (main_rank) {
+    ag::io::save_training_state(state_path, state, tokenizer, done);
+    ag::io::save_gpt(model_path, model, tokenizer);
+  }
+  saved = done;
+}
+
+// Whether to stop after this step. Under mpirun, when any rank was asked to: all ranks agree,
+// at the end of the same step.
+bool Run::stop_agreed() const { return distributed ? ag::dist::any(stop.requested()) : stop.requested(); }
+
+// After the last step, or the one a stop request ended. Stopped: a checkpoint of the steps done
+// (unless the last one holds them already), status 130, and --resume continues from it.
+// Otherwise, on rank 0: the log closed, the pictures, a sample and the final validation loss.
+int Run::after_training(std::int64_t step, bool stopping) {
   if (bar) bar->finish();
   // Under mpirun only the stop all ranks agreed on counts: a signal that reached one rank after
   // the last agreement must not make it exit alone.
@@ -391,9 +516,17 @@ int train(const TrainOptions& o) {
   if (std::fclose(log.release()) != 0)
     throw std::runtime_error(fmt::format("cannot write '{}': {}", log_path, std::strerror(errno)));
   fmt::print("trained {} in {}\n", plural(step - start, "step"), ag::examples::format_duration(bar->elapsed_seconds()));
+  if (!pictures_and_sample(step)) return 130;
+  if (!history.val_losses.empty())
+    fmt::print("\nfinal validation loss: {:.4f} (perplexity {:.2f})\n", history.val_losses.back(),
+               std::exp(history.val_losses.back()));
+  fmt::print("checkpoint: {}\n", model_path);
+  return 0;
+}
 
-  // The pictures and the sample: the checkpoint of the last step is already complete, so a
-  // stop request here only skips what is left.
+// The loss curve, the attention maps of a prompt, and a sample. The checkpoint of the last step
+// is already complete, so a stop request here only skips what is left: false then.
+bool Run::pictures_and_sample(std::int64_t step) {
   try {
     ag::examples::stop_point();
     std::string loss_png = out("loss.png");
@@ -405,17 +538,7 @@ int train(const TrainOptions& o) {
       fmt::print("wrote {}\n", loss_png);
     }
     StopBetweenOps stop_points;
-    // A prompt from held-out text: the first 32 characters of a random validation window.
-    std::string prompt = o.prompt;
-    if (prompt.empty()) {
-      std::string val_text = tokenizer.decode([&] {
-        ag::Generator g(o.seed + 2);
-        return ds.sample(Split::Validation, 1, config.block_size, g).x.to_vector<std::int64_t>();
-      }());
-      std::u32string chars = ag::data::decode_utf8(val_text);
-      prompt = ag::data::encode_utf8(chars.substr(0, std::min<std::size_t>(chars.size(), 32)));
-    }
-    auto maps = write_attention_maps(model, tokenizer, prompt, o.out_dir);
+    auto maps = write_attention_maps(model, tokenizer, attention_prompt(), o.out_dir);
     fmt::print("wrote {}, {} ... {}\n", plural(std::ssize(maps), "attention map"), maps.front(), maps.back());
 
     ag::Generator sample_gen(o.seed + 3);
@@ -427,13 +550,42 @@ int train(const TrainOptions& o) {
         "\ninterrupted ({}) after training: {} holds step {}, complete; the pictures and the sample left "
         "undone were skipped\n",
         stop.signal_name(), model_path, step);
-    return 130;
+    return false;
   }
-  if (!history.val_losses.empty())
-    fmt::print("\nfinal validation loss: {:.4f} (perplexity {:.2f})\n", history.val_losses.back(),
-               std::exp(history.val_losses.back()));
-  fmt::print("checkpoint: {}\n", model_path);
-  return 0;
+  return true;
+}
+
+// --prompt, or one from held-out text: the first 32 characters of a random validation window.
+std::string Run::attention_prompt() const {
+  if (!o.prompt.empty()) return o.prompt;
+  std::string val_text = tokenizer.decode([&] {
+    ag::Generator g(o.seed + 2);
+    return ds.sample(Split::Validation, 1, config.block_size, g).x.to_vector<std::int64_t>();
+  }());
+  std::u32string chars = ag::data::decode_utf8(val_text);
+  return ag::data::encode_utf8(chars.substr(0, std::min<std::size_t>(chars.size(), 32)));
+}
+
+}  // namespace
+
+int train(const TrainOptions& o) {
+  CheckedRun checked = check_run(o);
+  // From here on SIGINT and SIGTERM are requests to stop, answered at the next stop point
+  // (under mpirun: at the end of the step, all ranks together).
+  ag::examples::StopOnSignal stop;
+  std::unique_ptr<Run> run = prepare(o, std::move(checked), stop);
+  if (!run) return 130;  // stopped before training started; nothing was written
+  std::int64_t step = run->start;
+  bool stopping = false;
+  for (; step < o.steps && !stopping; ++step) {
+    std::optional<double> loss = run->train_step(step);
+    if (!loss) break;  // cut short by a stop request: the model is the one the last whole step left
+    run->show_progress(step, *loss);
+    std::optional<double> val = run->evaluate(step);
+    run->report(step, *loss, val);
+    stopping = run->stop_agreed();
+  }
+  return run->after_training(step, stopping);
 }
 
 }  // namespace minigpt

@@ -1,6 +1,7 @@
 // Checks what the example programs do around a run (examples/common/): the memory budget
 // against the models' own parameter counts and against the memory a real step takes, the
-// overflow-checked sizes, the run lock, and stopping between ops on a signal.
+// overflow-checked sizes, the run lock, stopping between ops on a signal, and the --precision
+// option's choice.
 #include <unistd.h>
 
 #include <csignal>
@@ -8,6 +9,7 @@
 
 #include "../test_util.h"
 #include "memory_budget.h"
+#include "precision_option.h"
 #include "preflight.h"
 #include "run_lock.h"
 #include "stop.h"
@@ -172,6 +174,44 @@ TEST(StopBetweenOps, OpsThrowOnceAStopIsRequested) {
   Tensor loss = (w * w).sum();
   StopBetweenOps points;
   EXPECT_THROW(loss.backward(), Interrupted);
+}
+
+// --precision takes three names; fp32 always runs; auto takes bf16 exactly where the library says
+// bf16 products run here, and says why; bf16 where they cannot is refused (status 2), not emulated.
+TEST(PrecisionOption, TheChoiceFollowsTheLibrarysSupport) {
+  EXPECT_EQ(parse_precision("fp32"), Precision::Fp32);
+  EXPECT_EQ(parse_precision("bf16"), Precision::Bf16);
+  EXPECT_EQ(parse_precision("auto"), Precision::Auto);
+  EXPECT_TRUE(
+      throws_with<Refused>([] { parse_precision("fp16"); }, "--precision must be fp32, bf16 or auto, got 'fp16'"));
+  EXPECT_FALSE(choose_precision(Precision::Fp32).bf16);
+  EXPECT_NE(choose_precision(Precision::Fp32).why.find("fp32"), std::string::npos);
+  const bf16::Support& support = bf16::support();
+  if (support.available) {
+    EXPECT_TRUE(choose_precision(Precision::Auto).bf16);
+    EXPECT_TRUE(choose_precision(Precision::Bf16).bf16);
+    EXPECT_NE(choose_precision(Precision::Auto).why.find(support.unit), std::string::npos);
+  } else {
+    PrecisionChoice choice = choose_precision(Precision::Auto);
+    EXPECT_FALSE(choice.bf16);
+    EXPECT_NE(choice.why.find(support.reason), std::string::npos);
+    EXPECT_TRUE(throws_with<Refused>([] { choose_precision(Precision::Bf16); }, "--precision bf16: " + support.reason));
+  }
+  // A whole run's choice: fp32 leaves autocast off.
+  EXPECT_FALSE(apply_precision("fp32", false).bf16);
+  EXPECT_FALSE(is_autocast_enabled());
+}
+
+// A bad name is a usage error of the command line, as every other bad option value is.
+TEST(PrecisionOption, ABadNameIsAnOptionError) {
+  namespace po = boost::program_options;
+  std::string precision;
+  po::options_description options;
+  options.add_options()("precision", precision_value(&precision), kPrecisionHelp);
+  const char* argv[] = {"program", "--precision", "half"};
+  po::variables_map vm;
+  po::store(po::parse_command_line(3, argv, options), vm);
+  EXPECT_TRUE(throws_with<po::error>([&] { po::notify(vm); }, "--precision must be fp32, bf16 or auto, got 'half'"));
 }
 
 }  // namespace
