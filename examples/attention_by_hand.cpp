@@ -163,10 +163,10 @@ void self_test_1_and_5() {
   Tensor source = ag::randn({1, 6, 8}, gen);  // an encoded source sentence of 6 tokens
   ag::NoGradGuard no_grad;
   Tensor self_weights, cross_weights;
-  mha.forward(target, target, target, {}, true, &self_weights);
+  mha.forward(target, target, {.causal = true, .weights = &self_weights});
   fmt::print("  causal self-attention:  Q, K, V all from the target {} -> weights {}\n", ag::shape_str(target.shape()),
              ag::shape_str(self_weights.shape()));
-  mha.forward(target, source, source, {}, false, &cross_weights);
+  mha.forward(target, source, {.weights = &cross_weights});
   fmt::print("  cross-attention:        Q from the target {}, K and V from the source {} -> weights {}\n",
              ag::shape_str(target.shape()), ag::shape_str(source.shape()), ag::shape_str(cross_weights.shape()));
   fmt::print("  so the weights are [batch, heads, tgt_len, src_len], as the notes' answer says.\n");

@@ -1,9 +1,9 @@
 // Multi-head attention: H attention heads side by side, each on its own d_model / H slice of
 // learned projections of the inputs.
 //
-//   query: [B, Tq, D]   key, value: [B, Tk, D]   output: [B, Tq, D]   weights: [B, H, Tq, Tk]
+//   query: [B, Tq, D]   key_value: [B, Tk, D]   output: [B, Tq, D]   weights: [B, H, Tq, Tk]
 //
-//   Q = query Wq^T,  K = key Wk^T,  V = value Wv^T            (each [B, T, D])
+//   Q = query Wq^T,  K = key_value Wk^T,  V = key_value Wv^T  (each [B, T, D])
 //     self-attention stores [Wq; Wk; Wv] as one [3D, D] weight (qkv_proj, nanoGPT's c_attn), so
 //     one product gives all three; cross-attention stores Wq (q_proj) and [Wk; Wv] (kv_proj)
 //   split heads: [B, T, D] -> [B, T, H, D/H]    (a reshape: head h owns columns h*D/H ..)
@@ -11,9 +11,9 @@
 //   merge heads: [B, Tq, H, D/H] -> [B, Tq, D]   (a reshape back)
 //   output = O Wo^T
 //
-// Self-attention passes the same sequence as query, key and value; cross-attention passes
-// queries from one sequence and keys/values from another (of another length); causal
-// self-attention adds the causal mask.
+// Self-attention passes one sequence as both query and key_value; cross-attention passes
+// queries from one sequence and the keys' and values' source from another (of another length);
+// causal self-attention adds the causal mask.
 #pragma once
 
 #include <array>
@@ -43,31 +43,47 @@ struct KVCache {
   std::int64_t length() const { return k.defined() ? k.size(1) : 0; }
 };
 
+// How one call of MultiHeadAttention::forward attends. An aggregate: name the fields a call
+// needs and the others keep their defaults, as in forward(x, x, {.causal = true}).
+struct AttentionCall {
+  // Bool, broadcastable to [B, H, Tq, Tk], true where a query may attend (ops/masking.h), as in
+  // the ops and PyTorch's nn.MultiheadAttention: [Tq, Tk] a pattern shared by the batch;
+  // [B, 1, 1, Tk] key padding, as ag::key_padding_mask(lengths, Tk) builds it (a [B, Tk]
+  // padding mask must be reshaped so). Tk counts the cached keys too.
+  Tensor attn_mask = {};
+  // ANDs in causal_mask(Tq, Tk): query i sees keys 0 .. i + Tk - Tq, so with a cache the new
+  // queries see every cached key.
+  bool causal = false;
+  // When not null, receives the attention weights [B, H, Tq, Tk] (PyTorch's need_weights): a
+  // plain tensor outside the graph, for looking at. The output is the same either way.
+  Tensor* weights = nullptr;
+  // Self-attention only: the new keys and values are appended to it and attention runs over all
+  // of them; RoPE positions continue from its length.
+  KVCache* cache = nullptr;
+  // RoPE only, and only without a cache (which sets it): the position of the first key; the
+  // queries are the last Tq positions of the keys' span, as in self-attention (Tq = Tk) or when
+  // continuing a prefix.
+  std::int64_t offset = 0;
+};
+
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, MultiHeadAttentionOptions options = {},
                      Generator& generator = default_generator());
 
-  // Returns the output, [B, Tq, D], like every block's forward (docs/models.md).
-  // mask: bool, broadcastable to [B, H, Tq, Tk], true where a query may attend (ops/masking.h):
-  //   [Tq, Tk] a pattern shared by the batch; [B, 1, 1, Tk] key padding, as
-  //   ag::key_padding_mask(lengths, Tk) builds it (a [B, Tk] padding mask must be reshaped so).
-  // weights: when not null, receives the attention weights [B, H, Tq, Tk], outside the graph.
-  // offset (RoPE only): the position of the first key; the queries are the last Tq positions
-  // of the keys' span, as in self-attention (Tq = Tk) or when continuing a cached prefix.
-  // cache (self-attention only): the new keys and values are appended to it and attention runs
-  // over all of them; RoPE positions continue from the cache's length.
-  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& mask = {},
-                 bool causal = false, Tensor* weights = nullptr, std::int64_t offset = 0, KVCache* cache = nullptr);
+  // Returns the output, [B, Tq, D], like every block's forward (docs/models.md). key_value is
+  // the sequence the keys and values are both projected from: query itself for self-attention,
+  // the encoder's output for cross-attention.
+  //   forward(x, x)                              self-attention
+  //   forward(x, x, {.causal = true})            causal self-attention
+  //   forward(y, memory, {.attn_mask = padding}) cross-attention over a padded memory
+  Tensor forward(const Tensor& query, const Tensor& key_value, const AttentionCall& call = {});
 
   std::int64_t d_model, n_heads, head_dim;
 
-  // Knobs for experiments on attention itself (examples/experiments). The defaults are the
-  // standard op; checkpoints do not record them.
-  std::optional<double> scale;  // of the scores; unset = 1 / sqrt(head_dim)
-  // Masked scores set to 0 instead of -inf: the mistake whose leak the experiments measure.
-  // Runs the composed ops (matmul, masked_fill, softmax), so it is slower.
-  bool zero_fill_mask = false;
+  // A knob for experiments on attention itself (examples/experiments): the scale of the scores;
+  // unset = 1 / sqrt(head_dim), the standard op. Checkpoints do not record it.
+  std::optional<double> scale;
 
   bool cross;
   std::shared_ptr<Linear> qkv_proj;         // self-attention: D -> 3D, rows [Wq; Wk; Wv]
@@ -77,15 +93,14 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<RotaryEmbedding> rotary;  // null unless options.rotary
 
   // Q, K and V, [B, T, D] each, of the given inputs. The usual calls cost one product for
-  // self-attention (query, key and value one tensor) and two for cross-attention (key and value
-  // one tensor); other combinations project each input with its part of the stacked weight.
-  std::array<Tensor, 3> project(const Tensor& query, const Tensor& key, const Tensor& value) const;
+  // self-attention (query and key_value one tensor) and two for cross-attention; a
+  // self-attention module given another sequence as key_value projects each with its rows of
+  // the stacked weight.
+  std::array<Tensor, 3> project(const Tensor& query, const Tensor& key_value) const;
 
-  AttentionResult zero_filled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                        bool causal) const;
-
-  // Throws, naming this module, unless mask is undefined or broadcasts to [B, H, Tq, Tk].
-  void check_mask(const Tensor& mask, std::int64_t b, std::int64_t tq, std::int64_t tk) const;
+  // What the op attends over: Q, K and V split into heads, [B, T, H, D/H] each, with RoPE
+  // applied and, given call.cache, K and V appended to it (so K and V are [B, T_past + Tk, H, D/H]).
+  std::array<Tensor, 3> project_heads(const Tensor& query, const Tensor& key_value, const AttentionCall& call) const;
 
   // [B, T, D] -> [B, T, H, D/H] and back: reshapes, so no data moves.
   Tensor split_heads(const Tensor& x) const;

@@ -7,7 +7,7 @@
 // Its items are registered as submodules named "0", "1", ..., so parameters read "0.weight",
 // "2.bias", and a Sequential inside a larger model nests like any other module. Any module with
 // a forward(const Tensor&) returning a Tensor fits: the layers, the activations below, a block,
-// another Sequential. MultiHeadAttention, which takes query, key and value, does not.
+// another Sequential. MultiHeadAttention, which takes a query and a key_value, does not.
 #pragma once
 
 #include <concepts>

@@ -22,12 +22,13 @@ SelfAttentionBlock::SelfAttentionBlock(const BlockOptions& o, Generator& generat
 }
 
 Tensor SelfAttentionBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights, KVCache* cache) {
+  AttentionCall call{.attn_mask = mask, .causal = causal, .weights = weights, .cache = cache};
   if (norm_first) {
     Tensor h = ln_1->forward(x);
-    Tensor y = x + attn->forward(h, h, h, mask, causal, weights, 0, cache);
+    Tensor y = x + attn->forward(h, h, call);
     return y + mlp->forward(ln_2->forward(y));
   }
-  Tensor y = ln_1->forward(x + attn->forward(x, x, x, mask, causal, weights, 0, cache));
+  Tensor y = ln_1->forward(x + attn->forward(x, x, call));
   return ln_2->forward(y + mlp->forward(y));
 }
 
@@ -47,13 +48,13 @@ Tensor TransformerDecoderBlock::forward(const Tensor& x, const Tensor& memory, c
                                         Tensor* self_weights, Tensor* cross_weights) {
   if (norm_first) {
     Tensor h = ln_1->forward(x);
-    Tensor y = x + self_attn->forward(h, h, h, {}, /*causal=*/true, self_weights);
+    Tensor y = x + self_attn->forward(h, h, {.causal = true, .weights = self_weights});
     Tensor h2 = ln_2->forward(y);
-    Tensor z = y + cross_attn->forward(h2, memory, memory, memory_mask, false, cross_weights);
+    Tensor z = y + cross_attn->forward(h2, memory, {.attn_mask = memory_mask, .weights = cross_weights});
     return z + mlp->forward(ln_3->forward(z));
   }
-  Tensor y = ln_1->forward(x + self_attn->forward(x, x, x, {}, /*causal=*/true, self_weights));
-  Tensor z = ln_2->forward(y + cross_attn->forward(y, memory, memory, memory_mask, false, cross_weights));
+  Tensor y = ln_1->forward(x + self_attn->forward(x, x, {.causal = true, .weights = self_weights}));
+  Tensor z = ln_2->forward(y + cross_attn->forward(y, memory, {.attn_mask = memory_mask, .weights = cross_weights}));
   return ln_3->forward(z + mlp->forward(z));
 }
 

@@ -11,7 +11,9 @@
 // weights and a zero output (docs/attention.md).
 #pragma once
 
+#include <limits>
 #include <optional>
+#include <string_view>
 
 #include "../autograd/tensor.h"
 
@@ -47,7 +49,19 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
 // The same computation composed from primitive ops (matmul, masked_fill, softmax): the reference
 // kernel of ops/reference/attention.cpp, called directly, whatever the kernel setting. Its
 // weights are part of the graph, so a loss on them (a penalty, say) trains through them.
+// masked_score is what a masked score becomes before the softmax: -inf, so its weight is exactly
+// 0, unless an experiment sets another value (0 is the mistake examples/experiments/masking.cpp
+// measures: exp(0) is a weight like any other, so every masked key keeps a share). It must not
+// be NaN or +inf.
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
-                                    bool causal = false, std::optional<double> scale = {});
+                                    bool causal = false, std::optional<double> scale = {},
+                                    double masked_score = -std::numeric_limits<double>::infinity());
+
+// Throws, naming `op`, unless attn_mask is undefined, or bool and broadcastable to the scores'
+// shape [b, h, tq, tk]. Every attention op checks its mask with it, and so does
+// nn::MultiHeadAttention before it projects anything; the message lists the shapes that fit and,
+// for a [B, Tk] mask, how to make the key padding mask it was probably meant to be.
+void check_attention_mask(std::string_view op, const Tensor& attn_mask, std::int64_t b, std::int64_t h, std::int64_t tq,
+                          std::int64_t tk);
 
 }  // namespace ag

@@ -119,12 +119,13 @@ std::vector<ag::data::TextDataset::Batch> validation_batches(const Text& text, c
   return out;
 }
 
-double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches) {
+double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches,
+                       const std::function<Tensor(const Tensor&, const Tensor&)>& loss_of) {
   ag::NoGradGuard no_grad;
   model.eval();
   double sum = 0;
   for (const auto& b : validation_batches(text, o, model.config.block_size, batches))
-    sum += model.loss(b.x, b.y).item();
+    sum += (loss_of ? loss_of(b.x, b.y) : model.loss(b.x, b.y)).item();
   model.train();
   return sum / static_cast<double>(batches);
 }

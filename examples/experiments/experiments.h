@@ -66,8 +66,9 @@ double train(ag::nn::GPT& model, const Text& text, const Options& o, const std::
 // `batches` fixed validation batches of `block` tokens: the same ones for every model.
 std::vector<ag::data::TextDataset::Batch> validation_batches(const Text& text, const Options& o, std::int64_t block,
                                                              std::int64_t batches = 20);
-// Mean validation loss over those batches.
-double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches = 20);
+// Mean validation loss over those batches: the model's own loss, or `loss_of(x, y)` when given.
+double validation_loss(ag::nn::GPT& model, const Text& text, const Options& o, std::int64_t batches = 20,
+                       const std::function<ag::Tensor(const ag::Tensor& x, const ag::Tensor& y)>& loss_of = {});
 // `n` sampled characters after `prompt`, temperature 0.8.
 std::string sample(ag::nn::GPT& model, const Text& text, const std::string& prompt, std::int64_t n, std::uint64_t seed);
 
@@ -106,7 +107,7 @@ int baselines(const Options& o);      // bigram and fixed-window MLP against the
 int importance(const Options& o);     // attention weights against gradient and leave-one-out importance
 int bottleneck(const Options& o);     // a decoder reading one fixed vector against cross-attention
 int long_range(const Options& o);     // accuracy by how far back the answer is; attention need not learn it
-int precision(const Options& o);     // what bf16 costs each step; a Mini-GPT trained with bf16 products
+int precision(const Options& o);      // what bf16 costs each step; a Mini-GPT trained with bf16 products
 int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT on a middle character
 
 }  // namespace experiments

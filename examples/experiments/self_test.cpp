@@ -45,8 +45,7 @@ int self_test(const Options& o) {
       attn.merge_heads(ag::scaled_dot_product_attention_bthd(attn.split_heads(q), attn.split_heads(k_cross),
                                                              attn.split_heads(ag::linear(memory, rows(2), bias(2))))
                            .output));
-  bool q_from_x = same(attn.forward(x, memory, memory), by_hand) &&
-                  !same(attn.forward(x, memory, memory), attn.forward(x, other, other));
+  bool q_from_x = same(attn.forward(x, memory), by_hand) && !same(attn.forward(x, memory), attn.forward(x, other));
   fmt::print("    self-attention: Q = x Wq^T {}, K = x Wk^T {}, V = x Wv^T: one input, three projections\n",
              ag::shape_str(q.shape()), ag::shape_str(k_self.shape()));
   fmt::print(
@@ -108,11 +107,11 @@ int self_test(const Options& o) {
   Tensor decoder_states = ag::randn({1, 6, d}, gen);
   Tensor forced, prefix, cached;
   //   teacher forcing (training): every target position at once, the right words as input;
-  attn.forward(decoder_states, memory, memory, {}, false, &forced);
+  attn.forward(decoder_states, memory, {.weights = &forced});
   //   generating, no cache: the 3 positions written so far, recomputed at each step;
-  attn.forward(decoder_states.slice(1, 0, 3), memory, memory, {}, false, &prefix);
+  attn.forward(decoder_states.slice(1, 0, 3), memory, {.weights = &prefix});
   //   generating with a KV cache: the newest position's query alone.
-  attn.forward(decoder_states.slice(1, 2, 3), memory, memory, {}, false, &cached);
+  attn.forward(decoder_states.slice(1, 2, 3), memory, {.weights = &cached});
   fmt::print(
       "    Q from the decoder, K and V from the encoder's {} outputs, in every reading; the weights are\n"
       "    [batch, heads, tgt_len, src_len] with tgt_len the number of queries computed together:\n"

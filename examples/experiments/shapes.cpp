@@ -43,19 +43,19 @@ int shapes(const Options& o) {
   auto& dec = (*model.decoder)[0];
   Tensor x = enc.ln_1->forward(model.embed(*model.src_embed, b.src));  // what the encoder's attention reads
   Tensor enc_self_weights;
-  enc.attn->forward(x, x, x, b.src_mask, false, &enc_self_weights);
+  enc.attn->forward(x, x, {.attn_mask = b.src_mask, .weights = &enc_self_weights});
   Tensor memory = model.encode(b.src, b.src_mask);
   Tensor y = dec.ln_1->forward(model.embed(*model.tgt_embed, b.tgt_in));
   Tensor dec_self_weights;
-  dec.self_attn->forward(y, y, y, {}, true, &dec_self_weights);
+  dec.self_attn->forward(y, y, {.causal = true, .weights = &dec_self_weights});
   std::vector<Tensor> cross;
   model.decode(b.tgt_in, memory, b.src_mask, &cross);
   Tensor yq = dec.ln_2->forward(y);  // stands in for the decoder stream at the cross-attention (same shape)
 
   std::int64_t h = enc.attn->n_heads, dh = enc.attn->head_dim;
   auto split = [&](const Tensor& t) { return shape(enc.attn->split_heads(t)); };
-  auto enc_qkv = enc.attn->project(x, x, x), dec_qkv = dec.self_attn->project(y, y, y);
-  auto cross_qkv = dec.cross_attn->project(yq, memory, memory);
+  auto enc_qkv = enc.attn->project(x, x), dec_qkv = dec.self_attn->project(y, y);
+  auto cross_qkv = dec.cross_attn->project(yq, memory);
   print_table({"attention", "Q from", "Q", "K, V from", "K", "V", "per head", "weights"},
               {{"encoder self", "source", shape(enc_qkv[0]), "source", shape(enc_qkv[1]), shape(enc_qkv[2]),
                 split(enc_qkv[0]), shape(enc_self_weights)},

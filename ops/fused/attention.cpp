@@ -20,6 +20,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "../../autograd/dispatch.h"
@@ -29,6 +30,36 @@
 #include "attention_tiles.h"
 
 namespace ag {
+
+// The mask must broadcast to [B, H, Tq, Tk]. A [B, Tk] padding mask is the usual slip (PyTorch's
+// nn.MultiheadAttention takes one as key_padding_mask), so the message says how to make it fit.
+void check_attention_mask(std::string_view op, const Tensor& attn_mask, std::int64_t b, std::int64_t h, std::int64_t tq,
+                          std::int64_t tk) {
+  if (!attn_mask.defined()) return;
+  const Shape& m = attn_mask.shape();
+  if (attn_mask.dtype() != kBool)
+    throw_invalid(op, "attn_mask must be bool (true = may attend), got {} with shape {}", dtype_name(attn_mask.dtype()),
+                  shape_str(m));
+  Shape full{b, h, tq, tk};
+  bool fits = m.size() <= full.size();
+  for (std::size_t i = 0; fits && i < m.size(); ++i) {
+    std::int64_t want = full[full.size() - m.size() + i];
+    fits = m[i] == 1 || m[i] == want;
+  }
+  if (fits) return;
+  std::string padding_hint =
+      m.size() == 2 && m[0] == b && m[1] == tk
+          ? fmt::format(
+                "; a [B, Tk] key padding mask must be [B, 1, 1, Tk]: build it with ag::key_padding_mask(lengths, "
+                "{}), or reshape yours with mask.reshape({{{}, 1, 1, {}}})",
+                tk, b, tk)
+          : fmt::format("; for key padding use ag::key_padding_mask(lengths, {}), which is [B, 1, 1, Tk]", tk);
+  throw_invalid(op,
+                "attn_mask of shape {} does not broadcast to the scores' shape {} = [B, H, Tq, Tk]; expected [Tq, "
+                "Tk] = [{}, {}] (one pattern for the batch), [B, 1, 1, Tk] = [{}, 1, 1, {}] (key padding) or [B, 1, "
+                "Tq, Tk] = [{}, 1, {}, {}]{}",
+                shape_str(m), shape_str(full), tq, tk, b, tk, b, tq, tk, padding_hint);
+}
 
 namespace {
 
@@ -60,22 +91,6 @@ Dims check_qkv(std::string_view op, const Tensor& q, const Tensor& k, const Tens
   return n;
 }
 
-// Throws unless attn_mask is bool and broadcasts to the scores' shape [B, H, Tq, Tk].
-void check_mask(std::string_view op, const Tensor& attn_mask, const Dims& n) {
-  Shape full{n.b, n.h, n.tq, n.tk};
-  if (attn_mask.dtype() != kBool)
-    throw_invalid(op, "attn_mask must be bool (true = may attend), got {} with shape {}", dtype_name(attn_mask.dtype()),
-                  shape_str(attn_mask.shape()));
-  bool fits = attn_mask.dim() <= 4;
-  for (std::int64_t i = 1; fits && i <= attn_mask.dim(); ++i) {
-    std::int64_t s = attn_mask.size(-i);
-    fits = s == 1 || s == full[static_cast<std::size_t>(4 - i)];
-  }
-  if (!fits)
-    throw_invalid(op, "attn_mask of shape {} does not broadcast to the scores' shape {}", shape_str(attn_mask.shape()),
-                  shape_str(full));
-}
-
 double default_scale(std::string_view op, std::optional<double> scale, std::int64_t d) {
   if (scale && !std::isfinite(*scale)) throw_invalid(op, "scale must be finite, got {}", *scale);  // else NaN weights
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
@@ -86,7 +101,7 @@ MaskReader mask_reader(std::string_view op, const Tensor& attn_mask, bool causal
   r.causal = causal;
   r.shift = n.tk - n.tq;
   if (!attn_mask.defined()) return r;
-  check_mask(op, attn_mask, n);
+  check_attention_mask(op, attn_mask, n.b, n.h, n.tq, n.tk);
   Shape s = attn_mask.shape();
   while (s.size() < 4) s.insert(s.begin(), 1);
   std::int64_t stride = 1, strides[4];
@@ -181,7 +196,7 @@ AttentionResult attend(const char* op, const std::vector<Tensor>& inputs, std::a
                        const Shape& out_shape, const Dims& n, const Tensor& attn_mask, bool causal, bool need_weights,
                        std::optional<double> scale,
                        std::function<AttentionResult(const std::vector<Tensor>&, double)> reference) {
-  if (attn_mask.defined()) check_mask(op, attn_mask, n);
+  check_attention_mask(op, attn_mask, n.b, n.h, n.tq, n.tk);
   double s = default_scale(op, scale, n.d);
   RoutedOp route_op{.name = op, .kernel = KernelOp::Attention, .bf16_products = true, .inputs = inputs};
   route_op.reference = [reference, s, need_weights](const std::vector<Tensor>& in) -> Routed {
@@ -258,11 +273,15 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
 }
 
 AttentionResult attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                    bool causal, std::optional<double> scale) {
+                                    bool causal, std::optional<double> scale, double masked_score) {
   const char* op = "attention_reference";
   Dims n = check_qkv(op, q, k, v);
-  if (attn_mask.defined()) check_mask(op, attn_mask, n);
-  return reference::scaled_dot_product_attention(q, k, v, attn_mask, causal, default_scale(op, scale, n.d));
+  check_attention_mask(op, attn_mask, n.b, n.h, n.tq, n.tk);
+  // NaN or +inf in a masked score would make its whole row NaN.
+  if (std::isnan(masked_score) || masked_score == std::numeric_limits<double>::infinity())
+    throw_invalid(op, "masked_score must be -inf or finite, got {}", masked_score);
+  return reference::scaled_dot_product_attention(q, k, v, attn_mask, causal, default_scale(op, scale, n.d),
+                                                 masked_score);
 }
 
 }  // namespace ag

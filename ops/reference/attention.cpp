@@ -2,14 +2,13 @@
 //
 //   S = scale Q K^T                        [B, H, Tq, Tk]   matmul with k's last two dims swapped
 //   S_ij = -inf where i may not see j      masked_fill; causal adds causal_mask(Tq, Tk)
+//                                          (masked_score, -inf unless an experiment says otherwise)
 //   P = softmax(S) over the keys           a fully masked row gives zeros (ops/softmax.h)
 //   O = P V                                [B, H, Tq, dv]
 //
 // Backward is the chain rule through matmul, masked_fill and softmax; docs/attention.md writes
 // it out, and the fused kernel of ops/fused/attention.cpp computes the same lines tile by tile without
 // ever holding S or P for a whole sequence.
-#include <limits>
-
 #include "../binary.h"
 #include "../kernels.h"
 #include "../masking.h"
@@ -20,7 +19,7 @@
 namespace ag::reference {
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                             bool causal, double scale) {
+                                             bool causal, double scale, double masked_score) {
   count_call("scaled_dot_product_attention");
   Tensor scores = q.matmul(k.transpose(-2, -1)) * scale;  // [B, H, Tq, Tk]
   Tensor allowed = attn_mask;                             // true = may attend
@@ -28,7 +27,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     Tensor future_hidden = causal_mask(q.size(2), k.size(2));
     allowed = allowed.defined() ? logical_and(allowed, future_hidden) : future_hidden;
   }
-  if (allowed.defined()) scores = masked_fill(scores, logical_not(allowed), -std::numeric_limits<double>::infinity());
+  if (allowed.defined()) scores = masked_fill(scores, logical_not(allowed), masked_score);
   Tensor weights = softmax(scores, -1);
   return {weights.matmul(v), weights};
 }

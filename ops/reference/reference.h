@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "../../autograd/tensor.h"
@@ -45,8 +46,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
 
 // softmax(scale q k^T + mask) v. The weights are part of the graph. q: [B, H, Tq, d],
 // k: [B, H, Tk, d], v: [B, H, Tk, dv]; attn_mask (true = may attend) broadcasts to [B, H, Tq, Tk].
+// A masked score is set to masked_score: -inf for every op; other values only through
+// ag::attention_reference, for experiments on the mask.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                             bool causal, double scale);
+                                             bool causal, double scale,
+                                             double masked_score = -std::numeric_limits<double>::infinity());
 // The same on [B, T, H, d] tensors (output [B, Tq, H, dv]), and on packed self-attention
 // projections qkv [B, T, 3 * heads * d] (output [B, T, heads, d]).
 AttentionResult scaled_dot_product_attention_bthd(const Tensor& q, const Tensor& k, const Tensor& v,

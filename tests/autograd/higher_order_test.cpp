@@ -58,7 +58,7 @@ TEST(Grad, BackwardWithCreateGraphLeavesADifferentiableGrad) {
 
 TEST(Grad, TotalDerivativeThroughAnotherInputAndNonLeafInputs) {
   Tensor x = tensor({1.0, 2.0, 3.0}, {3}, kFloat64).requires_grad_();
-  Tensor z = x * 2.0;                        // a non-leaf input
+  Tensor z = x * 2.0;                          // a non-leaf input
   Tensor y = (z * z).sum() + (x * 3.0).sum();  // dy/dz = 2z; dy/dx = 2z * 2 + 3 = 8x + 3
   std::vector<Tensor> g = grad({y}, {x, z});
   EXPECT_TRUE(all_close(g[0], {11.0, 19.0, 27.0}, 1e-14));
@@ -88,8 +88,11 @@ TEST(Grad, NamesAnUnusedInputUnlessAllowed) {
   Tensor x = normal_leaf({2, 3}, gen);
   Tensor unused = zeros({4}, kFloat64).requires_grad_();
   Tensor y = (x * x).sum();
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { grad({y}, {x, unused}, {}, {.retain_graph = true}); },
-                                                 "input 1 (float64 [4]) was not used"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        grad({y}, {x, unused}, {}, {.retain_graph = true});
+      },
+      "input 1 (float64 [4]) was not used"));
   std::vector<Tensor> g = grad({y}, {x, unused}, {}, {.allow_unused = true});
   EXPECT_TRUE(g[0].defined());
   EXPECT_FALSE(g[1].defined());
@@ -99,9 +102,14 @@ TEST(Grad, RefusesBadArguments) {
   Tensor x = tensor({1.0}, {1}, kFloat64).requires_grad_();
   Tensor c = tensor({1.0}, {1}, kFloat64);
   Tensor y = (x * x).sum();
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { grad({y}, {c}); }, "input 0 (float64 [1]) does not require grad"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { grad({y}, {c}); }, "input 0 (float64 [1]) does not require grad"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { grad({y}, {}); }, "no inputs"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { grad({y, y}, {x}, {Tensor()}); }, "1 grad_outputs for 2 outputs"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        grad({y, y}, {x}, {Tensor()});
+      },
+      "1 grad_outputs for 2 outputs"));
   Tensor v = x * 2.0;  // two elements would need a grad_output; one is fine
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { grad({c * 2.0}, {x}); }, "does not require grad"));
   EXPECT_TRUE(all_close(grad({v}, {x})[0], {2.0}, 0.0));
@@ -131,9 +139,9 @@ TEST(Grad, AnOpWithoutASecondDerivativeSaysSoInsteadOfReturningZero) {
   EXPECT_TRUE(all_close(grad({y}, {x}, {}, {.retain_graph = true})[0], {2.0, 4.0}, 0.0));  // first order works
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { grad({y}, {x}, {}, {.create_graph = true}); },
                                               "'square_first_order' has no second derivative"));
-  EXPECT_TRUE(throws_with<std::runtime_error>([&] { hvp([](const Tensor& t) { return square_first_order(t).sum(); },
-                                                        x.detach(), ones({2}, kFloat64)); },
-                                              "'square_first_order' has no second derivative"));
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { hvp([](const Tensor& t) { return square_first_order(t).sum(); }, x.detach(), ones({2}, kFloat64)); },
+      "'square_first_order' has no second derivative"));
 }
 
 // An op that claims a second derivative but drops it: its graph-mode gradient reads x
@@ -249,7 +257,8 @@ TEST(Gradgradcheck, BinaryOpsWithBroadcasting) {
   Tensor a = uniform_leaf({2, 3, 4}, gen, 0.5, 1.5);
   Tensor b = uniform_leaf({3, 1}, gen, 0.5, 1.5);
   auto check = [&](const char* name, Tensor (*op)(const Tensor&, const Tensor&)) {
-    EXPECT_TRUE(testing::gradgradcheck([op](const std::vector<Tensor>& in) { return op(in[0], in[1]) * in[0]; }, {a, b}))
+    EXPECT_TRUE(
+        testing::gradgradcheck([op](const std::vector<Tensor>& in) { return op(in[0], in[1]) * in[0]; }, {a, b}))
         << name;
   };
   check("add", add);
@@ -265,14 +274,10 @@ TEST(Gradgradcheck, Reductions) {
   Tensor x = uniform_leaf({3, 4, 2}, gen);
   auto sq = [](const Tensor& t) { return t * t; };  // squared first, so each reduction's input has curvature
   std::vector<std::function<Tensor(const Tensor&)>> fs = {
-      [&](const Tensor& t) { return sum(sq(t)); },
-      [&](const Tensor& t) { return sum(sq(t), 1, false); },
-      [&](const Tensor& t) { return sum(sq(t), -1, true); },
-      [&](const Tensor& t) { return mean(sq(t)); },
-      [&](const Tensor& t) { return mean(sq(t), 0, true); },
-      [&](const Tensor& t) { return max(sq(t), 1, false); },
-      [&](const Tensor& t) { return max(sq(t), -1, true); },
-      [&](const Tensor& t) { return max(sq(t)); },
+      [&](const Tensor& t) { return sum(sq(t)); },           [&](const Tensor& t) { return sum(sq(t), 1, false); },
+      [&](const Tensor& t) { return sum(sq(t), -1, true); }, [&](const Tensor& t) { return mean(sq(t)); },
+      [&](const Tensor& t) { return mean(sq(t), 0, true); }, [&](const Tensor& t) { return max(sq(t), 1, false); },
+      [&](const Tensor& t) { return max(sq(t), -1, true); }, [&](const Tensor& t) { return max(sq(t)); },
   };
   for (std::size_t i = 0; i < fs.size(); ++i)
     EXPECT_TRUE(testing::gradgradcheck([f = fs[i]](const std::vector<Tensor>& in) { return f(in[0]); }, {x}))
@@ -285,15 +290,30 @@ TEST(Gradgradcheck, ShapeOps) {
   Tensor y = uniform_leaf({2, 1, 5}, gen);
   using F = std::function<Tensor(const std::vector<Tensor>&)>;
   std::vector<std::pair<std::string, F>> fs = {
-      {"reshape", [](const std::vector<Tensor>& in) { return in[0].reshape({5, 6}) * in[0].reshape({5, 6}); }},
+      {"reshape",
+       [](const std::vector<Tensor>& in) {
+         return in[0].reshape({5, 6}) * in[0].reshape({5, 6});
+       }},
       {"transpose", [](const std::vector<Tensor>& in) { return in[0].transpose(0, 2) * in[0].transpose(0, 2); }},
-      {"permute", [](const std::vector<Tensor>& in) { return in[0].permute({1, 2, 0}).tanh(); }},
+      {"permute",
+       [](const std::vector<Tensor>& in) {
+         return in[0].permute({1, 2, 0}).tanh();
+       }},
       {"slice", [](const std::vector<Tensor>& in) { return slice(in[0], 2, 1, 5, 2).pow(3.0); }},
-      {"cat", [](const std::vector<Tensor>& in) { return cat({in[0], in[1]}, 1).pow(2.0); }},
+      {"cat",
+       [](const std::vector<Tensor>& in) {
+         return cat({in[0], in[1]}, 1).pow(2.0);
+       }},
       {"split", [](const std::vector<Tensor>& in) { return split(in[0], 2, 1)[1].exp(); }},
       {"squeeze", [](const std::vector<Tensor>& in) { return in[1].squeeze(1).unsqueeze(0).pow(2.0); }},
-      {"broadcast_to", [](const std::vector<Tensor>& in) { return in[1].broadcast_to({2, 3, 5}) * in[0]; }},
-      {"sum_to", [](const std::vector<Tensor>& in) { return sum_to(in[0] * in[0], {2, 1, 5}); }},
+      {"broadcast_to",
+       [](const std::vector<Tensor>& in) {
+         return in[1].broadcast_to({2, 3, 5}) * in[0];
+       }},
+      {"sum_to",
+       [](const std::vector<Tensor>& in) {
+         return sum_to(in[0] * in[0], {2, 1, 5});
+       }},
   };
   for (auto& [name, f] : fs) EXPECT_TRUE(testing::gradgradcheck(f, {x, y})) << name;
 }
@@ -304,7 +324,8 @@ TEST(Gradgradcheck, MatmulPlainBatchedAndBroadcast) {
       {{3, 4}, {4, 2}}, {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}}};
   for (auto& [sa, sb] : shapes) {
     Tensor a = uniform_leaf(sa, gen), b = uniform_leaf(sb, gen);
-    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1]).tanh(); }, {a, b}))
+    EXPECT_TRUE(
+        testing::gradgradcheck([](const std::vector<Tensor>& in) { return in[0].matmul(in[1]).tanh(); }, {a, b}))
         << shape_str(sa) << " @ " << shape_str(sb);
   }
 }
@@ -341,11 +362,11 @@ TEST(Gradgradcheck, LayerNormWithAndWithoutAffine) {
     EXPECT_TRUE(testing::gradgradcheck(
         [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); }, {x, w, b}))
         << kernels_name(k);
-    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], {}, {}, 1e-5); },
-                                       {x}))
+    EXPECT_TRUE(
+        testing::gradgradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], {}, {}, 1e-5); }, {x}))
         << kernels_name(k);
-    EXPECT_TRUE(testing::gradgradcheck(
-        [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], {}, 1e-3); }, {x, w}))
+    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], {}, 1e-3); },
+                                       {x, w}))
         << kernels_name(k);
   }
 }
@@ -356,17 +377,17 @@ TEST(Gradgradcheck, LinearLinearGeluAndGelu) {
   Tensor w = uniform_leaf({5, 4}, gen), b = uniform_leaf({5}, gen);
   for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
     KernelGuard guard(k);
+    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).tanh(); },
+                                       {x, w, b}));
+    EXPECT_TRUE(
+        testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]).pow(2.0); }, {x, w}));
     EXPECT_TRUE(testing::gradgradcheck(
-        [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).tanh(); }, {x, w, b}));
-    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]).pow(2.0); },
-                                       {x, w}));
-    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]) * in[0].sum(); },
-                                       {x1, w, b}));
+        [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]) * in[0].sum(); }, {x1, w, b}));
     for (GeluApproximation a : {GeluApproximation::None, GeluApproximation::Tanh}) {
       EXPECT_TRUE(testing::gradgradcheck(
           [a](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2], a); }, {x, w, b}));
-      EXPECT_TRUE(testing::gradgradcheck([a](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], {}, a); },
-                                         {x, w}));
+      EXPECT_TRUE(testing::gradgradcheck(
+          [a](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], {}, a); }, {x, w}));
       EXPECT_TRUE(testing::gradgradcheck([a](const std::vector<Tensor>& in) { return in[0].gelu(a); }, {x}));
     }
   }
@@ -385,12 +406,12 @@ TEST(Gradgradcheck, DropoutEmbeddingAndCrossEntropy) {
   Tensor ids = from_vector<std::int64_t>({4, 0, 4, 2, 1, 4}, {2, 3});  // a repeated id adds up
   for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
     KernelGuard guard(k);
-    EXPECT_TRUE(testing::gradgradcheck(
-        [&](const std::vector<Tensor>& in) { return embedding(in[0], ids).pow(2.0); }, {table}));
+    EXPECT_TRUE(
+        testing::gradgradcheck([&](const std::vector<Tensor>& in) { return embedding(in[0], ids).pow(2.0); }, {table}));
     Tensor logits = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0);
     Tensor targets = from_vector<std::int64_t>({1, -100, 4, 0, 2, -100}, {2, 3});
-    EXPECT_TRUE(testing::gradgradcheck(
-        [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {logits}));
+    EXPECT_TRUE(
+        testing::gradgradcheck([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {logits}));
     Tensor all_ignored = from_vector<std::int64_t>({7, 7, 7, 7, 7, 7}, {2, 3});
     EXPECT_TRUE(testing::gradgradcheck(
         [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], all_ignored, 7) + in[0].pow(2.0).sum(); },
@@ -401,7 +422,8 @@ TEST(Gradgradcheck, DropoutEmbeddingAndCrossEntropy) {
 TEST(Gradgradcheck, AttentionInEveryLayoutAndMaskCase) {
   Generator gen(20);
   std::int64_t b = 2, h = 2, tq = 3, tk = 4, d = 3, dv = 2;
-  Tensor q = uniform_leaf({b, h, tq, d}, gen), k = uniform_leaf({b, h, tk, d}, gen), v = uniform_leaf({b, h, tk, dv}, gen);
+  Tensor q = uniform_leaf({b, h, tq, d}, gen), k = uniform_leaf({b, h, tk, d}, gen),
+         v = uniform_leaf({b, h, tk, dv}, gen);
   Tensor padding = key_padding_mask({4, 2}, tk);  // sequence 1 has 2 real keys
   struct Case {
     Tensor mask;
@@ -448,8 +470,8 @@ TEST(Gradgradcheck, FusedOpsGivenTheSameTensorTwice) {
     EXPECT_TRUE(testing::gradgradcheck(
         [](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[0], in[0]).output; }, {x}))
         << kernels_name(kind);
-    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[0], {}).tanh(); },
-                                       {m}))
+    EXPECT_TRUE(
+        testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[0], {}).tanh(); }, {m}))
         << kernels_name(kind);
   }
 }
@@ -484,14 +506,17 @@ TEST(Gradgradcheck, MultiHeadAttentionSelfCrossCausalPadded) {
   self_attn.to(kFloat64);
   Tensor x = uniform_leaf({2, 3, d}, gen);
   Tensor padding = key_padding_mask({3, 2}, 3);
-  EXPECT_TRUE(gradgradcheck_module(self_attn, {x}, [&] { return self_attn.forward(x, x, x, padding); })) << "padded";
-  EXPECT_TRUE(gradgradcheck_module(self_attn, {x}, [&] { return self_attn.forward(x, x, x, {}, true); })) << "causal";
+  EXPECT_TRUE(gradgradcheck_module(self_attn, {x}, [&] { return self_attn.forward(x, x, {.attn_mask = padding}); }))
+      << "padded";
+  EXPECT_TRUE(gradgradcheck_module(self_attn, {x}, [&] { return self_attn.forward(x, x, {.causal = true}); }))
+      << "causal";
   nn::MultiHeadAttention cross(d, heads, {.bias = false, .cross = true}, gen);
   cross.to(kFloat64);
   Tensor memory = uniform_leaf({2, 5, d}, gen);
   Tensor memory_padding = key_padding_mask({5, 3}, 5);
-  EXPECT_TRUE(gradgradcheck_module(cross, {x, memory}, [&] { return cross.forward(x, memory, memory, memory_padding); }))
-      << "cross, Tq = 3, Tk = 5";
+  EXPECT_TRUE(gradgradcheck_module(cross, {x, memory}, [&] {
+    return cross.forward(x, memory, {.attn_mask = memory_padding});
+  })) << "cross, Tq = 3, Tk = 5";
 }
 
 TEST(Gradgradcheck, TransformerBlock) {
@@ -654,7 +679,8 @@ TEST(HigherOrder, ThirdDerivativeOfEachFusedOpEqualsItsComposition) {
   for (std::int64_t r = 0, t[] = {1, 4, -1, 0, 2, 3}; r < 6; ++r)
     if (t[r] >= 0) is_target.mutable_data_ptr<bool>()[r * 5 + t[r]] = true;
   std::vector<Pair> pairs = {
-      {"softmax", [&](const Tensor& t) { return weigh(t.softmax(-1)); }, [&](const Tensor& t) { return weigh(softmax_c(t)); }},
+      {"softmax", [&](const Tensor& t) { return weigh(t.softmax(-1)); },
+       [&](const Tensor& t) { return weigh(softmax_c(t)); }},
       {"log_softmax", [&](const Tensor& t) { return weigh(t.log_softmax(-1)); },
        [&](const Tensor& t) { return weigh(log_softmax_c(t)); }},
       {"layer_norm", [&](const Tensor& t) { return weigh(layer_norm(t, w, bias, 1e-5)); },

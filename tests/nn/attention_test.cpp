@@ -44,7 +44,7 @@ TEST(MultiHeadAttention, MatchesAHeadByHeadComputation) {
     nn::MultiHeadAttention& mha = c.mha;
     Tensor query = c.query, memory = c.memory;
     Tensor weights;
-    Tensor output = mha.forward(query, memory, memory, {}, false, &weights);
+    Tensor output = mha.forward(query, memory, {.weights = &weights});
 
     Tensor q = test::project_by_hand(mha, 0, query);
     Tensor k = test::project_by_hand(mha, 1, memory);
@@ -71,67 +71,71 @@ TEST(MultiHeadAttention, GradcheckSelfCrossCausalAndRotary) {
     auto mha = make_mha(gen);
     Tensor x = normal_leaf({kB, kTq, kD}, gen);
     Tensor mask = key_padding_mask({kTq, 3}, kTq);
-    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, mask); }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, {.attn_mask = mask}); }));
   }
   {
-    SCOPED_TRACE("cross-attention, Tq != Tk, separate key and value");
-    auto mha = make_mha(gen);
-    Tensor x = normal_leaf({kB, kTq, kD}, gen), key = normal_leaf({kB, kTk, kD}, gen),
-           value = normal_leaf({kB, kTk, kD}, gen);
-    EXPECT_TRUE(gradcheck_module(*mha, {x, key, value}, [&] { return mha->forward(x, key, value); }));
+    SCOPED_TRACE("cross-attention, Tq != Tk");
+    auto mha = make_mha(gen, {.cross = true});
+    Tensor x = normal_leaf({kB, kTq, kD}, gen), memory = normal_leaf({kB, kTk, kD}, gen);
+    EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory); }));
   }
   {
     SCOPED_TRACE("causal self-attention, no bias");
     auto mha = make_mha(gen, {.bias = false});
     Tensor x = normal_leaf({kB, kTk, kD}, gen);
-    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true); }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, {.causal = true}); }));
   }
   {
     SCOPED_TRACE("causal self-attention with RoPE");
     auto mha = make_mha(gen, {.rotary = true, .max_len = 16});
     Tensor x = normal_leaf({kB, kTk, kD}, gen);
-    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true); }));
+    EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, {.causal = true}); }));
   }
 }
 
-// The experiment knobs: an explicit scale, and masking with 0 instead of -inf.
-TEST(MultiHeadAttention, ScaleAndZeroFillKnobs) {
+// The experiment knob: an explicit scale. (Masking with 0 instead of -inf is not a knob of the
+// module: the experiment calls attention_reference with masked_score = 0, tests/ops/attention_test.cpp.)
+TEST(MultiHeadAttention, ScaleKnob) {
   Generator gen(12);
   auto mha = make_mha(gen);
   Tensor x = normal_leaf({kB, kTq, kD}, gen), memory = normal_leaf({kB, kTk, kD}, gen);
-  Tensor mask = key_padding_mask({kTk, 4}, kTk);
-  Tensor standard = mha->forward(x, memory, memory, mask);
+  nn::AttentionCall padded{.attn_mask = key_padding_mask({kTk, 4}, kTk)};
+  Tensor standard = mha->forward(x, memory, padded);
   mha->scale = 1.0 / std::sqrt(static_cast<double>(mha->head_dim));  // the default, spelled out
-  EXPECT_TRUE(all_close(mha->forward(x, memory, memory, mask), standard, 1e-14));
+  EXPECT_TRUE(all_close(mha->forward(x, memory, padded), standard, 1e-14));
   mha->scale = 1.0;
-  EXPECT_FALSE(all_close(mha->forward(x, memory, memory, mask), standard, 1e-6));
-  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask); }));
-
-  // Zero fill: each masked score counts as exp(0 - m) next to the allowed ones. Checked against
-  // softmax over the scores with the masked ones replaced by 0, built from the projections.
-  mha->scale.reset();
-  mha->zero_fill_mask = true;
-  Tensor weights;
-  mha->forward(x, x, x, {}, true, &weights);
-  Tensor q = test::project_by_hand(*mha, 0, x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
-  Tensor k = test::project_by_hand(*mha, 1, x).reshape({kB, kTq, kH, kD / kH}).transpose(1, 2);
-  Tensor scores = q.matmul(k.transpose(-2, -1)) / std::sqrt(static_cast<double>(kD / kH));
-  Tensor expected = softmax(masked_fill(scores, logical_not(causal_mask(kTq, kTq)), 0.0), -1);
-  EXPECT_TRUE(all_close(weights, expected, 1e-13));
-  EXPECT_TRUE(gradcheck_module(*mha, {x}, [&] { return mha->forward(x, x, x, {}, true); }));
-  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, memory, mask, false); }));
+  EXPECT_FALSE(all_close(mha->forward(x, memory, padded), standard, 1e-6));
+  EXPECT_TRUE(gradcheck_module(*mha, {x, memory}, [&] { return mha->forward(x, memory, padded); }));
 }
 
 TEST(MultiHeadAttention, CausalOutputIgnoresLaterTokens) {
   Generator gen(3);
   auto mha = make_mha(gen);
   Tensor x = randn({1, kTk, kD}, gen, kFloat64);
-  Tensor y = mha->forward(x, x, x, {}, true);
+  Tensor y = mha->forward(x, x, {.causal = true});
   const std::int64_t t = 2;
   Tensor x2 = cat({x.slice(1, 0, t + 1), randn({1, kTk - t - 1, kD}, gen, kFloat64)}, 1);
-  Tensor y2 = mha->forward(x2, x2, x2, {}, true);
+  Tensor y2 = mha->forward(x2, x2, {.causal = true});
   EXPECT_TRUE(all_close(y2.slice(1, 0, t + 1), y.slice(1, 0, t + 1), 1e-14));
   EXPECT_FALSE(all_close(y2.slice(1, t + 1, kTk), y.slice(1, t + 1, kTk), 1e-3));
+}
+
+// Generation's path: a prompt, then one token at a time through the cache, with RoPE, whose
+// positions must continue from the cache's length. Equal to one causal pass over everything.
+TEST(MultiHeadAttention, CachedStepsWithRoPEMatchOneCausalPass) {
+  Generator gen(10);
+  auto mha = make_mha(gen, {.rotary = true, .max_len = 16});
+  Tensor x = randn({kB, kTk, kD}, gen, kFloat64);
+  Tensor whole = mha->forward(x, x, {.causal = true});
+  nn::KVCache cache;
+  Tensor prompt = x.slice(1, 0, 4);
+  std::vector<Tensor> steps{mha->forward(prompt, prompt, {.causal = true, .cache = &cache})};
+  for (std::int64_t t = 4; t < kTk; ++t) {
+    Tensor token = x.slice(1, t, t + 1);
+    steps.push_back(mha->forward(token, token, {.causal = true, .cache = &cache}));
+  }
+  EXPECT_EQ(cache.length(), kTk);
+  EXPECT_TRUE(all_close(cat(steps, 1), whole, 1e-12));
 }
 
 // Reorders dim 1 of x by `order`.
@@ -146,14 +150,14 @@ TEST(MultiHeadAttention, SelfAttentionIsPermutationEquivariantWithoutPositions) 
   auto mha = make_mha(gen);
   Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
   std::vector<std::int64_t> order = {3, 0, 4, 1, 2};
-  Tensor y = mha->forward(x, x, x);
+  Tensor y = mha->forward(x, x);
   Tensor px = permute_positions(x, order);
-  EXPECT_TRUE(all_close(mha->forward(px, px, px), permute_positions(y, order), 1e-13));
+  EXPECT_TRUE(all_close(mha->forward(px, px), permute_positions(y, order), 1e-13));
   // Add positions (sinusoidal) and the symmetry is gone.
   nn::SinusoidalPositionalEncoding pe(16, kD);
   pe.to(kFloat64);
   Tensor xp = pe.forward(x), pxp = pe.forward(px);
-  EXPECT_FALSE(all_close(mha->forward(pxp, pxp, pxp), permute_positions(mha->forward(xp, xp, xp), order), 1e-3));
+  EXPECT_FALSE(all_close(mha->forward(pxp, pxp), permute_positions(mha->forward(xp, xp), order), 1e-3));
 }
 
 TEST(MultiHeadAttention, CrossAttentionIgnoresTheOrderOfKeyValuePairs) {
@@ -162,7 +166,7 @@ TEST(MultiHeadAttention, CrossAttentionIgnoresTheOrderOfKeyValuePairs) {
   Tensor query = randn({kB, kTq, kD}, gen, kFloat64), memory = randn({kB, kTk, kD}, gen, kFloat64);
   std::vector<std::int64_t> order = {6, 2, 0, 5, 1, 3, 4};
   Tensor pm = permute_positions(memory, order);
-  EXPECT_TRUE(all_close(mha->forward(query, pm, pm), mha->forward(query, memory, memory), 1e-13));
+  EXPECT_TRUE(all_close(mha->forward(query, pm), mha->forward(query, memory), 1e-13));
 }
 
 TEST(MultiHeadAttention, FullyMaskedQueryAttendsToNothing) {
@@ -171,7 +175,7 @@ TEST(MultiHeadAttention, FullyMaskedQueryAttendsToNothing) {
   Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
   Tensor mask = key_padding_mask({0, kTq}, kTq);  // sequence 0: every key is padding
   Tensor weights;
-  Tensor output = mha->forward(x, x, x, mask, false, &weights);
+  Tensor output = mha->forward(x, x, {.attn_mask = mask, .weights = &weights});
   EXPECT_TRUE(all_close(weights.slice(0, 0, 1), std::vector<double>(kH * kTq * kTq, 0.0), 0));
   // Zero attention output, so the module's output is just the output projection's bias.
   Tensor bias_rows = broadcast_to(mha->out_proj->bias, {1, kTq, kD});
@@ -185,31 +189,41 @@ TEST(MultiHeadAttention, Errors) {
   Tensor x = ones({kB, kTq, kD});
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        mha.forward(x, ones({kB, kTk, kD}), ones({kB, 6, kD}));
+        mha.forward(x, x, {.attn_mask = full({4, 4}, 1, kBool)});
       },
-      "MultiHeadAttention: key length 7 and value length 6 differ (shapes [2, 7, 12] and [2, 6, 12])"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [&] {
-        mha.forward(x, x, x, full({4, 4}, 1, kBool));
-      },
-      "MultiHeadAttention: mask of shape [4, 4] does not broadcast to [B, H, Tq, Tk] = [2, 3, 5, 5]"));
-  // The same check when key and value are distinct tensors, which take the unpacked op.
+      "MultiHeadAttention: attn_mask of shape [4, 4] does not broadcast to the scores' shape [2, 3, 5, 5] = "
+      "[B, H, Tq, Tk]"));
+  // The same check when key_value is another tensor, which takes the unpacked op.
   Tensor kv = ones({kB, kTq, kD});
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        mha.forward(x, kv, kv, full({4, 4}, 1, kBool));
+        mha.forward(x, kv, {.attn_mask = full({4, 4}, 1, kBool)});
       },
-      "MultiHeadAttention: mask of shape [4, 4] does not broadcast to [B, H, Tq, Tk] = [2, 3, 5, 5]"));
+      "MultiHeadAttention: attn_mask of shape [4, 4] does not broadcast to the scores' shape [2, 3, 5, 5]"));
+  // With a cache, Tk counts the cached keys: 5 cached + 5 new.
+  nn::KVCache cache{ones({kB, kTq, kH, kD / kH}), ones({kB, kTq, kH, kD / kH})};
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        mha.forward(ones({kB, kTq, 8}), x, x);
+        mha.forward(x, x, {.attn_mask = full({5, 5}, 1, kBool), .cache = &cache});
       },
-      "MultiHeadAttention: query, key and value must be [B, T, 12], got shapes [2, 5, 8]"));
+      "MultiHeadAttention: attn_mask of shape [5, 5] does not broadcast to the scores' shape [2, 3, 5, 10]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        mha.forward(x, ones({3, kTq, kD}), ones({3, kTq, kD}));
+        mha.forward(x, x, {.attn_mask = ones({5, 5})});
       },
-      "MultiHeadAttention: batch sizes differ"));
+      "MultiHeadAttention: attn_mask must be bool (true = may attend), got float32 with shape [5, 5]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(ones({kB, kTq, 8}), x);
+      },
+      "MultiHeadAttention: query and key_value must be [B, T, 12], got shapes [2, 5, 8] and [2, 5, 12]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        mha.forward(x, ones({3, kTq, kD}));
+      },
+      "MultiHeadAttention: batch sizes differ: query [2, 5, 12], key_value [3, 5, 12]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { mha.forward(x, Tensor()); }, "MultiHeadAttention: query and key_value must both be defined tensors"));
 }
 
 TEST(MultiHeadAttention, ReturnsTheOutputAndTheWeightsOnlyWhenAsked) {
@@ -217,8 +231,8 @@ TEST(MultiHeadAttention, ReturnsTheOutputAndTheWeightsOnlyWhenAsked) {
   auto mha = make_mha(gen);
   Tensor x = randn({kB, kTq, kD}, gen, kFloat64);
   Tensor weights;
-  Tensor with = mha->forward(x, x, x, {}, true, &weights);
-  Tensor without = mha->forward(x, x, x, {}, true);
+  Tensor with = mha->forward(x, x, {.causal = true, .weights = &weights});
+  Tensor without = mha->forward(x, x, {.causal = true});
   EXPECT_EQ(with.shape(), (Shape{kB, kTq, kD}));
   EXPECT_TRUE(all_close(with, without, 0));
   ASSERT_TRUE(weights.defined());
@@ -230,18 +244,18 @@ TEST(MultiHeadAttention, ABatchByKeyMaskIsRefusedWithTheKeyPaddingSpelling) {
   nn::MultiHeadAttention mha(kD, kH, {.cross = true});
   Tensor x = ones({kB, kTq, kD}), memory = ones({kB, kTk, kD});
   Tensor padding = from_vector<bool>(std::vector<bool>(kB * kTk, true), {kB, kTk});  // [B, Tk] = [2, 7]
-  auto call = [&] { mha.forward(x, memory, memory, padding); };
+  auto call = [&] { mha.forward(x, memory, {.attn_mask = padding}); };
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       call,
-      "MultiHeadAttention: mask of shape [2, 7] does not broadcast to [B, H, Tq, Tk] = [2, 3, 5, 7]; expected "
-      "[Tq, Tk] = [5, 7] (one pattern for the batch), [B, 1, 1, Tk] = [2, 1, 1, 7] (key padding) or [B, 1, Tq, Tk] "
-      "= [2, 1, 5, 7]"));
+      "MultiHeadAttention: attn_mask of shape [2, 7] does not broadcast to the scores' shape [2, 3, 5, 7] = "
+      "[B, H, Tq, Tk]; expected [Tq, Tk] = [5, 7] (one pattern for the batch), [B, 1, 1, Tk] = [2, 1, 1, 7] (key "
+      "padding) or [B, 1, Tq, Tk] = [2, 1, 5, 7]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       call, "build it with ag::key_padding_mask(lengths, 7), or reshape yours with mask.reshape({2, 1, 1, 7})"));
   // Any other misfit names key_padding_mask too.
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] {
-        mha.forward(x, memory, memory, ones({3, 7}, kBool));
+        mha.forward(x, memory, {.attn_mask = ones({3, 7}, kBool)});
       },
       "for key padding use ag::key_padding_mask(lengths, 7)"));
 }
@@ -255,9 +269,9 @@ TEST(MultiHeadAttention, TheSuggestedReshapeIsKeyPaddingMask) {
   for (std::int64_t b = 0; b < kB; ++b)
     for (std::int64_t t = 0; t < kTk; ++t) keep.push_back(t < (b == 0 ? 4 : 7));
   Tensor padding = from_vector<bool>(keep, {kB, kTk});
-  Tensor reshaped = mha.forward(x, memory, memory, padding.reshape({kB, 1, 1, kTk}));
-  EXPECT_TRUE(all_close(reshaped, mha.forward(x, memory, memory, key_padding_mask({4, 7}, kTk)), 0));
-  EXPECT_FALSE(all_close(reshaped, mha.forward(x, memory, memory), 1e-6));  // the mask does something
+  Tensor reshaped = mha.forward(x, memory, {.attn_mask = padding.reshape({kB, 1, 1, kTk})});
+  EXPECT_TRUE(all_close(reshaped, mha.forward(x, memory, {.attn_mask = key_padding_mask({4, 7}, kTk)}), 0));
+  EXPECT_FALSE(all_close(reshaped, mha.forward(x, memory), 1e-6));  // the mask does something
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Checks ops/fused/attention.cpp: the fused op against a hand computation, against the composed
 // reference (values and gradients, float64), finite differences for every mask combination,
-// the causal property, and the [B, T, H, d] and packed-qkv layouts against the first.
+// the causal property, the [B, T, H, d] and packed-qkv layouts against the first, and the
+// reference with another masked score.
 #include <cmath>
+#include <limits>
 
 #include "../test_util.h"
 
@@ -199,6 +201,30 @@ TEST(Attention, FullyMaskedQueryGivesZeroNotNaN) {
   r.output.sum().backward();
   for (const Tensor& g : {q.grad(), k.grad(), v.grad()})
     for (double x : g.to_vector<double>()) EXPECT_FALSE(std::isnan(x));
+}
+
+// attention_reference's masked_score: 0 instead of -inf (the mistake examples/experiments
+// mask-fill trains with) leaves every masked key the weight exp(0 - m) / sum. Checked against
+// softmax over the scores with the masked ones replaced by 0, and by finite differences.
+TEST(Attention, ReferenceWithAnotherMaskedScore) {
+  Generator gen(7);
+  Tensor q = normal_leaf({2, 3, 5, 4}, gen), k = normal_leaf({2, 3, 7, 4}, gen), v = normal_leaf({2, 3, 7, 6}, gen);
+  Tensor mask = key_padding_mask({7, 4}, 7);
+  AttentionResult r = attention_reference(q, k, v, mask, true, {}, 0.0);
+  Tensor hidden = logical_not(logical_and(mask, causal_mask(5, 7)));  // [2, 1, 5, 7]
+  Tensor scores = q.matmul(k.transpose(-2, -1)) / 2.0;                // the default scale, 1 / sqrt(4)
+  Tensor expected = softmax(masked_fill(scores, hidden, 0.0), -1);
+  EXPECT_TRUE(all_close(r.weights, expected, 1e-14));
+  EXPECT_TRUE(all_close(r.output, expected.matmul(v), 1e-13));
+  EXPECT_GT((r.weights * hidden.to(kFloat64)).sum().item(), 0.1);  // the leak
+  double minus_inf = -std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(all_close(attention_reference(q, k, v, mask, true, {}, minus_inf).output,
+                        scaled_dot_product_attention(q, k, v, mask, true).output, 1e-12));  // the default
+  EXPECT_TRUE(testing::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        return attention_reference(in[0], in[1], in[2], mask, true, {}, 0.0).output;
+      },
+      {q, k, v}));
 }
 
 TEST(Attention, CausalOutputIgnoresTheFuture) {

@@ -551,6 +551,12 @@ std::vector<BadCall> attention_rows() {
          finite(attention_reference(f32(1, 2, 3, 4), f32(1, 2, 5, 4), f32(1, 2, 5, 6), full(shape(3, 5), 1, kBool))
                     .output);
        }},
+      {"attention_reference with a NaN masked score",
+       [] { attention_reference(f32(1, 2, 3, 4), f32(1, 2, 5, 4), f32(1, 2, 5, 6), {}, true, {}, kNaN); },
+       "attention_reference: masked_score must be -inf or finite, got nan",
+       [] {
+         finite(attention_reference(f32(1, 2, 3, 4), f32(1, 2, 5, 4), f32(1, 2, 5, 6), {}, true, {}, 0.0).output);
+       }},
   };
 }
 
@@ -590,37 +596,36 @@ std::vector<BadCall> module_rows() {
        [] {
          nn::MultiHeadAttention a(9, 3);
          Tensor x = f32(1, 2, 9);
-         finite(a.forward(x, x, x));
+         finite(a.forward(x, x));
        }},
       {"nn::MultiHeadAttention with 0 heads", [] { nn::MultiHeadAttention(8, 0); },
        "MultiHeadAttention: d_model 8 is not divisible into 0 heads", [] { nn::MultiHeadAttention(8, 8); }},
       {"nn::MultiHeadAttention with the wrong input width",
        [] {
          Tensor x = f32(1, 3, 6);
-         attention_module().forward(x, x, x);
+         attention_module().forward(x, x);
        },
-       "MultiHeadAttention: query, key and value must be [B, T, 8], got shapes [1, 3, 6], [1, 3, 6] and [1, 3, 6]",
+       "MultiHeadAttention: query and key_value must be [B, T, 8], got shapes [1, 3, 6] and [1, 3, 6]",
        [] {
          Tensor x = f32(1, 3, 8);
-         finite(attention_module().forward(x, x, x, {}, true));
+         finite(attention_module().forward(x, x, {.causal = true}));
        }},
-      {"nn::MultiHeadAttention with different key and value lengths",
-       [] { attention_module().forward(f32(1, 3, 8), f32(1, 4, 8), f32(1, 5, 8)); },
-       "MultiHeadAttention: key length 4 and value length 5 differ (shapes [1, 4, 8] and [1, 5, 8])",
-       [] { finite(attention_module().forward(f32(1, 3, 8), f32(1, 5, 8), f32(1, 5, 8))); }},
+      {"nn::MultiHeadAttention with an undefined key_value", [] { attention_module().forward(f32(1, 3, 8), Tensor()); },
+       "MultiHeadAttention: query and key_value must both be defined tensors",
+       [] { finite(attention_module().forward(f32(1, 3, 8), f32(1, 5, 8))); }},
       {"nn::MultiHeadAttention with different batch sizes",
-       [] { attention_module().forward(f32(2, 3, 8), f32(1, 5, 8), f32(1, 5, 8)); },
-       "MultiHeadAttention: batch sizes differ: query [2, 3, 8], key [1, 5, 8], value [1, 5, 8]",
-       [] { finite(attention_module().forward(f32(2, 3, 8), f32(2, 5, 8), f32(2, 5, 8))); }},
+       [] { attention_module().forward(f32(2, 3, 8), f32(1, 5, 8)); },
+       "MultiHeadAttention: batch sizes differ: query [2, 3, 8], key_value [1, 5, 8]",
+       [] { finite(attention_module().forward(f32(2, 3, 8), f32(2, 5, 8))); }},
       {"nn::MultiHeadAttention with a mask of the wrong shape",
        [] {
          Tensor x = f32(1, 3, 8);
-         attention_module().forward(x, x, x, causal_mask(3, 4));
+         attention_module().forward(x, x, {.attn_mask = causal_mask(3, 4)});
        },
-       "MultiHeadAttention: mask of shape [3, 4] does not broadcast to [B, H, Tq, Tk] = [1, 2, 3, 3]",
+       "MultiHeadAttention: attn_mask of shape [3, 4] does not broadcast to the scores' shape [1, 2, 3, 3]",
        [] {
          Tensor x = f32(1, 3, 8);
-         finite(attention_module().forward(x, x, x, causal_mask(3, 3)));
+         finite(attention_module().forward(x, x, {.attn_mask = causal_mask(3, 3)}));
        }},
       {"nn::MultiHeadAttention with RoPE and an odd head dim", [] { nn::MultiHeadAttention(6, 2, {.rotary = true}); },
        "RotaryEmbedding: head_dim must be positive and even (channels rotate in pairs), got 3",
@@ -629,13 +634,13 @@ std::vector<BadCall> module_rows() {
        [] {
          nn::MultiHeadAttention a(8, 2, {.rotary = true, .max_len = 4});
          Tensor x = f32(1, 5, 8);
-         a.forward(x, x, x);
+         a.forward(x, x);
        },
        "RotaryEmbedding: positions 0 to 4 (input shape [1, 5, 2, 4]) run past the table's 4 positions",
        [] {
          nn::MultiHeadAttention a(8, 2, {.rotary = true, .max_len = 4});
          Tensor x = f32(1, 4, 8);
-         finite(a.forward(x, x, x));
+         finite(a.forward(x, x));
        }},
       {"nn::RotaryEmbedding with base 0", [] { nn::RotaryEmbedding(4, 8, 0.0); },
        "RotaryEmbedding: base must be positive and finite, got 0",
@@ -660,7 +665,7 @@ std::vector<BadCall> module_rows() {
        [] {
          nn::TransformerDecoderBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 8), f32(1, 4, 6));
        },
-       "MultiHeadAttention: query, key and value must be [B, T, 8], got shapes [1, 3, 8], [1, 4, 6] and [1, 4, 6]",
+       "MultiHeadAttention: query and key_value must be [B, T, 8], got shapes [1, 3, 8] and [1, 4, 6]",
        [] {
          finite(
              nn::TransformerDecoderBlock({.d_model = 8, .n_heads = 2, .d_ff = 16}).forward(f32(1, 3, 8), f32(1, 4, 8)));

@@ -338,7 +338,7 @@ TEST_P(NumericEdge, MultiHeadAttentionOverOneTokenIsTheValueAndOutputProjections
   Tensor x = randn({3, 1, 8}, gen, dtype());
   Tensor expected =
       linear(test::project_by_hand(attention, 2, x), attention.out_proj->weight, attention.out_proj->bias);
-  EXPECT_TRUE(near(attention.forward(x, x, x, {}, true), values(expected), 10 * tol()));
+  EXPECT_TRUE(near(attention.forward(x, x, {.causal = true}), values(expected), 10 * tol()));
 }
 
 // --- empty batches --------------------------------------------------------------------------------
@@ -384,8 +384,8 @@ TEST_P(NumericEdge, EmptyBatchesAreRejectedByTheModelAndLossEntryPoints) {
   for (const Shape& shape : {Shape{0, 3, 8}, Shape{2, 0, 8}}) {
     Tensor x = zeros(shape, dtype());
     EXPECT_TRUE(throws_with<std::invalid_argument>(
-        [&] { attention.forward(x, x, x); },
-        "MultiHeadAttention (query " + shape_str(shape) + ", key " + shape_str(shape) +
+        [&] { attention.forward(x, x); },
+        "MultiHeadAttention (query " + shape_str(shape) + ", key_value " + shape_str(shape) +
             "): scaled_dot_product_attention_packed: q, k and v need at least one batch entry"));
     // The packed op itself, on the [B, T, 3 * 8] its projection would give.
     EXPECT_TRUE(throws_with<std::invalid_argument>(
