@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
       "ag::grad, no update) or hvp (forward + a Hessian-vector product, no update)")(
       "reference-ops", po::value(&reference_ops),
       "comma-separated ops to run on their reference kernels while the rest stay fast (linear, linear_gelu, gelu, "
-      "layer_norm, embedding, cross_entropy, scaled_dot_product_attention, adam_update, clip_grad_norm): what "
+      "layer_norm, rms_norm, embedding, cross_entropy, scaled_dot_product_attention, adam_update, clip_grad_norm): "
+      "what "
       "each fast kernel buys");
   try {
     po::variables_map vm;

@@ -21,17 +21,18 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
                  .d_ff = 4 * c.n_embd,
                  .dropout = c.dropout,
                  .norm_first = true,
+                 .norm = c.norm,
                  .bias = c.bias,
                  .max_len = c.block_size};
   for (std::int64_t i = 0; i < c.n_layer; ++i) blocks->push_back(std::make_shared<SelfAttentionBlock>(o, generator));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd, 1e-5, c.bias));
+  ln_f = register_module("ln_f", make_norm(c.norm, c.n_embd, c.bias));
 
   // GPT-2 initialisation, replacing the layers' defaults.
   double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
   for (auto& [name, p] : named_parameters()) {
     bool is_bias = name.ends_with(".bias");
     bool is_norm = name.find("ln_") != std::string::npos;
-    if (is_norm) continue;  // LayerNorm keeps weight 1, bias 0
+    if (is_norm) continue;  // LayerNorm and RMSNorm keep weight 1, bias 0
     bool feeds_residual = name.ends_with("out_proj.weight") || name.ends_with("mlp.proj.weight");
     Tensor value = is_bias ? zeros(p.shape()) : randn(p.shape(), generator) * (feeds_residual ? residual_std : 0.02);
     p.set_data(value.detach());

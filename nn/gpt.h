@@ -19,6 +19,7 @@ struct GPTConfig {
   std::int64_t n_embd = 128;
   double dropout = 0.0;
   bool bias = true;
+  NormKind norm = NormKind::Layer;  // the blocks' and the final norm: LayerNorm or RMSNorm (no bias)
 };
 
 class GPT : public Module {
@@ -42,7 +43,7 @@ class GPT : public Module {
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<ModuleList<SelfAttentionBlock>> blocks;
-  std::shared_ptr<LayerNorm> ln_f;
+  std::shared_ptr<Normalization> ln_f;
 };
 
 }  // namespace ag::nn

@@ -39,6 +39,27 @@ LayerNorm::LayerNorm(std::int64_t dim, double eps_, bool has_bias) : eps(eps_) {
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
 
+RMSNorm::RMSNorm(std::int64_t dim, double eps_) : eps(eps_) {
+  if (dim <= 0) throw_invalid("RMSNorm", "dim must be positive, got {}", dim);
+  if (!(eps > 0)) throw_invalid("RMSNorm", "eps must be positive, got {}", eps);
+  weight = register_parameter("weight", ones({dim}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+
+const char* norm_name(NormKind kind) { return kind == NormKind::Layer ? "layer" : "rms"; }
+
+NormKind parse_norm(std::string_view name) {
+  if (name == "layer") return NormKind::Layer;
+  if (name == "rms") return NormKind::Rms;
+  throw_invalid("norm", "unknown normalisation '{}': expected 'layer' or 'rms'", name);
+}
+
+std::shared_ptr<Normalization> make_norm(NormKind kind, std::int64_t dim, bool bias) {
+  if (kind == NormKind::Rms) return std::make_shared<RMSNorm>(dim);
+  return std::make_shared<LayerNorm>(dim, 1e-5, bias);
+}
+
 Dropout::Dropout(double p_, Generator& generator) : p(p_), generator_(generator.next_u64()) {
   if (!(p >= 0.0 && p <= 1.0)) throw_invalid("Dropout", "probability must be in [0, 1], got {}", p);
 }

@@ -2,6 +2,9 @@
 // one tensor to one tensor, through forward(x) or a call, layer(x), as in libtorch.
 #pragma once
 
+#include <memory>
+#include <string_view>
+
 #include "../autograd/generator.h"
 #include "../ops/elementwise.h"
 #include "module.h"
@@ -31,17 +34,42 @@ class Embedding : public Module {
   Tensor weight;  // [num, dim]
 };
 
+// What LayerNorm and RMSNorm share, so that a block can hold either (BlockOptions::norm).
+class Normalization : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
 // Normalises the last dim; weight starts at 1 and bias at 0.
-class LayerNorm : public Module {
+class LayerNorm : public Normalization {
  public:
   explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool bias = true);
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
 
   Tensor weight;  // [dim]
   Tensor bias;    // [dim], or undefined
   double eps;
 };
+
+// Normalises the last dim by its root mean square, as LLaMA-style models do (ops/nn_ops.h,
+// rms_norm): no centring and no bias. weight starts at 1.
+class RMSNorm : public Normalization {
+ public:
+  explicit RMSNorm(std::int64_t dim, double eps = 1e-6);
+  Tensor forward(const Tensor& x) const override;
+
+  Tensor weight;  // [dim]
+  double eps;
+};
+
+// Which normalisation a model's blocks use: "layer" (LayerNorm, GPT-2's) or "rms" (RMSNorm).
+enum class NormKind { Layer, Rms };
+// "layer" or "rms", and back; parse_norm throws std::invalid_argument naming both.
+const char* norm_name(NormKind kind);
+NormKind parse_norm(std::string_view name);
+// A LayerNorm (with a bias when `bias`) or an RMSNorm over `dim`, each with its default eps.
+std::shared_ptr<Normalization> make_norm(NormKind kind, std::int64_t dim, bool bias);
 
 // Zeroes elements with probability p while training; the identity in eval mode. Has its own
 // generator, seeded from the one given at construction, so runs repeat exactly.

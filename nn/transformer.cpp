@@ -14,10 +14,10 @@ MultiHeadAttentionOptions attention_options(const BlockOptions& o, bool rotary, 
 }  // namespace
 
 SelfAttentionBlock::SelfAttentionBlock(const BlockOptions& o, Generator& generator) : norm_first(o.norm_first) {
-  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  ln_1 = register_module("ln_1", make_norm(o.norm, o.d_model, o.bias));
   attn = register_module(
       "attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
-  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  ln_2 = register_module("ln_2", make_norm(o.norm, o.d_model, o.bias));
   mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
 
@@ -34,13 +34,13 @@ Tensor SelfAttentionBlock::forward(const Tensor& x, const Tensor& mask, bool cau
 
 TransformerDecoderBlock::TransformerDecoderBlock(const BlockOptions& o, Generator& generator)
     : norm_first(o.norm_first) {
-  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  ln_1 = register_module("ln_1", make_norm(o.norm, o.d_model, o.bias));
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(
                                                o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
-  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  ln_2 = register_module("ln_2", make_norm(o.norm, o.d_model, o.bias));
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(
                                                  o.d_model, o.n_heads, attention_options(o, false, true), generator));
-  ln_3 = register_module("ln_3", std::make_shared<LayerNorm>(o.d_model, 1e-5, o.bias));
+  ln_3 = register_module("ln_3", make_norm(o.norm, o.d_model, o.bias));
   mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
 

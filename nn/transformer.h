@@ -17,7 +17,8 @@ struct BlockOptions {
   std::int64_t n_heads = 4;
   std::int64_t d_ff = 256;  // feed-forward hidden size
   double dropout = 0.0;
-  bool norm_first = true;  // pre-LN; false for post-LN
+  bool norm_first = true;           // pre-LN; false for post-LN
+  NormKind norm = NormKind::Layer;  // LayerNorm (with `bias`) or RMSNorm
   bool bias = true;
   bool rotary = false;  // RoPE in self-attention
   std::int64_t max_len = 2048;
@@ -35,7 +36,7 @@ class SelfAttentionBlock : public Module {
                  KVCache* cache = nullptr);
 
   bool norm_first;
-  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<Normalization> ln_1, ln_2;
   std::shared_ptr<MultiHeadAttention> attn;
   std::shared_ptr<FeedForward> mlp;
 };
@@ -51,7 +52,7 @@ class TransformerDecoderBlock : public Module {
                  Tensor* cross_weights = nullptr);
 
   bool norm_first;
-  std::shared_ptr<LayerNorm> ln_1, ln_2, ln_3;
+  std::shared_ptr<Normalization> ln_1, ln_2, ln_3;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<FeedForward> mlp;
 };

@@ -26,6 +26,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 // x: [..., D]   weight, bias: [D] or undefined
 Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 
+// Normalises over the last dim by the root mean square, then scales (LLaMA's normalisation:
+// no centring, no bias):
+//   y = x / sqrt(mean(x^2) + eps) * weight
+// x: [..., D]   weight: [D] or undefined
+Tensor rms_norm(const Tensor& x, const Tensor& weight = {}, double eps = 1e-6);
+
 // Zeroes each element with probability p and scales the survivors by 1 / (1 - p), so the
 // expected value is unchanged. The identity (the same tensor) when !training or p = 0.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);

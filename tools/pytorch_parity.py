@@ -61,6 +61,12 @@ CASES = [
          batch=2, seq=9, seed=6, tokens="cjk escaped", file_dtype="F32"),
     dict(name="float32 file, no bias", vocab_size=13, block_size=7, n_layer=1, n_head=3, n_embd=12,
          bias=False, batch=3, seq=7, seed=7, tokens="ascii", file_dtype="F32"),
+    # RMSNorm in every block and before the head (config "norm": "rms"; no norm biases). torch
+    # 1.13 has no nn.RMSNorm: it is written out below.
+    dict(name="RMSNorm", vocab_size=11, block_size=17, n_layer=2, n_head=3, n_embd=48, bias=True,
+         batch=3, seq=17, seed=8, tokens="ascii", norm="rms"),
+    dict(name="RMSNorm, no bias", vocab_size=30, block_size=12, n_layer=3, n_head=4, n_embd=32, bias=False,
+         batch=2, seq=9, seed=9, tokens="cjk", norm="rms"),
 ]
 
 # --- file formats --------------------------------------------------------------------------
@@ -151,6 +157,10 @@ def write_npy(path, t):
 # Written as plain functions over a dict of parameters under nanoGPT's names, so the same dict
 # is the checkpoint, the autograd leaves, and the key set the gradient file must have.
 
+def rms(c):
+    return c.get("norm", "layer") == "rms"
+
+
 def parameter_shapes(c):
     """(name, shape) for every parameter, in nanoGPT's state-dict order."""
     C, shapes = c["n_embd"], []
@@ -161,10 +171,10 @@ def parameter_shapes(c):
                  ("ln_2", [C]), ("mlp.c_fc", [4 * C, C]), ("mlp.c_proj", [C, 4 * C])]
         for module, weight_shape in layer:  # a bias has one entry per output row
             shapes.append((h + module + ".weight", weight_shape))
-            if c["bias"]:
+            if c["bias"] and not (module.startswith("ln_") and rms(c)):  # RMSNorm has no bias
                 shapes.append((h + module + ".bias", [weight_shape[0]]))
     shapes.append(("transformer.ln_f.weight", [C]))
-    if c["bias"]:
+    if c["bias"] and not rms(c):
         shapes.append(("transformer.ln_f.bias", [C]))
     return shapes
 
@@ -185,6 +195,15 @@ def random_parameters(c, generator):
 
 def layer_norm(x, params, prefix):
     return F.layer_norm(x, x.shape[-1:], params[prefix + ".weight"], params.get(prefix + ".bias"), eps=1e-5)
+
+
+def rms_norm(x, params, prefix):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last dim, eps 1e-6 as nn::RMSNorm's."""
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * params[prefix + ".weight"]
+
+
+def norm(x, params, prefix, c):
+    return rms_norm(x, params, prefix) if rms(c) else layer_norm(x, params, prefix)
 
 
 def linear(x, params, prefix):
@@ -208,10 +227,10 @@ def gpt_loss(params, c, ids, targets):
     x = params["transformer.wte.weight"][ids] + params["transformer.wpe.weight"][:T]
     for i in range(c["n_layer"]):
         h = f"transformer.h.{i}"
-        x = x + causal_self_attention(layer_norm(x, params, h + ".ln_1"), params, h + ".attn", c["n_head"])
-        mlp_in = layer_norm(x, params, h + ".ln_2")
+        x = x + causal_self_attention(norm(x, params, h + ".ln_1", c), params, h + ".attn", c["n_head"])
+        mlp_in = norm(x, params, h + ".ln_2", c)
         x = x + linear(F.gelu(linear(mlp_in, params, h + ".mlp.c_fc")), params, h + ".mlp.c_proj")  # erf GELU
-    logits = layer_norm(x, params, "transformer.ln_f") @ params["transformer.wte.weight"].T  # tied head
+    logits = norm(x, params, "transformer.ln_f", c) @ params["transformer.wte.weight"].T  # tied head
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
@@ -327,8 +346,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pytorch_parity_") as workdir:
         for case in CASES:
             case["config"] = {k: case[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias")}
+            if "norm" in case:
+                case["config"]["norm"] = case["norm"]
             print(f"{case['name']}: vocab {case['vocab_size']}, block {case['block_size']}, "
                   f"layers {case['n_layer']}, heads {case['n_head']}, embd {case['n_embd']}, bias {case['bias']}, "
+                  f"norm {case.get('norm', 'layer')}, "
                   f"B {case['batch']}, T {case['seq']}, {case.get('file_dtype', 'F64')} file, {case['tokens']} tokens")
             print(f"  {'':<38} {'shape':>8} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
             ok, max_abs, max_rel = run_case(case, args.gpt_grads, workdir)

@@ -90,8 +90,10 @@ double weight_error(std::int64_t t, std::int64_t d, bool scaled, bool round_inpu
       double m = *std::max_element(row.begin(), row.end()), sum = 0;
       for (double& v : row) {
         v = std::exp(v - m);
-        if (low) v = r16(v), sum = r16(sum + v);
-        else sum += v;
+        if (low)
+          v = r16(v), sum = r16(sum + v);
+        else
+          sum += v;
       }
       for (double& v : row) v = low ? r16(v / sum) : v / sum;
     };
@@ -241,7 +243,9 @@ std::pair<Tensor, Tensor> bf16_statistics(const Tensor& x) {
   return {ag::tensor(mean, shape), ag::tensor(var, shape)};
 }
 
-Tensor layer_norm(const ag::nn::LayerNorm& ln, const Tensor& x, const Forced& f) {
+Tensor layer_norm(const ag::nn::Normalization& norm, const Tensor& x, const Forced& f) {
+  // This experiment's GPT is GPT-2's, with LayerNorm (the default GPTConfig::norm).
+  const auto& ln = dynamic_cast<const ag::nn::LayerNorm&>(norm);
   if (!f.layer_norm) return ln.forward(x);
   Tensor mu = x.mean(-1, true), var = ((x - mu) * (x - mu)).mean(-1, true);
   auto [mu16, var16] = bf16_statistics(x);
@@ -263,7 +267,8 @@ Tensor bf16_softmax_values(const Tensor& s) {
       p[static_cast<std::size_t>(r * n + j)] = e;
       sum = r16(sum + static_cast<float>(e));
     }
-    for (std::int64_t j = 0; j < n; ++j) p[static_cast<std::size_t>(r * n + j)] = r16(p[static_cast<std::size_t>(r * n + j)] / sum);
+    for (std::int64_t j = 0; j < n; ++j)
+      p[static_cast<std::size_t>(r * n + j)] = r16(p[static_cast<std::size_t>(r * n + j)] / sum);
   }
   return ag::tensor(p, s.shape());
 }
@@ -378,8 +383,8 @@ int precision(const Options& o) {
   for (std::int64_t n : {64, 1024}) {
     sums.push_back(sum_errors(n, gen));
     dots.push_back(dot_error(n, gen));
-    rows.push_back({std::to_string(n), fmt::format("{:.1e}", sums.back().first), fmt::format("{:.1e}", sums.back().second),
-                    fmt::format("{:.1e}", dots.back())});
+    rows.push_back({std::to_string(n), fmt::format("{:.1e}", sums.back().first),
+                    fmt::format("{:.1e}", sums.back().second), fmt::format("{:.1e}", dots.back())});
   }
   print_table({"n", "float32 sum: rel. error", "bf16 running sum: rel. error", "dot, bf16 inputs, float32 sum"}, rows);
   fmt::print(
@@ -390,8 +395,10 @@ int precision(const Options& o) {
 
   fmt::print("(b) Attention weights, T = 64 queries and keys, d_k = 64, q, k ~ N(0, 1): max |P - P_exact|\n\n");
   const std::int64_t t = 64, d = 64;
-  double in_scaled = weight_error(t, d, true, true, false, o.seed), in_raw = weight_error(t, d, false, true, false, o.seed),
-         sm_scaled = weight_error(t, d, true, true, true, o.seed), sm_raw = weight_error(t, d, false, true, true, o.seed),
+  double in_scaled = weight_error(t, d, true, true, false, o.seed),
+         in_raw = weight_error(t, d, false, true, false, o.seed),
+         sm_scaled = weight_error(t, d, true, true, true, o.seed),
+         sm_raw = weight_error(t, d, false, true, true, o.seed),
          f32_scaled = weight_error(t, d, true, false, false, o.seed);
   print_table({"what is bf16", "q.k / sqrt(d_k)", "q.k (unscaled)"},
               {{"nothing (float32)", fmt::format("{:.1e}", f32_scaled), "-"},
@@ -413,12 +420,14 @@ int precision(const Options& o) {
   print_table({"what is bf16", "|loss - exact|"},
               {{"the logits only", fmt::format("{:.1e}", ce_logits)},
                {"logits, exponentials, row sums, each loss, the mean over rows", fmt::format("{:.1e}", ce_all)}});
-  fmt::print("\nA loss near 2 nats held in bf16 moves in steps of 2^-6 = {:.4f}: the size of the differences one\n"
-             "watches between late checkpoints.\n\n",
-             std::ldexp(1.0, -6));
+  fmt::print(
+      "\nA loss near 2 nats held in bf16 moves in steps of 2^-6 = {:.4f}: the size of the differences one\n"
+      "watches between late checkpoints.\n\n",
+      std::ldexp(1.0, -6));
 
-  fmt::print("(e) Master weights: a step of lr per weight (Adam's steps are about lr, smaller where gradients are\n"
-             "    noisy) on weights ~ N(0, 0.02^2) stored in bf16\n\n");
+  fmt::print(
+      "(e) Master weights: a step of lr per weight (Adam's steps are about lr, smaller where gradients are\n"
+      "    noisy) on weights ~ N(0, 0.02^2) stored in bf16\n\n");
   std::vector<double> lost;
   std::vector<std::vector<std::string>> lost_rows;
   for (double lr : {2e-3, 2e-4, 2e-5, 2e-6}) {
@@ -440,9 +449,10 @@ int precision(const Options& o) {
 
   // Part 2 runs on any CPU: its bf16 steps are emulated and its products are float32.
   std::int64_t forced_steps = std::max<std::int64_t>(1, o.steps / 4);
-  fmt::print("\nPart 2: one step of the model in bf16 at a time (emulated; products float32), the small GPT\n"
-             "(2 layers, 4 heads, width 64, block 32) written out from ops, {} each, same batches\n\n",
-             ag::examples::plural(forced_steps, "step"));
+  fmt::print(
+      "\nPart 2: one step of the model in bf16 at a time (emulated; products float32), the small GPT\n"
+      "(2 layers, 4 heads, width 64, block 32) written out from ops, {} each, same batches\n\n",
+      ag::examples::plural(forced_steps, "step"));
   std::vector<ForcedRun> runs{{"all float32          ", Forced{}},
                               {"softmax in bf16      ", Forced{.softmax = true, .layer_norm = false, .loss = false}},
                               {"layer norm stats bf16", Forced{.softmax = false, .layer_norm = true, .loss = false}},
@@ -455,8 +465,9 @@ int precision(const Options& o) {
                            fmt::format("{:+.4f}", run.curve.val.back() - runs[0].curve.val.back()),
                            fmt::format("{:.1e}", run.weight_error)});
   print_table({"run", "final validation loss", "against float32", "max |P - P_float32|"}, forced_rows);
-  fmt::print("\n(max |P - P_float32|: the attention weights of the trained model on a validation batch as the run\n"
-             " computes them, against the same model's float32 weights.)\n");
+  fmt::print(
+      "\n(max |P - P_float32|: the attention weights of the trained model on a validation batch as the run\n"
+      " computes them, against the same model's float32 weights.)\n");
   std::string forced_png = (std::filesystem::path(o.out) / "precision_forced.png").string();
   // The curves lie on top of each other; what shows is each one's distance from float32's.
   std::size_t forced_window = static_cast<std::size_t>(std::max<std::int64_t>(1, forced_steps / 10));
@@ -500,7 +511,8 @@ int precision(const Options& o) {
                            {"bf16 autocast, training (smoothed)", bf16.steps, smoothed(bf16.train, window)},
                            {"fp32, validation", fp32.val_steps, fp32.val},
                            {"bf16 autocast, validation", bf16.val_steps, bf16.val}},
-                          "Mini-GPT: float32 against bf16 matrix products", "step", "cross-entropy (nats per character)");
+                          "Mini-GPT: float32 against bf16 matrix products", "step",
+                          "cross-entropy (nats per character)");
   fmt::print("wrote {}\n", png);
   // The two curves cover each other: their difference, step by step and at each validation.
   std::vector<double> a = smoothed(bf16.train, window * 5), b = smoothed(fp32.train, window * 5), val_diff;

@@ -58,6 +58,12 @@ void take_resumed_model(TrainOptions& o, const std::function<bool(const std::str
     fmt::print("note: {} does not record its dropout (an older file); using --dropout {}\n", path,
                ag::examples::as_typed(o.model.dropout));
   o.model.bias = stored.config.bias;
+  if (given("norm") && o.model.norm != stored.config.norm)
+    refuse(
+        "--norm {} conflicts with the run being resumed: {} was trained with --norm {}; a resumed run keeps its "
+        "model, so leave --norm out (or start a new run: another --out, or --overwrite without --resume)",
+        ag::nn::norm_name(o.model.norm), path, ag::nn::norm_name(stored.config.norm));
+  o.model.norm = stored.config.norm;
 }
 
 void check_train_options(const TrainOptions& o) {

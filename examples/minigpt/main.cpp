@@ -53,7 +53,7 @@ bool parse(int argc, char** argv, const po::options_description& options, po::va
 
 int train_command(int argc, char** argv) {
   minigpt::TrainOptions o;
-  std::string precision;
+  std::string precision, norm = "layer";
   po::options_description opts(
       "minigpt train: train a character-level GPT (defaults finish in about 2-3 minutes on 2 cores)");
   opts.add_options()("help,h", "show this help")(
@@ -66,6 +66,8 @@ int train_command(int argc, char** argv) {
       "layers", with_default(&o.model.n_layer), "Transformer blocks")(
       "heads", with_default(&o.model.n_head), "attention heads per block")("embd", with_default(&o.model.n_embd),
                                                                            "width of the residual stream")(
+      "norm", with_default(&norm),
+      "normalisation in every block and before the head: layer (LayerNorm, GPT-2's) or rms (RMSNorm, LLaMA's)")(
       "dropout", with_default(&o.model.dropout), "dropout probability")(
       "lr", with_default(&o.lr), "peak learning rate")("min-lr", with_default(&o.min_lr),
                                                        "learning rate at the end of the cosine")(
@@ -91,6 +93,8 @@ int train_command(int argc, char** argv) {
   po::variables_map vm;
   int code = 0;
   if (!parse(argc, argv, opts, vm, code)) return code;
+  if (norm != "layer" && norm != "rms") refuse("--norm must be layer or rms, got '{}'", norm);
+  o.model.norm = ag::nn::parse_norm(norm);
   o.precision = ag::examples::apply_precision(precision, false);  // train prints it with the run's settings
   // Before anything else is said: a model option that contradicts the run being resumed.
   if (o.resume && !o.overwrite)

@@ -13,6 +13,7 @@
 // Reading order, following the GPT's forward pass:
 //   embedding.cpp        token and position lookups
 //   layer_norm.cpp       normalisation
+//   rms_norm.cpp         normalisation by the root mean square (LLaMA-style models)
 //   attention.cpp        softmax(Q K^T / sqrt(d) + mask) V, in its three layouts
 //   linear.cpp           x W^T + b, and the MLP's GELU
 //   cross_entropy.cpp    the loss
@@ -40,6 +41,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 
 // (x - mean) / sqrt(var + eps) * weight + bias over the last dim; weight and bias may be undefined
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+// x / sqrt(mean(x^2) + eps) * weight over the last dim; weight may be undefined
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 
 // Mean over the positions whose target is not ignore_index of -log softmax(logits)[target]
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index);

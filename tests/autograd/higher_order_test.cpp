@@ -371,6 +371,19 @@ TEST(Gradgradcheck, LayerNormWithAndWithoutAffine) {
   }
 }
 
+TEST(Gradgradcheck, RmsNormWithAndWithoutWeight) {
+  Generator gen(27);
+  Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), w = uniform_leaf({5}, gen, 0.5, 1.5);
+  for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard guard(k);
+    EXPECT_TRUE(
+        testing::gradgradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, w}))
+        << kernels_name(k);
+    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], {}, 1e-3); }, {x}))
+        << kernels_name(k);
+  }
+}
+
 TEST(Gradgradcheck, LinearLinearGeluAndGelu) {
   Generator gen(18);
   Tensor x = uniform_leaf({2, 3, 4}, gen), x1 = uniform_leaf({4}, gen);

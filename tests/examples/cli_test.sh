@@ -116,6 +116,21 @@ done
 # The same values given again are no conflict.
 expect 0 "$minigpt" train "${rest[@]}" "${model[@]}" --steps 7 --resume
 has out "resuming from step 6"
+# --norm: the run above is LayerNorm; asking to resume it with RMSNorm is a conflict too.
+after=$(snapshot "$dir/run")
+expect 2 "$minigpt" train "${rest[@]}" --steps 8 --resume --norm rms
+has err "--norm rms conflicts with the run being resumed"
+has err "was trained with --norm layer"
+[ "$(snapshot "$dir/run")" = "$after" ] || fail "the refused --norm resume changed $dir/run"
+fresh=(--corpus "$dir/corpus.txt" --eval-interval 4 --eval-batches 1 --batch 2 --sample-tokens 5)
+expect 2 "$minigpt" train "${fresh[@]}" --steps 2 --norm batch --out "$dir/never"
+has err "--norm must be layer or rms, got 'batch'"
+[ ! -e "$dir/never" ] || fail "a refused --norm run created its directory"
+# A new run with RMSNorm trains, says so, and its checkpoint samples.
+expect 0 "$minigpt" train "${fresh[@]}" --steps 3 --warmup 0 --norm rms --layers 1 --heads 1 --embd 16 --block 16 \
+  --out "$dir/rms"
+has out "model: 1 layer, 1 head, n_embd 16, block 16, RMSNorm:"
+expect 0 "$minigpt" sample --checkpoint "$dir/rms/minigpt.safetensors" --tokens 5
 
 # 6. --overwrite replaces the run.
 expect 0 "$minigpt" train "${rest[@]}" --steps 2 --warmup 0 --overwrite --layers 2 --heads 2 --embd 16 --block 16

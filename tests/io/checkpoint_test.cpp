@@ -371,6 +371,31 @@ TEST(GPTCheckpoint, NanoGPTLayoutAndBitExactRoundTrip) {
   EXPECT_EQ(a.forward(ids).to_vector<float>(), b.forward(ids).to_vector<float>());
 }
 
+// A GPT with RMSNorm keeps its choice in the config ("norm": "rms"), holds no norm biases, and
+// is refused by a LayerNorm model, which stays as it was.
+TEST(GPTCheckpoint, RmsNormIsSavedInTheConfigAndChecked) {
+  Scratch dir;
+  Generator g1(1), g2(2), g3(3);
+  nn::GPTConfig rms = small_gpt();
+  rms.norm = nn::NormKind::Rms;
+  nn::GPT a(rms, g1), b(rms, g2), layer(small_gpt(), g3);
+  auto tok = data::CharTokenizer::from_text("abcdefg");
+  io::save_gpt(dir.path("m.safetensors"), a, tok);
+  io::GPTCheckpoint ckpt = io::read_gpt_checkpoint(dir.path("m.safetensors"));
+  EXPECT_EQ(ckpt.config.norm, nn::NormKind::Rms);
+  EXPECT_EQ(ckpt.file.find("transformer.h.0.ln_1.bias"), nullptr);
+  EXPECT_NE(ckpt.file.find("transformer.h.0.attn.c_proj.bias"), nullptr);  // the linears keep theirs
+  io::load_gpt(b, ckpt);
+  Tensor ids = from_vector<std::int64_t>({1, 2, 3, 4}, {1, 4});
+  EXPECT_EQ(a.forward(ids).to_vector<float>(), b.forward(ids).to_vector<float>());
+  std::vector<float> before = layer.forward(ids).to_vector<float>();
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(layer, ckpt); }, "norm rms) differs from"));
+  EXPECT_EQ(layer.forward(ids).to_vector<float>(), before);
+  // A checkpoint without the key is a LayerNorm one, as every earlier file and nanoGPT's are.
+  io::save_gpt(dir.path("l.safetensors"), layer, tok);
+  EXPECT_EQ(io::read_gpt_checkpoint(dir.path("l.safetensors")).config.norm, nn::NormKind::Layer);
+}
+
 // Every way a GPT checkpoint can be wrong; the target model must come out unchanged each time.
 TEST(GPTCheckpoint, FailedLoadLeavesTheModelUntouched) {
   Scratch dir;

@@ -135,11 +135,17 @@ Tensor random_ids(Generator& gen, std::int64_t vocab, Shape shape, std::int64_t 
 // float64 runs two steps, float32 one (see the top of this file).
 int steps_for(DType dtype) { return dtype == kFloat64 ? 2 : 1; }
 
-Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout) {
+Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout, nn::NormKind norm = nn::NormKind::Layer) {
   Generator gen(11);
-  nn::GPT model(
-      {.vocab_size = 29, .block_size = 17, .n_layer = 2, .n_head = 3, .n_embd = 48, .dropout = dropout, .bias = bias},
-      gen);
+  nn::GPT model({.vocab_size = 29,
+                 .block_size = 17,
+                 .n_layer = 2,
+                 .n_head = 3,
+                 .n_embd = 48,
+                 .dropout = dropout,
+                 .bias = bias,
+                 .norm = norm},
+                gen);
   Generator data(5);
   std::vector<Tensor> x, y;
   for (int s = 0; s < 2; ++s) {
@@ -166,6 +172,21 @@ TEST(KernelsEqual, GPTTrainingStepsFloat32) {
       SCOPED_TRACE(what);
       expect_equal_runs(gpt_run(Kernels::Fast, kFloat32, bias, dropout),
                         gpt_run(Kernels::Reference, kFloat32, bias, dropout), kFloat32, what);
+    }
+}
+
+// The same GPT with RMSNorm in every block and before the head (no norm biases): the new op
+// through the router's two routes, whole steps, both dtypes.
+TEST(KernelsEqual, GPTWithRmsNormTrainingSteps) {
+  for (DType dtype : {kFloat64, kFloat32})
+    for (double dropout : {0.0, 0.2}) {
+      std::string what = fmt::format("GPT {} with RMSNorm, dropout {}", dtype_name(dtype), dropout);
+      SCOPED_TRACE(what);
+      reference::reset_call_counts();
+      auto reference_run = gpt_run(Kernels::Reference, dtype, true, dropout, nn::NormKind::Rms);
+      EXPECT_EQ(reference::call_counts()["rms_norm"], steps_for(dtype) * (2 * 2 + 1));  // ln_1, ln_2 per block, ln_f
+      EXPECT_EQ(reference::call_counts().count("layer_norm"), 0u);
+      expect_equal_runs(gpt_run(Kernels::Fast, dtype, true, dropout, nn::NormKind::Rms), reference_run, dtype, what);
     }
 }
 

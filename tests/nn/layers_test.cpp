@@ -60,6 +60,23 @@ TEST(LayerNorm, GradcheckWithAndWithoutBias) {
   }
 }
 
+TEST(RMSNorm, GradcheckAndChoiceByName) {
+  Generator gen(14);
+  nn::RMSNorm norm(5);
+  norm.to(kFloat64);
+  EXPECT_EQ(norm.named_parameters().size(), 1u);  // weight only: no bias
+  norm.weight.set_data((norm.weight.detach() + randn({5}, gen, kFloat64) * 0.3).detach());
+  Tensor x = normal_leaf({3, 2, 5}, gen);
+  EXPECT_TRUE(gradcheck_module(norm, {x}, [&] { return norm.forward(x); }));
+  EXPECT_TRUE(all_close(norm.forward(x), rms_norm(x, norm.weight, 1e-6), 0));
+  EXPECT_NE(dynamic_cast<nn::RMSNorm*>(nn::make_norm(nn::NormKind::Rms, 4, true).get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::LayerNorm*>(nn::make_norm(nn::NormKind::Layer, 4, true).get()), nullptr);
+  EXPECT_EQ(nn::parse_norm(nn::norm_name(nn::NormKind::Rms)), nn::NormKind::Rms);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::parse_norm("batch"); },
+                                                 "norm: unknown normalisation 'batch': expected 'layer' or 'rms'"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::RMSNorm(0); }, "RMSNorm: dim must be positive"));
+}
+
 TEST(Dropout, TrainVersusEval) {
   Generator gen(5);
   nn::Dropout drop(0.5, gen);

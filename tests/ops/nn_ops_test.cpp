@@ -291,6 +291,66 @@ TEST(LayerNorm, Errors) {
       "layer_norm: eps must be positive"));
 }
 
+TEST(RmsNorm, HandComputedRow) {
+  // Row [3, 4]: mean square (9 + 16) / 2 = 12.5, so xhat = x / sqrt(12.5 + eps).
+  double r = 1 / std::sqrt(12.5 + 1e-6);
+  Tensor x = tensor({3, 4}, {1, 2}, kFloat64);
+  EXPECT_TRUE(all_close(rms_norm(x), {3 * r, 4 * r}, 1e-15));
+  Tensor w = tensor({2, -1}, {2}, kFloat64);
+  EXPECT_TRUE(all_close(rms_norm(x, w), {6 * r, -4 * r}, 1e-15));
+  // No centring: a constant row normalises to ones (layer norm would give zeros).
+  EXPECT_TRUE(all_close(rms_norm(full({1, 4}, 5.0, kFloat64), {}, 1e-300), {1, 1, 1, 1}, 1e-15));
+}
+
+// The derivative of a row's output with respect to its own input, by hand for D = 2 at x = [3, 4]
+// with eps -> 0: y = x / |x| sqrt(2), so dy_0/dx_0 = sqrt(2) x_1^2 / |x|^3 = sqrt(2) 16 / 125.
+TEST(RmsNorm, HandComputedSlope) {
+  Tensor x = tensor({3, 4}, {1, 2}, kFloat64).requires_grad_();
+  rms_norm(x, {}, 1e-300).slice(1, 0, 1).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {std::sqrt(2.0) * 16 / 125, -std::sqrt(2.0) * 12 / 125}, 1e-15));
+}
+
+TEST(RmsNorm, GradcheckEveryInput) {
+  Generator gen(14);
+  for (std::int64_t d : {5, 21, 37}) {  // rows shorter and longer than one block of the row sums
+    Tensor x = normal_leaf({3, 2, d}, gen), w = normal_leaf({d}, gen);
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1]); }, {x, w}))
+        << "d = " << d;
+    EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return rms_norm(in[0], {}, 1e-3); }, {x}))
+        << "d = " << d;
+  }
+}
+
+TEST(RmsNorm, Float32ForwardAndBackwardMatchFloat64) {
+  Generator gen(15);
+  Tensor x64 = randn({5, 37}, gen, kFloat64) * 2.0 + 0.5, w64 = randn({37}, gen, kFloat64),
+         b64 = randn({37}, gen, kFloat64), dy64 = randn({5, 37}, gen, kFloat64);
+  BothDtypes r = run_in_both_dtypes([](auto x, auto w, auto) { return rms_norm(x, w); }, x64, w64, b64, dy64);
+  EXPECT_TRUE(all_close(r.out[1].to(kFloat64), r.out[0], 1e-5));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(all_close(r.grads[1][i].to(kFloat64), r.grads[0][i], 1e-4)) << "input " << i;
+}
+
+TEST(RmsNorm, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        rms_norm(ones({2, 3}), ones({4}));
+      },
+      "rms_norm: weight has shape [4], expected [3] for input of shape [2, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        rms_norm(ones({2, 0}));
+      },
+      "rms_norm: cannot normalise over an empty last dim (shape [2, 0])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        rms_norm(ones({2, 3}), {}, -1.0);
+      },
+      "rms_norm: eps must be positive, got -1"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { rms_norm(scalar(1.0)); }, "rms_norm: needs at least one dim"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { rms_norm(ones({2, 3}, kInt64)); }, "rms_norm: expected a float"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { rms_norm(ones({2, 3}), ones({3}, kFloat64)); }, "rms_norm"));
+}
+
 TEST(Dropout, EvalAndZeroProbabilityAreIdentity) {
   Generator gen(6);
   Tensor x = randn({10}, gen);

@@ -126,6 +126,16 @@ TEST(Reference, LayerNorm) {
     }
 }
 
+TEST(Reference, RmsNorm) {
+  Generator gen(15);
+  Tensor x = normal_leaf({3, 4, 21}, gen), w = normal_leaf({21}, gen);
+  for (bool affine : {true, false}) {
+    Op f = [=](const std::vector<Tensor>& in) { return rms_norm(in[0], affine ? in[1] : Tensor(), 1e-3); };
+    expect_routes_agree("rms_norm", f, {x, w});
+    expect_gradcheck(f, {x, w});
+  }
+}
+
 TEST(Reference, CrossEntropy) {
   Generator gen(6);
   Tensor logits = normal_leaf({3, 5, 13}, gen);
