@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "binary.h"
+#include "fast_math.h"
 #include "route.h"
 
 namespace ag {
@@ -46,7 +48,10 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
     using T = decltype(tag);
     const T* px = x.data_ptr<T>();
     T* py = y.mutable_data_ptr<T>();
-    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = f(px[i]);
+    if constexpr (std::is_invocable_v<F, const T*, T*, std::int64_t>)
+      f(px, py, x.numel());  // a whole-array loop (tanh's, compiled for SIMD)
+    else
+      for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = f(px[i]);
   });
   // The saved tensor shares the caller's buffer: no copy. The input is kept as passed (its
   // history is already held by the node's edge); the output detached, since the node itself
@@ -114,10 +119,12 @@ Tensor sqrt(const Tensor& x) {
 }
 
 // y = tanh x             dy/dx = 1 - tanh^2 x = 1 - y^2
+// (float32's tanh is fast::tanh, in plain arithmetic so that the loop vectorises; std::tanh,
+// one element at a time, was a fifth of a small tanh MLP's training step.)
 Tensor tanh(const Tensor& x) {
   return unary_op(
-      "tanh", x, Saves::Output, [](auto v) { return std::tanh(v); }, [](auto y) { return 1 - y * y; },
-      [](const Tensor& y) { return 1.0 - y * y; });
+      "tanh", x, Saves::Output, [](const auto* v, auto* y, std::int64_t n) { fast::tanh_each(v, y, n); },
+      [](auto y) { return 1 - y * y; }, [](const Tensor& y) { return 1.0 - y * y; });
 }
 
 // y = 1 / (1 + e^-x)     dy/dx = e^-x / (1 + e^-x)^2 = y (1 - y)

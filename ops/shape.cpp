@@ -13,28 +13,25 @@ namespace ag {
 
 namespace {
 
-// Copies `count` elements of any dtype (elements are moved, never computed).
-void copy_elements(void* dst, const void* src, std::int64_t count, DType dtype) {
-  std::memcpy(dst, src, static_cast<std::size_t>(count) * dtype_size(dtype));
-}
-
-char* bytes(Tensor& t, std::int64_t element) {
-  return static_cast<char*>(t.mutable_raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
-}
-const char* bytes(const Tensor& t, std::int64_t element) {
-  return static_cast<const char*>(t.raw_data()) + element * static_cast<std::int64_t>(dtype_size(t.dtype()));
-}
-
 // dst[o, dst_begin + j*dst_step, :] = src[o, src_begin + j*src_step, :] for j < count, viewing
-// both around `dim`: the one loop behind slice, its backward, and cat.
+// both around `dim`: the one loop behind slice, its backward, and cat. Elements of any dtype are
+// moved as bytes, never computed. With both steps 1 the rows of one outer index are adjacent,
+// so each outer index is one memcpy; a slice along the last dim is otherwise a copy per element.
 void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, const Tensor& src, std::int64_t src_begin,
                 std::int64_t src_step, std::int64_t count, std::size_t dim) {
   DimLayout d = dim_layout("copy", dst.shape(), static_cast<std::int64_t>(dim));
   DimLayout s = dim_layout("copy", src.shape(), static_cast<std::int64_t>(dim));
+  if (count == 0 || d.outer == 0 || d.inner == 0) return;  // nothing to move (and no null pointer to memcpy)
+  const auto element = static_cast<std::int64_t>(dtype_size(dst.dtype()));
+  char* out = static_cast<char*>(dst.mutable_raw_data());  // one write, one version bump
+  const char* in = static_cast<const char*>(src.raw_data());
+  auto at = [&](const DimLayout& l, std::int64_t o, std::int64_t k) { return (o * l.n + k) * l.inner * element; };
+  const bool runs = dst_step == 1 && src_step == 1;
+  const std::int64_t bytes = (runs ? count : 1) * d.inner * element;
   for (std::int64_t o = 0; o < d.outer; ++o)
-    for (std::int64_t j = 0; j < count; ++j)
-      copy_elements(bytes(dst, (o * d.n + dst_begin + j * dst_step) * d.inner),
-                    bytes(src, (o * s.n + src_begin + j * src_step) * s.inner), d.inner, dst.dtype());
+    for (std::int64_t j = 0; j < (runs ? 1 : count); ++j)
+      std::memcpy(out + at(d, o, dst_begin + j * dst_step), in + at(s, o, src_begin + j * src_step),
+                  static_cast<std::size_t>(bytes));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Checks ops/fast_math.h against the standard library evaluated in double: relative error of
-// exp over the whole float range it covers, relative error of the normal CDF out to its far
-// left tail, and the special values.
+// exp over the whole float range it covers, of tanh over every magnitude, of the normal CDF out
+// to its far left tail, and the special values.
 #include "../../ops/fast_math.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +45,36 @@ TEST(FastMath, ExpSpecialValues) {
   EXPECT_EQ(fast::exp(kInf), kInf);
   EXPECT_EQ(fast::exp(89.0f), kInf);
   EXPECT_TRUE(std::isnan(fast::exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// Over every magnitude: subnormals (tanh x = x), the polynomial below 0.625, the branch switch,
+// and the saturation at 1 (from about 9.1), where the exact value rounds to 1 in float.
+TEST(FastMath, TanhRelativeErrorWithinTwoUlp) {
+  double worst = 0.0;
+  float worst_x = 0;
+  for_floats(-std::numeric_limits<float>::max(), std::numeric_limits<float>::max(), [&](float x) {
+    double exact = std::tanh(static_cast<double>(x));
+    double err = std::abs(fast::tanh(x) - exact) / std::abs(exact);
+    if (err > worst) worst = err, worst_x = x;
+  });
+  SCOPED_TRACE(worst_x);
+  EXPECT_LT(worst, 2 * 0x1p-23);
+}
+
+TEST(FastMath, TanhSpecialValuesAndTheArrayLoop) {
+  EXPECT_EQ(fast::tanh(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(fast::tanh(-0.0f)));
+  EXPECT_EQ(fast::tanh(kInf), 1.0f);
+  EXPECT_EQ(fast::tanh(-kInf), -1.0f);
+  EXPECT_EQ(fast::tanh(20.0f), 1.0f);
+  EXPECT_EQ(fast::tanh(-1e30f), -1.0f);
+  EXPECT_TRUE(std::isnan(fast::tanh(std::numeric_limits<float>::quiet_NaN())));
+  // The loop (compiled for SIMD) gives what the element function gives, at every position of a
+  // length that leaves a tail after the vector body.
+  std::vector<float> x(37), y(37);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = -3.0f + 0.17f * static_cast<float>(i);
+  fast::tanh_each(x.data(), y.data(), static_cast<std::int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], fast::tanh(x[i])) << "at " << x[i];
 }
 
 TEST(FastMath, NormalCdfRelativeErrorIncludingTheTail) {
