@@ -3,6 +3,7 @@
 #include "../ops/shape.h"
 #include "dispatch.h"
 #include "error.h"
+#include "forward.h"
 #include "grad.h"
 #include "grad_mode.h"
 
@@ -83,16 +84,52 @@ Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
   return hv.detach();
 }
 
-Tensor jvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
-  Tensor leaf = leaf_at("jvp", x);
-  check_like("jvp", "v", v, x, "x");
+// H v as the tangent of the gradient: x moves along v, the forward pass carries tangents, and
+// the backward pass (with create_graph, so that its formulas run as ops) carries them on into
+// the gradient, whose tangent is d/de grad f(x + e v) = H v.
+Tensor hvp_forward_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
+  Tensor leaf = leaf_at("hvp_forward_over_reverse", x);
+  check_like("hvp_forward_over_reverse", "v", v, x, "x");
   AutoGradMode grad_mode(true);
-  Tensor y = call("jvp", f, leaf, false);
-  if (!y.requires_grad()) return zeros_like(y);
-  Tensor u = zeros_like(y).requires_grad_();  // any value: J^T u is linear in u
-  Tensor w = grad({y}, {leaf}, {u}, {.create_graph = true, .allow_unused = true})[0];
-  if (!w.defined()) return zeros_like(y);
-  return gradient_of_product(w, u, v).detach();
+  fwad::DualLevel level;
+  Tensor y = call("hvp_forward_over_reverse", f, fwad::make_dual(leaf, v.detach()), true);
+  Tensor g = gradient_with_graph(y, leaf);
+  Tensor hv = fwad::tangent(g);
+  return hv.defined() ? hv.detach() : zeros_like(leaf);
+}
+
+JvpResult jvp(const FunctionOfTensors& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
+  if (tangents.size() != inputs.size())
+    throw_invalid("jvp", "got {} inputs but {} tangents (one per input; an undefined tangent for one that stays)",
+                  inputs.size(), tangents.size());
+  NoGradGuard no_grad;
+  fwad::DualLevel level;
+  std::vector<Tensor> duals(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!tangents[i].defined()) {
+      duals[i] = inputs[i];
+      continue;
+    }
+    check_defined("jvp", inputs[i]);
+    if (tangents[i].shape() != inputs[i].shape() || tangents[i].dtype() != inputs[i].dtype())
+      throw_invalid("jvp", "tangent {} is {} with shape {}, but input {} is {} with shape {}", i,
+                    dtype_name(tangents[i].dtype()), shape_str(tangents[i].shape()), i, dtype_name(inputs[i].dtype()),
+                    shape_str(inputs[i].shape()));
+    duals[i] = fwad::make_dual(inputs[i].detach(), tangents[i].detach());
+  }
+  Tensor y = f(duals);
+  if (!y.defined() || !is_floating(y.dtype())) throw_invalid("jvp", "f must return a float tensor");
+  Tensor t = fwad::tangent(y);
+  return {y.detach(), t.defined() ? t.detach() : zeros_like(y)};
+}
+
+Tensor jvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
+  check_defined("jvp", x);
+  if (!is_floating(x.dtype()))
+    throw_invalid("jvp", "x must be float32 or float64, got {} with shape {}", dtype_name(x.dtype()),
+                  shape_str(x.shape()));
+  check_like("jvp", "v", v, x, "x");
+  return jvp([&](const std::vector<Tensor>& in) { return f(in[0]); }, {x}, {v}).tangent;
 }
 
 Tensor hessian(const FunctionOfTensor& f, const Tensor& x) {

@@ -7,16 +7,18 @@
 //   jacobian(f, x)   = J, shaped [*f(x).shape, *x.shape]
 //
 // hvp is one backward pass with create_graph and one through the gradient it built: the
-// gradient g(x) = df/dx is a tensor of the graph, and the gradient of <g(x), v> is H v. jvp is
-// forward mode without a forward-mode engine (the "double vjp" trick): with a dummy u,
-// w(u) = J^T u is linear in u, so the gradient of <w(u), v> with respect to u is J v. hessian
-// and jacobian call these once per element of x or of f(x): meant for small tensors.
+// gradient g(x) = df/dx is a tensor of the graph, and the gradient of <g(x), v> is H v
+// (reverse-over-reverse); hvp_forward_over_reverse computes the same product as the tangent of
+// g(x) when x moves along v (forward mode, forward.h). jvp is forward mode: one forward pass of
+// f with the tangent v on x. hessian and jacobian call hvp and a backward pass once per element
+// of x or of f(x): meant for small tensors.
 //
 // x itself is not touched: f is called on a fresh leaf holding x's values, and the results
 // hold no graph. docs/higher_order.md walks through each one.
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "tensor.h"
 
@@ -25,7 +27,19 @@ namespace ag {
 using FunctionOfTensor = std::function<Tensor(const Tensor&)>;
 
 Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
+Tensor hvp_forward_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
 Tensor jvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
+
+// f(inputs) and J v in one forward pass, for a function of several tensors (as torch.func.jvp):
+// input i moves along tangents[i] (an undefined tangent: it stays). Float inputs only move;
+// an index or mask input takes an undefined tangent. Neither f's output nor its tangent holds a
+// graph.
+using FunctionOfTensors = std::function<Tensor(const std::vector<Tensor>&)>;
+struct JvpResult {
+  Tensor output;
+  Tensor tangent;  // J v, shaped like output
+};
+JvpResult jvp(const FunctionOfTensors& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents);
 Tensor hessian(const FunctionOfTensor& f, const Tensor& x);
 Tensor jacobian(const FunctionOfTensor& f, const Tensor& x);
 

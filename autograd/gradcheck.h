@@ -14,6 +14,8 @@
 //   ag::GradcheckResult r = ag::gradcheck(f, {x, w});
 //   if (!r) fmt::print("{}\n", r.report);
 //
+// With options.check_forward_ad the forward-mode tangents are checked too, column by column.
+//
 // In GoogleTest, <attograd/testing.h> turns the result into an assertion with the report.
 #pragma once
 
@@ -32,6 +34,13 @@ struct GradcheckOptions {
   double rtol = 1e-3;
   std::uint64_t seed = 0;  // for the output weights g
   int max_reported = 5;    // mismatches listed in the report
+  // Which derivatives to check (PyTorch's names). Reverse mode: the gradient of sum(f * g), as
+  // above. Forward mode (autograd/forward.h): for each input element i, the tangent of f's
+  // output when that element alone moves (the Jacobian's column i, J e_i) against the central
+  // difference of the whole output, (f(x + eps e_i) - f(x - eps e_i)) / (2 eps), element by
+  // element.
+  bool check_backward_ad = true;
+  bool check_forward_ad = false;
 };
 
 struct GradcheckResult {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "error.h"
+#include "forward.h"
 #include "grad_mode.h"
 #include "hooks.h"
 #include "memory.h"
@@ -101,7 +102,10 @@ Tensor detail::node_output(const Tensor& saved) {
   auto output = std::make_shared<TensorImpl>(saved.impl()->storage, saved.shape(), saved.dtype());
   output->requires_grad = true;
   output->grad_fn = std::const_pointer_cast<Node>(t_running->shared_from_this());
-  return Tensor(std::move(output));
+  Tensor result(std::move(output));
+  if (t_running->dual_level() == live_level() && t_running->output_tangent().defined())
+    set_tangent(result, t_running->output_tangent());
+  return result;
 }
 
 std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
@@ -111,6 +115,12 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
                 "'{}' has no second derivative: its backward formula computes the gradient outside the graph, so "
                 "backward with create_graph cannot differentiate it again (an op defined with record() must build "
                 "its gradients from ops when detail::creating_graph() is true, and declare BackwardOrder::AnyOrder)",
+                name_);
+  if (dual_level_ != 0 && dual_level_ == detail::live_level() && !is_grad_enabled())
+    throw_state("backward",
+                "'{}' had inputs with forward-mode tangents: a backward pass inside that DualLevel must build a "
+                "graph (create_graph = true), so that the gradients carry their tangents (forward-over-reverse, "
+                "as ag::hvp does); or end the level before calling backward",
                 name_);
   std::vector<bool> needs(next_edges_.size());
   for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
@@ -193,16 +203,48 @@ std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const st
   return node;
 }
 
+// Forward mode: the output's tangent from the inputs' tangents by the op's rule, or nothing when
+// no input has one. Returns whether some input had one.
+bool propagate_tangent(const std::string& name, const Tensor& output, const std::vector<Tensor>& inputs,
+                       const ForwardFn& forward) {
+  if (!detail::propagating_tangents()) return false;
+  std::vector<Tensor> tangents(inputs.size());
+  bool any = false;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && (tangents[i] = detail::live_tangent(inputs[i])).defined()) any = true;
+  if (!any) return false;
+  if (!forward)
+    throw_state(name,
+                "has no forward-mode rule, and a tangent reached it (an op defined with record() needs a forward "
+                "rule to be used inside an ag::fwad::DualLevel)");
+  Tensor tangent;
+  {
+    detail::ForwardRuleScope rule;
+    NoGradGuard no_grad;
+    tangent = forward(tangents);
+  }
+  if (!tangent.defined()) return true;  // the rule says the derivative is zero
+  if (tangent.shape() != output.shape() || tangent.dtype() != output.dtype())
+    throw std::logic_error(fmt::format("forward rule of '{}' returned a {} tangent of shape {} for a {} output of shape {}",
+                                       name, dtype_name(tangent.dtype()), shape_str(tangent.shape()),
+                                       dtype_name(output.dtype()), shape_str(output.shape())));
+  detail::set_tangent(output, tangent);
+  return true;
+}
+
 }  // namespace
 
 GraphObserver* graph_observer() { return t_observer; }
 void set_graph_observer(GraphObserver* observer) { t_observer = observer; }
 
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
-              std::optional<std::vector<Tensor>> saved, BackwardOrder order) {
+              std::optional<std::vector<Tensor>> saved, BackwardOrder order, ForwardFn forward) {
+  bool dual = propagate_tangent(name, output, inputs, forward);
   std::shared_ptr<Node> node;
-  if (is_grad_enabled() && any_requires_grad(inputs))
+  if (is_grad_enabled() && any_requires_grad(inputs)) {
     node = make_node(name, output, inputs, std::move(backward), saved, order);
+    if (dual) node->set_dual(detail::live_level(), detail::live_tangent(output));
+  }
   if (t_observer && !detail::in_backward()) t_observer->recorded(name, output, inputs, node.get());
   if (node) {
     output.impl()->grad_fn = std::move(node);

@@ -60,6 +60,12 @@ struct SavedVersion {
 using BackwardFn =
     std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs_input_grad)>;
 
+// forward(input_tangents) returns the output's tangent (forward mode, forward.h) from one
+// tangent per input, in input order, each undefined where that input has none (its tangent is
+// zero). It is called only when some input has one; it computes outside the graph and must not
+// change its inputs. An op recorded without one refuses when a tangent reaches it.
+using ForwardFn = std::function<Tensor(const std::vector<Tensor>& input_tangents)>;
+
 // Whether an op's backward formula can itself be differentiated (a backward pass with
 // create_graph: ag::grad, docs/higher_order.md). Such a pass runs the formulas with grad mode
 // on, and a formula declared AnyOrder then computes its gradients with differentiable ops, so
@@ -113,6 +119,17 @@ class Node : public std::enable_shared_from_this<Node> {
   // tensor owns this node through its grad_fn, so a strong pointer back would be a cycle.
   std::shared_ptr<TensorImpl> retained_output() const { return retained_.lock(); }
   void retain_output(const std::shared_ptr<TensorImpl>& output) { retained_ = output; }
+  // The forward-mode level whose tangents reached this op's inputs (forward.h), 0 if none: a
+  // backward through it while that level lives must build a graph, so that its gradients carry
+  // their tangents.
+  std::uint64_t dual_level() const { return dual_level_; }
+  // The output's tangent at that level, for detail::node_output: a formula that reads the output
+  // must see it move too.
+  const Tensor& output_tangent() const { return output_tangent_; }
+  void set_dual(std::uint64_t level, Tensor output_tangent) {
+    dual_level_ = level;
+    output_tangent_ = std::move(output_tangent);
+  }
 
  private:
   std::string name_;
@@ -126,6 +143,8 @@ class Node : public std::enable_shared_from_this<Node> {
   std::shared_ptr<const detail::RecordSite> site_;
   double grad_norm_ = std::numeric_limits<double>::quiet_NaN();
   std::weak_ptr<TensorImpl> retained_;
+  std::uint64_t dual_level_ = 0;
+  Tensor output_tangent_;
 };
 
 // Makes `output` the result of op `name` on `inputs`. When grad mode is on and some input
@@ -141,9 +160,14 @@ class Node : public std::enable_shared_from_this<Node> {
 // `order` says whether `backward` can be differentiated again (BackwardOrder above). An op whose
 // formula is a hand loop leaves it at FirstOrder; one that builds its gradients from ops when
 // detail::creating_graph() is true declares AnyOrder.
+//
+// `forward` is the op's forward-mode rule (ForwardFn above). While a forward-mode level lives
+// and some input has a tangent, record() runs it and gives the output its result as tangent
+// (the node keeps it too, for detail::node_output); without a rule it throws, naming the op.
 using Saved = std::vector<Tensor>;
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
-              std::optional<Saved> saved = std::nullopt, BackwardOrder order = BackwardOrder::FirstOrder);
+              std::optional<Saved> saved = std::nullopt, BackwardOrder order = BackwardOrder::FirstOrder,
+              ForwardFn forward = {});
 
 // Runs reverse-mode differentiation from `root` (see Tensor::backward). engine.cpp.
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);

@@ -199,22 +199,22 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), target);
   convert(*this, out);
   if (!is_floating(target) || !is_floating(dtype())) return out;
-  // y = cast(x):  dx = cast_back(dy)
+  // y = cast(x):  dx = cast_back(dy),  ẏ = cast(ẋ)
   DType source = dtype();
   return record(
       "to", out, {*this},
       [source](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy.to(source)}; }, Saved{},
-      BackwardOrder::AnyOrder);
+      BackwardOrder::AnyOrder, [target](const std::vector<Tensor>& t) { return t[0].to(target); });
 }
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype());
   std::memcpy(out.mutable_raw_data(), raw_data(), static_cast<std::size_t>(numel()) * dtype_size(dtype()));
   if (!is_floating(dtype())) return out;
-  // y = x:  dx = dy
+  // y = x:  dx = dy,  ẏ = ẋ
   return record(
       "clone", out, {*this}, [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy}; },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [](const std::vector<Tensor>& t) { return t[0].clone(); });
 }
 
 // --- autograd state ------------------------------------------------------------------------

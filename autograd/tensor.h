@@ -76,6 +76,9 @@ struct TensorImpl {
   // Called when a backward pass has added its last gradient into `grad` (leaves only; see
   // Tensor::register_post_accumulate_grad_hook), by handle.
   std::vector<std::pair<std::uint64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
+  // Forward mode (forward.h): the tangent, valid only while the level that gave it lives.
+  std::shared_ptr<TensorImpl> tangent;
+  std::uint64_t tangent_level = 0;
 
   TensorImpl(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
   ~TensorImpl();

@@ -118,7 +118,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   return record(
       "broadcast_to", y, {x},
       [x_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{sum_to(dy, x_shape)}; },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [shape](const std::vector<Tensor>& t) { return broadcast_to(t[0], shape); });
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -139,10 +139,15 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return record(
       "sum_to", y, {g},
       [g_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{broadcast_to(dy, g_shape)}; },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [shape](const std::vector<Tensor>& t) { return sum_to(t[0], shape); });
 }
 
-// y = a + b        da = sum_to(dy)          db = sum_to(dy)
+// A tangent brought to the output's shape: a broadcast input moves every copy of itself.
+Tensor spread(const Tensor& tangent, const Shape& shape) {
+  return tangent.shape() == shape ? tangent : broadcast_to(tangent, shape);
+}
+
+// y = a + b        da = sum_to(dy)          db = sum_to(dy)            ẏ = ȧ + ḃ
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("add", a, b, [](auto u, auto v) { return u + v; });
   return record(
@@ -150,10 +155,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [shape = y.shape()](const std::vector<Tensor>& t) {
+        return !t[0].defined() ? spread(t[1], shape) : !t[1].defined() ? spread(t[0], shape) : t[0] + t[1];
+      });
 }
 
-// y = a - b        da = sum_to(dy)          db = -sum_to(dy)
+// y = a - b        da = sum_to(dy)          db = -sum_to(dy)           ẏ = ȧ - ḃ
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("sub", a, b, [](auto u, auto v) { return u - v; });
   return record(
@@ -161,10 +168,12 @@ Tensor sub(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [shape = y.shape()](const std::vector<Tensor>& t) {
+        return !t[0].defined() ? -spread(t[1], shape) : !t[1].defined() ? spread(t[0], shape) : t[0] - t[1];
+      });
 }
 
-// y = a * b        da = sum_to(dy * b)      db = sum_to(dy * a)
+// y = a * b        da = sum_to(dy * b)      db = sum_to(dy * a)        ẏ = ȧ b + a ḃ
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("mul", a, b, [](auto u, auto v) { return u * v; });
   return record(
@@ -174,10 +183,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
         return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
                                    need[1] ? sum_to(dy * a, b.shape()) : Tensor()};
       },
-      Saved{a, b}, BackwardOrder::AnyOrder);
+      Saved{a, b}, BackwardOrder::AnyOrder, [a, b](const std::vector<Tensor>& t) {
+        return !t[0].defined() ? a * t[1] : !t[1].defined() ? t[0] * b : t[0] * b + a * t[1];
+      });
 }
 
 // y = a / b        da = sum_to(dy / b)      db = sum_to(-dy * a / b^2) = sum_to(-dy * y / b)
+//                  ẏ = ȧ / b - a ḃ / b^2 = (ȧ - y ḃ) / b
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
   return record("div", y, {a, b},
@@ -192,7 +204,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
                           need[0] ? sum_to(dy / b, sa) : Tensor(),
                           need[1] ? sum_to(-(dy * detail::node_output(y)) / b, b.shape()) : Tensor()};
                     }),
-                Saved{b, y}, BackwardOrder::AnyOrder);
+                Saved{b, y}, BackwardOrder::AnyOrder, [b, y](const std::vector<Tensor>& t) {
+                  Tensor moved = !t[1].defined() ? t[0] : !t[0].defined() ? -(y * t[1]) : t[0] - y * t[1];
+                  return spread(moved / b, y.shape());
+                });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -1,7 +1,7 @@
 // Each op below is one line of forward math, f, and one line of its derivative, f', written
 // in terms of either the input x or the output y, whichever is cheaper; only that one tensor is
-// saved for backward. unary_op does the rest: the forward loop, and a backward that computes
-// dx = dy * f'(saved). gelu, which has a fast kernel and a reference twin, is in fused/gelu.cpp.
+// saved for backward. unary_op does the rest: the forward loop, a backward that computes
+// dx = dy * f'(saved), and the forward-mode rule from the same f': ẏ = ẋ * f'(saved). gelu, which has a fast kernel and a reference twin, is in fused/gelu.cpp.
 //
 //   x: any shape, float32 or float64.   y, dy, dx: the shape of x.
 #include "elementwise.h"
@@ -66,7 +66,8 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
           [df_graph, saves, saved](const Tensor& dy, const std::vector<bool>&) {
             return std::vector<Tensor>{dy * df_graph(saves == Saves::Input ? saved : detail::node_output(saved))};
           }),
-      Saved{saved}, BackwardOrder::AnyOrder);
+      Saved{saved}, BackwardOrder::AnyOrder,
+      [op, df, saved](const std::vector<Tensor>& t) { return unary_backward(op, t[0], saved, df); });
 }
 
 // f'(x) for a piecewise-constant slope (relu's step): a constant, outside the graph, since

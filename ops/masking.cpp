@@ -51,14 +51,16 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     T* py = y.mutable_data_ptr<T>();
     for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = pm[i] ? static_cast<T>(value) : px[i];
   });
-  // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i.   The mask gets no gradient.
+  // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i,   ẏ_i = mask_i ? 0 : ẋ_i.
+  // The mask gets no gradient.
   return record(
       "masked_fill", y, {x},
       // With create_graph the same rule as an op: masked_fill again, with 0.
       fast_or_composed(
           [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill_backward(dy, m)}; },
           [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill(dy, m, 0.0)}; }),
-      Saved{m}, BackwardOrder::AnyOrder);
+      Saved{m}, BackwardOrder::AnyOrder,
+      [m](const std::vector<Tensor>& t) { return masked_fill_backward(t[0], m); });  // ẏ = ẋ, 0 where masked
 }
 
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {

@@ -143,6 +143,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return std::vector<Tensor>{need[0] ? sum_to(dc.matmul(b.transpose(-2, -1)), a.shape()) : Tensor(),
                                need[1] ? sum_to(a.transpose(-2, -1).matmul(dc), b.shape()) : Tensor()};
   };
+  // C = A B:  Ċ = Ȧ B + A Ḃ
+  op.tangent = [](const std::vector<Tensor>& in, const std::vector<Tensor>& t) {
+    if (!t[1].defined()) return t[0].matmul(in[1]);
+    if (!t[0].defined()) return in[0].matmul(t[1]);
+    return t[0].matmul(in[1]) + in[0].matmul(t[1]);
+  };
   return route(op).output;
 }
 

@@ -48,8 +48,8 @@ Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape&
   return y;
 }
 
-// y = sum_k x_k:     dx_k = dy   (dy copied back along the reduced dim)
-// y = mean_k x_k:    dx_k = dy / n
+// y = sum_k x_k:     dx_k = dy   (dy copied back along the reduced dim)     ẏ = sum_k ẋ_k
+// y = mean_k x_k:    dx_k = dy / n                                          ẏ = mean_k ẋ_k
 Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdim, bool is_mean) {
   check_floating(op, x);
   Tensor y = sum_kernel(op, x, l, keepdim ? l.kept : l.reduced);
@@ -64,7 +64,8 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdi
         Tensor dx = broadcast_to(dy.reshape(l.kept), x_shape);
         return std::vector<Tensor>{is_mean ? dx / static_cast<double>(l.n) : dx};
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder,
+      [op, l, keepdim, is_mean](const std::vector<Tensor>& t) { return sum_or_mean(op, t[0], l, keepdim, is_mean); });
 }
 
 // dx: dy at each winning position, 0 elsewhere (the gradient of a max goes to its argmax).
@@ -82,7 +83,22 @@ Tensor max_backward(const Tensor& dy, const Tensor& argmax, const DimLayout& l, 
   return dx;
 }
 
-// y[o, i] = x[o, k*, i] with k* = argmax_k:   dx[o, k*, i] = dy[o, i], zero elsewhere
+// ẏ[o, i] = ẋ[o, k*, i]: the tangent at each winning position.
+Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, const Shape& out_shape) {
+  Tensor y = empty(out_shape, t.dtype());
+  dispatch_floating(t.dtype(), "max", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pt = t.data_ptr<T>();
+    const auto* pi = argmax.data_ptr<std::int64_t>();
+    T* py = y.mutable_data_ptr<T>();
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t i = 0; i < l.inner; ++i)
+        py[o * l.inner + i] = pt[(o * l.n + pi[o * l.inner + i]) * l.inner + i];
+  });
+  return y;
+}
+
+// y[o, i] = x[o, k*, i] with k* = argmax_k:   dx[o, k*, i] = dy[o, i], zero elsewhere;  ẏ[o, i] = ẋ[o, k*, i]
 Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, Tensor* indices) {
   check_floating(op, x);
   if (l.n == 0) throw_invalid(op, "max over an empty dim (shape {}) has no value", shape_str(x.shape()));
@@ -125,7 +141,8 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
                       }
                       return std::vector<Tensor>{broadcast_to(dy.reshape(l.kept), x_shape) * winners};
                     }),
-                Saved{argmax}, BackwardOrder::AnyOrder);
+                Saved{argmax}, BackwardOrder::AnyOrder,
+                [l, argmax, out_shape](const std::vector<Tensor>& t) { return at_winners(t[0], argmax, l, out_shape); });
 }
 
 }  // namespace

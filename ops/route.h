@@ -24,7 +24,9 @@
 //      while autocast is on, every other op the BLAS policy (ops/products.h);
 //   3. create_graph (autograd/grad.h): a backward pass that builds a graph runs the chain rule
 //      through the reference (or the op's own composed backward) instead of the fast backward,
-//      so that the gradient can be differentiated again.
+//      so that the gradient can be differentiated again;
+//   4. forward mode (autograd/forward.h): when a tangent reaches the op, its tangent is the
+//      reference's, computed by running the reference on dual inputs.
 //
 // The three switches have one scope: each is a setting of the calling thread (as grad mode and
 // autocast are in PyTorch), read when an op is called. A new thread starts with the fast kernels,
@@ -64,6 +66,9 @@ struct FastRun {
 using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,
                                                            const std::vector<bool>& need)>;
 
+using TangentRule =
+    std::function<Tensor(const std::vector<Tensor>& inputs, const std::vector<Tensor>& input_tangents)>;
+
 struct RoutedOp {
   const char* name = nullptr;           // the node's name
   std::optional<KernelOp> kernel = {};  // the switch that may pick the reference; unset: one kernel
@@ -74,6 +79,10 @@ struct RoutedOp {
   // The backward under create_graph, as differentiable ops. Unset: the chain rule through
   // `reference` (autograd/grad.h, detail::backward_by_composition).
   ComposedBackward composed = {};
+  // The forward-mode rule: the output's tangent from the inputs and their tangents (undefined
+  // where an input has none). Unset: the reference's tangent, by running it on dual inputs
+  // (detail::jvp_by_composition).
+  TangentRule tangent = {};
 };
 
 Routed route(const RoutedOp& op);

@@ -70,7 +70,8 @@ Tensor reshape_for(const char* op, const Tensor& x, Shape shape) {
       [x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{reshape(dy, x_shape)};
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder,
+      [shape = y.shape()](const std::vector<Tensor>& t) { return reshape(t[0], shape); });  // ẏ: ẋ viewed likewise
 }
 
 }  // namespace
@@ -124,7 +125,7 @@ Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   return record(
       "permute", y, {x},
       [inverse](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{permute(dy, inverse)}; },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [dims](const std::vector<Tensor>& t) { return permute(t[0], dims); });
 }
 
 Tensor transpose(const Tensor& x, std::int64_t dim0, std::int64_t dim1) {
@@ -151,7 +152,8 @@ Tensor unslice(const Tensor& dy, const Shape& x_shape, std::size_t d, std::int64
         return std::vector<Tensor>{
             slice(ddx, static_cast<std::int64_t>(d), b, n == 0 ? b : b + (n - 1) * step + 1, step)};
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder,
+      [x_shape, d, b, step](const std::vector<Tensor>& t) { return unslice(t[0], x_shape, d, b, step); });
 }
 
 }  // namespace
@@ -176,7 +178,9 @@ Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t
       [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{unslice(dy, x_shape, d, b, step)};
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [dim, b, e, step](const std::vector<Tensor>& t) {
+        return slice(t[0], dim, b, e, step);  // ẏ: the same slice of ẋ
+      });
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
@@ -219,7 +223,11 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
         }
         return dx;
       },
-      Saved{}, BackwardOrder::AnyOrder);
+      Saved{}, BackwardOrder::AnyOrder, [tensors, dim](const std::vector<Tensor>& t) {
+        std::vector<Tensor> parts(t.size());  // ẏ = [ẋ_0; ẋ_1; ...], zeros for a part without one
+        for (std::size_t k = 0; k < t.size(); ++k) parts[k] = t[k].defined() ? t[k] : zeros_like(tensors[k]);
+        return cat(parts, dim);
+      });
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {

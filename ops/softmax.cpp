@@ -14,6 +14,9 @@
 //               dy_k/dx_j = [k = j] - p_j  with p = softmax(x) = exp(y), so
 //               dx_j = dy_j - p_j sum_k dy_k
 //
+// Forward mode: softmax's Jacobian is symmetric, so its tangent is the backward's formula again,
+// ẏ = y (ẋ - sum_k ẋ_k y_k); log_softmax's is  ẏ = ẋ - sum_k p_k ẋ_k.
+//
 //   x, y, dy, dx: any shape, float32 or float64; the formulas run along `dim`.
 #include "softmax.h"
 
@@ -148,7 +151,8 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
                       Tensor p = detail::node_output(y);                                 // through y's own history
                       return std::vector<Tensor>{p * (dy - sum(dy * p, dim, /*keepdim=*/true))};
                     }),
-                Saved{y}, BackwardOrder::AnyOrder);
+                Saved{y}, BackwardOrder::AnyOrder,
+                [l, y](const std::vector<Tensor>& t) { return softmax_backward(t[0], y, l); });
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
@@ -166,7 +170,11 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) {
                       Tensor dead = fully_masked_rows(y, l);
                       return std::vector<Tensor>{dead.defined() ? masked_fill(dx, dead, 0.0) : dx};
                     }),
-                Saved{y}, BackwardOrder::AnyOrder);
+                Saved{y}, BackwardOrder::AnyOrder, [l, dim, y](const std::vector<Tensor>& t) {
+                  Tensor dy = t[0] - sum(exp(y) * t[0], dim, /*keepdim=*/true);
+                  Tensor dead = fully_masked_rows(y, l);  // as in backward: such a row does not move
+                  return dead.defined() ? masked_fill(dy, dead, 0.0) : dy;
+                });
 }
 
 Tensor Tensor::softmax(std::int64_t dim) const { return ag::softmax(*this, dim); }

@@ -14,6 +14,7 @@
 #include "autograd/debug/graphviz.h"
 #include "autograd/dtype.h"
 #include "autograd/format.h"
+#include "autograd/forward.h"
 #include "autograd/functional.h"
 #include "autograd/generator.h"
 #include "autograd/grad.h"

@@ -79,7 +79,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 
 // ---------------------------------------------------------------------------------------------
 // dropout:  y = x * keep / (1 - p),  keep_i ~ Bernoulli(1 - p)
-//   dx = dy * keep / (1 - p)        (the same scaled mask, saved)
+//   dx = dy * keep / (1 - p),  ẏ = ẋ * keep / (1 - p)     (the same scaled mask, saved)
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   check_floating("dropout", x);
   if (!(p >= 0.0 && p <= 1.0)) throw_invalid("dropout", "probability must be in [0, 1], got {}", p);
@@ -99,7 +99,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   return record(
       "dropout", y, {x},
       [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; }, Saved{scale},
-      BackwardOrder::AnyOrder);
+      BackwardOrder::AnyOrder, [scale](const std::vector<Tensor>& t) { return t[0] * scale; });
 }
 
 // ---------------------------------------------------------------------------------------------

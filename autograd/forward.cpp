@@ -1,0 +1,137 @@
+// Forward mode's state (forward.h): the live level of each thread, and the tangents it gave.
+// How tangents move from op to op is record()'s part (node.cpp): it runs the op's forward rule.
+#include "forward.h"
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "dispatch.h"
+#include "grad_mode.h"
+#include "node.h"
+
+namespace ag {
+
+namespace {
+
+std::atomic<std::uint64_t> g_next_level{1};  // ids are never reused, so a stale tangent stays stale
+thread_local std::uint64_t t_level = 0;
+thread_local bool t_in_rule = false;
+// Every tensor given a tangent at the live level, to drop them all when it ends.
+thread_local std::vector<std::weak_ptr<TensorImpl>> t_duals;
+thread_local std::size_t t_prune_at = 64;  // when to forget the ones already freed
+
+}  // namespace
+
+namespace fwad {
+
+DualLevel::DualLevel() {
+  if (t_level != 0)
+    throw_state("DualLevel",
+                "a forward-mode level is already live on this thread; levels do not nest (end the first one, or "
+                "compute both directions in one level)");
+  t_level = g_next_level.fetch_add(1, std::memory_order_relaxed);
+}
+
+DualLevel::~DualLevel() {
+  for (const auto& weak : t_duals)
+    if (auto impl = weak.lock(); impl && impl->tangent_level == t_level) {
+      impl->tangent.reset();
+      impl->tangent_level = 0;
+    }
+  t_duals.clear();
+  t_prune_at = 64;
+  t_level = 0;
+}
+
+bool is_active() { return t_level != 0; }
+
+namespace {
+
+void check_dual(const char* op, const Tensor& primal, const Tensor& tangent) {
+  if (!is_active())
+    throw_state(op, "no forward-mode level is live on this thread: create an ag::fwad::DualLevel first");
+  check_floating(op, primal);
+  check_defined(op, tangent);
+  if (tangent.shape() != primal.shape() || tangent.dtype() != primal.dtype())
+    throw_invalid(op, "the tangent must have the primal's shape and dtype: primal {} {}, tangent {} {}",
+                  dtype_name(primal.dtype()), shape_str(primal.shape()), dtype_name(tangent.dtype()),
+                  shape_str(tangent.shape()));
+}
+
+}  // namespace
+
+void set_tangent(const Tensor& t, const Tensor& tangent) {
+  check_dual("set_tangent", t, tangent);
+  detail::set_tangent(t, tangent);
+}
+
+Tensor make_dual(const Tensor& primal, const Tensor& tangent) {
+  check_dual("make_dual", primal, tangent);
+  // y = x, sharing x's data:  dx = dy,  ẏ = the given tangent
+  Tensor dual(std::make_shared<TensorImpl>(primal.impl()->storage, primal.shape(), primal.dtype()));
+  dual = record(
+      "make_dual", dual, {primal},
+      [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy}; }, Saved{},
+      BackwardOrder::AnyOrder, [](const std::vector<Tensor>& t) { return t[0]; });
+  detail::set_tangent(dual, tangent);
+  return dual;
+}
+
+Tensor tangent(const Tensor& t) {
+  check_defined("tangent", t);
+  return detail::live_tangent(t);
+}
+
+UnpackedDual unpack_dual(const Tensor& t) {
+  check_defined("unpack_dual", t);
+  return {t.detach(), detail::live_tangent(t)};
+}
+
+}  // namespace fwad
+
+namespace detail {
+
+bool propagating_tangents() { return t_level != 0 && !t_in_rule; }
+
+std::uint64_t live_level() { return t_level; }
+
+Tensor live_tangent(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  if (t_level == 0 || impl.tangent_level != t_level || !impl.tangent) return {};
+  return Tensor(impl.tangent);
+}
+
+void set_tangent(const Tensor& t, const Tensor& tangent) {
+  TensorImpl& impl = *t.impl();
+  impl.tangent = tangent.impl();
+  impl.tangent_level = t_level;
+  if (t_duals.size() >= t_prune_at) {
+    std::erase_if(t_duals, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
+    t_prune_at = 2 * t_duals.size() + 64;
+  }
+  t_duals.push_back(t.impl());
+}
+
+ForwardRuleScope::ForwardRuleScope(bool in_rule) : previous(t_in_rule) { t_in_rule = in_rule; }
+ForwardRuleScope::~ForwardRuleScope() { t_in_rule = previous; }
+
+Tensor jvp_by_composition(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                          const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
+  ForwardRuleScope propagate(/*in_rule=*/false);
+  NoGradGuard no_grad;
+  std::vector<Tensor> duals(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    const TensorImpl& in = *inputs[i].impl();
+    duals[i] = Tensor(std::make_shared<TensorImpl>(in.storage, in.shape, in.dtype));
+    if (i < tangents.size() && tangents[i].defined()) set_tangent(duals[i], tangents[i]);
+  }
+  Tensor y = f(duals);
+  Tensor tangent = live_tangent(y);
+  return tangent.defined() ? tangent : zeros_like(y);
+}
+
+}  // namespace detail
+
+}  // namespace ag
