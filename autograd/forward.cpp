@@ -96,6 +96,13 @@ bool propagating_tangents() { return t_level != 0 && !t_in_rule; }
 
 std::uint64_t live_level() { return t_level; }
 
+bool any_tangent(const std::vector<Tensor>& inputs) {
+  if (!propagating_tangents()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && live_tangent(t).defined()) return true;
+  return false;
+}
+
 Tensor live_tangent(const Tensor& t) {
   const TensorImpl& impl = *t.impl();
   if (t_level == 0 || impl.tangent_level != t_level || !impl.tangent) return {};

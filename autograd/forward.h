@@ -73,6 +73,9 @@ namespace ag::detail {
 // live and no forward rule is running), and the live tangent of an input.
 bool propagating_tangents();
 Tensor live_tangent(const Tensor& t);
+// Whether the op being called will have to give its output a tangent: some input has one now.
+// A fast kernel asks, to keep what its forward rule reads (GELU's slope).
+bool any_tangent(const std::vector<Tensor>& inputs);
 // Gives `t` the tangent `tangent` at the live level.
 void set_tangent(const Tensor& t, const Tensor& tangent);
 // The id of the live level, 0 if none.

@@ -37,12 +37,15 @@ Routed route(const RoutedOp& op) {
   // backward runs.
   Saved saved = std::move(run.saved);
   saved.insert(saved.end(), op.inputs.begin(), op.inputs.end());
-  // 4. Forward mode: the op's own rule, or the tangent through the reference's ops, run on dual
-  // copies of the inputs.
-  ForwardFn forward = [reference = op.reference, rule = op.tangent, inputs = op.inputs](const std::vector<Tensor>& t) {
-    if (rule) return rule(inputs, t);
-    return detail::jvp_by_composition([&](const std::vector<Tensor>& in) { return reference(in).output; }, inputs, t);
-  };
+  // 4. Forward mode: the fast run's rule, the op's own, or the tangent through the reference's
+  // ops, run on dual copies of the inputs.
+  ForwardFn forward = std::move(run.tangent);
+  if (!forward)
+    forward = [reference = op.reference, rule = op.tangent, inputs = op.inputs](const std::vector<Tensor>& t) {
+      if (rule) return rule(inputs, t);
+      return detail::jvp_by_composition([&](const std::vector<Tensor>& in) { return reference(in).output; }, inputs,
+                                        t);
+    };
   Tensor output = record(op.name, run.output, op.inputs, fast_or_composed(std::move(run.backward), std::move(by_ops)),
                          std::move(saved), BackwardOrder::AnyOrder, std::move(forward));
   return {output, run.aside};

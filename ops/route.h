@@ -25,7 +25,8 @@
 //   3. create_graph (autograd/grad.h): a backward pass that builds a graph runs the chain rule
 //      through the reference (or the op's own composed backward) instead of the fast backward,
 //      so that the gradient can be differentiated again;
-//   4. forward mode (autograd/forward.h): when a tangent reaches the op, its tangent is the
+//   4. forward mode (autograd/forward.h): when a tangent reaches the op, its tangent comes from
+//      the fast run's own rule (FastRun::tangent), else the op's (RoutedOp::tangent), else the
 //      reference's, computed by running the reference on dual inputs.
 //
 // The three switches have one scope: each is a setting of the calling thread (as grad mode and
@@ -61,6 +62,9 @@ struct FastRun {
   BackwardFn backward;
   Saved saved;
   Tensor aside = {};
+  // The forward-mode rule that goes with this run, which may read what the run computed
+  // (attention's log-sum-exp). Unset: RoutedOp::tangent, or the reference's tangent.
+  ForwardFn tangent = {};
 };
 
 using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,

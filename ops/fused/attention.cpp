@@ -13,6 +13,15 @@
 //   dQ = scale dS K,   dK = scale dS^T Q      (S = scale Q K^T, the matmul rule again)
 //
 // Masked positions have P = 0, so dS = 0 there: no gradient flows through a masked score.
+//
+// Forward mode, from the tangents dQ, dK, dV (docs/forward_mode.md derives each line):
+//
+//   dS = scale (dQ K^T + Q dK^T)              (the product rule on S = scale Q K^T)
+//   dP_ij = P_ij (dS_ij - sum_k P_ik dS_ik)   (softmax's Jacobian, per row: the same formula)
+//   dO = dP V + P dV                          (the product rule on O = P V)
+//
+// streamed like the forward, one block of queries at a time, with P recomputed from the saved
+// log-sum-exp: no [Tq, Tk] tensor.
 #include "../attention.h"
 
 #include <algorithm>
@@ -159,6 +168,25 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
   return grads;
 }
 
+// The output's tangent from the inputs' tangents (undefined where an input has none), by the
+// fused kernel: written where the output is, read where q, k and v are read.
+Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tangents, const Shape& out_shape) {
+  const Dims& n = s.n;
+  Tensor dout = empty(out_shape, s.inputs[0].dtype());
+  dispatch_floating(s.inputs[0].dtype(), s.op, [&](auto tag) {
+    using T = decltype(tag);
+    auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
+    auto tangent = [&](int i) -> const T* {
+      const Tensor& t = tangents[s.at[i].input];
+      return t.defined() ? t.template data_ptr<T>() + s.at[i].offset : nullptr;
+    };
+    MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
+    attention_jvp<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), tangent(0), tangent(1),
+                     tangent(2), dout.mutable_data_ptr<T>(), s.products);
+  });
+  return dout;
+}
+
 // The fused kernel over any layout: `inputs` are the node's inputs, q, k and v are found in them
 // at `at`, laid out as `L` says; `n`, the mask and the scale have been checked. Each input's
 // gradient has the input's shape, and q's, k's and v's gradients land where q, k and v were read.
@@ -187,7 +215,8 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
   auto backward = [saved](const Tensor& dout, const std::vector<bool>& need) {
     return fused_attention_backward(saved, dout, need);
   };
-  return {out, backward, read, weights};
+  auto tangent = [saved, out_shape](const std::vector<Tensor>& t) { return fused_attention_jvp(saved, t, out_shape); };
+  return {out, backward, read, weights, tangent};
 }
 
 // Every layout: the mask and the scale checked, then routed (ops/route.h). `reference` is the

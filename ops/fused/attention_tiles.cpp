@@ -186,6 +186,55 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
   });
 }
 
+// Declared, with what it computes, in attention_tiles.h.
+template <class T>
+void attention_jvp(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
+                   const T* v, const T* lse, const T* dq, const T* dk, const T* dv, T* dout, const Products& products) {
+  using Mat = blas::Matrix<const T>;
+  std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
+  parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> p(tile_size), dS(tile_size);  // P and dS -> dP for one block, reused
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      std::int64_t b = bh / n.h, h = bh % n.h;
+      const T* lse_bh = lse + (b * n.h + h) * n.tq;
+      for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
+        std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
+        T* dO = dout + L.out.at(b, h) + i0 * L.out.ld;
+        if (kend == 0 || n.dv == 0) {  // no key seen (or no value column): O does not move
+          zero_rows(dO, rows, n.dv, L.out.ld);
+          continue;
+        }
+        Mat qblock{q + L.q.at(b, h) + i0 * L.q.ld, rows, n.d, L.q.ld}, keys{k + L.k.at(b, h), kend, n.d, L.k.ld},
+            values{v + L.v.at(b, h), kend, n.dv, L.v.ld};
+        blas::Matrix<T> P{p.data(), rows, kend}, dSb{dS.data(), rows, kend}, dOb{dO, rows, n.dv, L.out.ld};
+        products.gemm<T>(qblock, keys.t(), P, T(0), static_cast<T>(scale));  // S, then P in place
+        block_recompute(mask, b, h, i0, rows, kend, p.data(), lse_bh);
+        bool scores_move = dq || dk;
+        if (scores_move) {
+          // dS = scale (dQ K^T + Q dK^T)
+          if (dq)
+            products.gemm<T>(Mat{dq + L.q.at(b, h) + i0 * L.q.ld, rows, n.d, L.q.ld}, keys.t(), dSb, T(0),
+                             static_cast<T>(scale));
+          if (dk)
+            products.gemm<T>(qblock, Mat{dk + L.k.at(b, h), kend, n.d, L.k.ld}.t(), dSb, dq ? T(1) : T(0),
+                             static_cast<T>(scale));
+          // dP = P * (dS - rowsum(P * dS)), row by row (masked keys have P = 0, so dP = 0 there)
+          for (std::int64_t r = 0; r < rows; ++r) {
+            T* row = dS.data() + r * kend;
+            const T* prow = p.data() + r * kend;
+            double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
+            for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+          }
+          products.gemm<T>(Mat{dSb}, values, dOb);  // dO = dP V
+        }
+        // dO += P dV
+        if (dv) products.gemm<T>(Mat{P}, Mat{dv + L.v.at(b, h), kend, n.dv, L.v.ld}, dOb, scores_move ? T(1) : T(0));
+        if (!scores_move && !dv) zero_rows(dO, rows, n.dv, L.out.ld);
+      }
+    }
+  });
+}
+
 template void attention_forward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
                                        const float*, const float*, float*, float*, float*, const Products&);
 template void attention_forward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
@@ -196,5 +245,12 @@ template void attention_backward<float>(const Dims&, const Layouts&, const MaskR
 template void attention_backward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
                                          const double*, const double*, const double*, const double*, double*, double*,
                                          double*, const Products&);
+
+template void attention_jvp<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*, const float*,
+                                   const float*, const float*, const float*, const float*, const float*, float*,
+                                   const Products&);
+template void attention_jvp<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
+                                    const double*, const double*, const double*, const double*, const double*,
+                                    const double*, double*, const Products&);
 
 }  // namespace ag::attention_kernels

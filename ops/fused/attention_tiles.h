@@ -62,4 +62,16 @@ template <class T>
 void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
                         const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products = {});
 
+// Forward mode for every (batch, head), block by block: the output's tangent dO from the
+// tangents dQ, dK, dV (any may be null: it does not move), laid out like q, k, v and out:
+//
+//   dS = scale (dQ K^T + Q dK^T),   dP = P * (dS - rowsum(P * dS)),   dO = dP V + P dV
+//
+// with P recomputed per block from the forward's log-sum-exp, as backward does: no [Tq, Tk]
+// buffer, one tile of rows at a time. Every element of dout is written.
+template <class T>
+void attention_jvp(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
+                   const T* v, const T* lse, const T* dq, const T* dk, const T* dv, T* dout,
+                   const Products& products = {});
+
 }  // namespace ag::attention_kernels

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "../../autograd/dispatch.h"
+#include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
 #include "../../runtime/parallel.h"
 #include "../binary.h"
@@ -98,7 +99,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     return {reference::gelu(in[0], approximate)};
   };
   route_op.fast = [&](const Products&) {
-    bool need_slope = is_grad_enabled() && x.requires_grad();
+    bool need_slope = (is_grad_enabled() && x.requires_grad()) || detail::any_tangent({x});
     Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
     dispatch_floating(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
@@ -112,7 +113,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
       NoGradGuard no_grad;
       return std::vector<Tensor>{dy * slope};
     };
-    return FastRun{y, backward, Saved{slope}};
+    auto tangent = [slope](const std::vector<Tensor>& t) { return t[0] * slope; };  // the same slope
+    return FastRun{y, backward, Saved{slope}, Tensor(), tangent};
   };
   return route(route_op).output;
 }

@@ -5,6 +5,8 @@
 //   dx = rstd (g - mean(g) - xhat mean(g xhat))
 //   dw = sum over rows of dy xhat,   db = sum over rows of dy
 // Saved: x, and per row mu and rstd (xhat is recomputed from them, not stored).
+// Forward mode, from the tangents dx, dw, db (each may be absent; docs/forward_mode.md):
+//   dxhat = rstd (dx - mean(dx) - xhat mean(xhat dx)),   dy = dxhat w + xhat dw + db
 //
 // The readable twin is ops/reference/layer_norm.cpp.
 #include <algorithm>
@@ -13,7 +15,10 @@
 
 #include "../../autograd/dispatch.h"
 #include "../../runtime/parallel.h"
+#include "../binary.h"
 #include "../fast_math.h"
+#include "../reduce.h"
+#include "../shape.h"
 #include "../nn_ops.h"
 #include "../reference/reference.h"
 #include "../route.h"
@@ -130,6 +135,23 @@ std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const
   return {dx, dw, db};
 }
 
+// The tangent, from the saved statistics: row-wise ops on [R, D] views, no forward recomputed.
+Tensor layer_norm_tangent(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                          const std::vector<Tensor>& t, std::int64_t rows, std::int64_t d) {
+  Tensor mu = mean.to(x.dtype()).reshape({rows, 1}), rs = rstd.to(x.dtype()).reshape({rows, 1});
+  Tensor xhat = (x.reshape({rows, d}) - mu) * rs;
+  Tensor dy;
+  auto add_term = [&dy](const Tensor& term) { dy = dy.defined() ? dy + term : term; };
+  if (t[0].defined()) {
+    Tensor dx = t[0].reshape({rows, d});
+    Tensor dxhat = rs * (dx - dx.mean(1, true) - xhat * (xhat * dx).mean(1, true));
+    add_term(weight.defined() ? dxhat * weight : dxhat);
+  }
+  if (t[1].defined()) add_term(xhat * t[1]);
+  if (t[2].defined()) add_term(dy.defined() ? t[2] : broadcast_to(t[2], {rows, d}));
+  return dy.reshape(x.shape());
+}
+
 // The fused forward: one pass per row for the statistics (kept in float64 for backward), one for
 // y; backward is layer_norm_backward above.
 FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, std::int64_t rows,
@@ -153,7 +175,10 @@ FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bia
   auto backward = [x, weight, mean, rstd](const Tensor& dy, const std::vector<bool>& need) {
     return layer_norm_backward(dy, x, weight, mean, rstd, need);
   };
-  return {y, backward, Saved{x, weight}};
+  auto tangent = [x, weight, mean, rstd, rows, d](const std::vector<Tensor>& t) {
+    return layer_norm_tangent(x, weight, mean, rstd, t, rows, d);
+  };
+  return {y, backward, Saved{x, weight}, Tensor(), tangent};
 }
 
 }  // namespace

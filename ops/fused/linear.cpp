@@ -6,6 +6,9 @@
 //   db = sum_r dy_r
 // linear_gelu:  h = x W^T + b,  y = GELU(h);  saved: x, W and GELU'(h)
 //   dh = dy GELU'(h), then the three products above with dh in place of dy
+// Forward mode, from the tangents of x, W and b (each may be absent):
+//   linear:       dy = dx W^T + x dW^T + db
+//   linear_gelu:  dh the same, dy = GELU'(h) dh  (the slope backward uses)
 //
 // The readable twins are in ops/reference/linear.cpp; what the bands below buy is measured in
 // docs/performance.md. The three products run under the policy the router hands the kernels
@@ -14,8 +17,10 @@
 #include <algorithm>
 
 #include "../../autograd/dispatch.h"
+#include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
 #include "../../runtime/parallel.h"
+#include "../binary.h"
 #include "../blas.h"
 #include "../elementwise.h"
 #include "../fast_math.h"
@@ -184,6 +189,16 @@ std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor&
   return linear_backward(products, dh, x, w, need);
 }
 
+// The tangent of h = x W^T + b from the tangents of x, W and b (undefined where absent).
+Tensor linear_tangent(const Tensor& x, const Tensor& weight, const std::vector<Tensor>& t) {
+  Tensor h;
+  auto add_term = [&h](const Tensor& term) { h = h.defined() ? h + term : term; };
+  if (t[0].defined()) add_term(linear(t[0], weight));
+  if (t[1].defined()) add_term(linear(x, t[1]));
+  if (t[2].defined()) add_term(h.defined() ? t[2] : broadcast_to(t[2], linear_shape(x, weight)));
+  return h;
+}
+
 // The fused forwards, W kept rounded for backward under bf16 products (one copy per parameter
 // version, ops/autocast.h).
 FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -196,7 +211,8 @@ FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, co
   auto backward = [products, x, weight](const Tensor& dy, const std::vector<bool>& need) {
     return linear_backward(products, dy, x, weight, need);
   };
-  return {y, backward, Saved{x, weight}};
+  auto tangent = [x, weight](const std::vector<Tensor>& t) { return linear_tangent(x, weight, t); };
+  return {y, backward, Saved{x, weight}, Tensor(), tangent};
 }
 
 // The same with GELU applied to each band as it leaves the product, GELU'(h) saved for backward.
@@ -204,7 +220,8 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
                          GeluApproximation approximate) {
   products.keep(weight);
   bool need_slope =
-      is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+      (is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) ||
+      detail::any_tangent({x, weight, bias});
   Tensor y = detail::empty_for("linear_gelu", linear_shape(x, weight), x.dtype()),
          slope = need_slope ? empty_like(y) : Tensor();
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
@@ -217,7 +234,8 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
   auto backward = [products, x, weight, slope](const Tensor& dy, const std::vector<bool>& need) {
     return linear_gelu_backward(products, dy, x, weight, slope, need);
   };
-  return {y, backward, Saved{x, weight, slope}};
+  auto tangent = [x, weight, slope](const std::vector<Tensor>& t) { return slope * linear_tangent(x, weight, t); };
+  return {y, backward, Saved{x, weight, slope}, Tensor(), tangent};
 }
 
 }  // namespace

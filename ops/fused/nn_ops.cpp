@@ -72,7 +72,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     auto backward = [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
       return std::vector<Tensor>{embedding_backward(dy, ids, w_shape), Tensor()};  // ids: not differentiable
     };
-    return FastRun{y, backward, Saved{ids}};
+    // y = W[ids]:  dy = dW[ids]
+    auto tangent = [ids](const std::vector<Tensor>& t) { return embedding(t[0], ids); };
+    return FastRun{y, backward, Saved{ids}, Tensor(), tangent};
   };
   return route(op).output;
 }
@@ -142,6 +144,28 @@ Tensor cross_entropy_backward(const Tensor& dy, const Tensor& x, const Tensor& t
   return dx;
 }
 
+// Forward mode: the loss's tangent from the logits' tangent dx, with p = exp(x - lse) per row:
+//   dloss = (1/N) sum over counted rows r of (sum_c p_rc dx_rc - dx_{r, t_r})
+Tensor cross_entropy_tangent(const Tensor& dx, const Tensor& x, const Tensor& targets, const Tensor& lse,
+                             std::int64_t counted, std::int64_t ignore_index) {
+  double total = 0.0;
+  dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const T *px = x.data_ptr<T>(), *pdx = dx.data_ptr<T>();
+    const auto* pt = targets.data_ptr<std::int64_t>();
+    const double* pl = lse.data_ptr<double>();
+    std::int64_t classes = x.shape().back();
+    for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
+      if (pt[r] == ignore_index) continue;
+      const T *row = px + r * classes, *drow = pdx + r * classes;
+      double expected = 0.0;  // sum_c p_c dx_c: the tangent of this row's log-sum-exp
+      for (std::int64_t c = 0; c < classes; ++c) expected += std::exp(static_cast<double>(row[c]) - pl[r]) * drow[c];
+      total += expected - drow[pt[r]];
+    }
+  });
+  return scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), x.dtype());
+}
+
 // The loss row by row: the log-sum-exp of each counted row (kept for backward) minus its target's
 // logit, averaged over the counted rows.
 FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int64_t rows, std::int64_t classes,
@@ -170,7 +194,10 @@ FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int
     // targets: not differentiable
     return std::vector<Tensor>{cross_entropy_backward(dy, x, targets, lse, counted, ignore_index), Tensor()};
   };
-  return {loss, backward, Saved{logits, targets}};
+  auto tangent = [x = logits, targets, lse, counted, ignore_index](const std::vector<Tensor>& t) {
+    return cross_entropy_tangent(t[0], x, targets, lse, counted, ignore_index);
+  };
+  return {loss, backward, Saved{logits, targets}, Tensor(), tangent};
 }
 
 }  // namespace

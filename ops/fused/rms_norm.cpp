@@ -5,6 +5,8 @@
 //   dx_j = rrms g_j + sum_i g_i x_i (-rrms^3 x_j / D) = rrms (g_j - xhat_j mean(g xhat))
 //   dw = sum over rows of dy xhat
 // Saved: x, and per row rrms (xhat is recomputed from it, not stored).
+// Forward mode, from the tangents dx and dw (each may be absent):
+//   dxhat = rrms (dx - xhat mean(xhat dx)),   dy = dxhat w + xhat dw
 //
 // The readable twin is ops/reference/rms_norm.cpp.
 #include <algorithm>
@@ -13,7 +15,10 @@
 
 #include "../../autograd/dispatch.h"
 #include "../../runtime/parallel.h"
+#include "../binary.h"
 #include "../fast_math.h"
+#include "../reduce.h"
+#include "../shape.h"
 #include "../nn_ops.h"
 #include "../reference/reference.h"
 #include "../route.h"
@@ -110,6 +115,21 @@ std::vector<Tensor> rms_norm_backward(const Tensor& dy, const Tensor& x, const T
   return {dx, dw};
 }
 
+// The tangent, from the saved rrms: row-wise ops on [R, D] views, no forward recomputed.
+Tensor rms_norm_tangent(const Tensor& x, const Tensor& weight, const Tensor& rrms, const std::vector<Tensor>& t,
+                        std::int64_t rows, std::int64_t d) {
+  Tensor r = rrms.to(x.dtype()).reshape({rows, 1});
+  Tensor xhat = x.reshape({rows, d}) * r;
+  Tensor dy;
+  if (t[0].defined()) {
+    Tensor dx = t[0].reshape({rows, d});
+    Tensor dxhat = r * (dx - xhat * (xhat * dx).mean(1, true));
+    dy = weight.defined() ? dxhat * weight : dxhat;
+  }
+  if (t[1].defined()) dy = dy.defined() ? dy + xhat * t[1] : xhat * t[1];
+  return dy.reshape(x.shape());
+}
+
 // The fused forward: one pass per row for the mean square (its rrms kept in float64 for
 // backward), one for y.
 FastRun rms_norm_fast(const Tensor& x, const Tensor& weight, double eps, std::int64_t rows, std::int64_t d) {
@@ -128,7 +148,10 @@ FastRun rms_norm_fast(const Tensor& x, const Tensor& weight, double eps, std::in
   auto backward = [x, weight, rrms](const Tensor& dy, const std::vector<bool>& need) {
     return rms_norm_backward(dy, x, weight, rrms, need);
   };
-  return {y, backward, Saved{x, weight}};
+  auto tangent = [x, weight, rrms, rows, d](const std::vector<Tensor>& t) {
+    return rms_norm_tangent(x, weight, rrms, t, rows, d);
+  };
+  return {y, backward, Saved{x, weight}, Tensor(), tangent};
 }
 
 }  // namespace

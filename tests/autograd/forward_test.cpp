@@ -371,6 +371,74 @@ TEST(ForwardGradcheck, AttentionInEveryLayoutAndMaskCase) {
   }
 }
 
+// The fused rules (attention's in its tiles, the others from their saved statistics) against the
+// reference route's tangents, which come from the twins' own ops, on shapes that span several
+// of attention's query blocks (64 rows).
+TEST(ForwardGradcheck, FusedRulesEqualTheReferenceTangents) {
+  Generator gen(33);
+  auto both_routes = [](const std::function<JvpResult()>& run) {
+    JvpResult fast = run();
+    KernelGuard guard(Kernels::Reference);
+    JvpResult reference = run();
+    return std::pair{fast, reference};
+  };
+  std::int64_t b = 2, h = 3, tq = 70, tk = 75, d = 5, dv = 4;
+  Tensor q = randn({b, h, tq, d}, gen, kFloat64), k = randn({b, h, tk, d}, gen, kFloat64),
+         v = randn({b, h, tk, dv}, gen, kFloat64);
+  std::vector<Tensor> t = {randn(q.shape(), gen, kFloat64), randn(k.shape(), gen, kFloat64),
+                           randn(v.shape(), gen, kFloat64)};
+  Tensor padding = key_padding_mask({75, 40}, tk);
+  for (Tensor mask : {Tensor(), padding})
+    for (bool causal : {false, true})
+      for (int moving = 0; moving < 4; ++moving) {  // q, k, v alone, then all three
+        std::vector<Tensor> tangents(3);
+        for (int i = 0; i < 3; ++i)
+          if (moving == 3 || moving == i) tangents[i] = t[static_cast<std::size_t>(i)];
+        auto [fast, reference] = both_routes([&] {
+          return jvp([&](const std::vector<Tensor>& in) {
+            return scaled_dot_product_attention(in[0], in[1], in[2], mask, causal).output;
+          }, {q, k, v}, tangents);
+        });
+        EXPECT_TRUE(all_close(fast.tangent, reference.tangent, 1e-12))
+            << "mask " << mask.defined() << ", causal " << causal << ", moving " << moving;
+      }
+  Tensor qkv = randn({2, 70, 3 * 2 * 4}, gen, kFloat64), dqkv = randn(qkv.shape(), gen, kFloat64);
+  auto [fast, reference] = both_routes([&] {
+    return jvp([](const std::vector<Tensor>& in) { return scaled_dot_product_attention_packed(in[0], 2, {}, true).output; },
+               {qkv}, {dqkv});
+  });
+  EXPECT_TRUE(all_close(fast.tangent, reference.tangent, 1e-12)) << "packed";
+
+  Tensor x = randn({3, 70, 6}, gen, kFloat64), w = randn({4, 6}, gen, kFloat64), bias = randn({4}, gen, kFloat64);
+  Tensor g = randn({6}, gen, kFloat64), beta = randn({6}, gen, kFloat64);
+  Tensor dx = randn(x.shape(), gen, kFloat64), dw = randn(w.shape(), gen, kFloat64), db = randn({4}, gen, kFloat64);
+  Tensor dg = randn({6}, gen, kFloat64), dbeta = randn({6}, gen, kFloat64);
+  Tensor targets = randint(0, 6, {3, 70}, gen);
+  Tensor table = randn({6, 5}, gen, kFloat64), dtable = randn({6, 5}, gen, kFloat64);
+  using F = std::function<Tensor(const std::vector<Tensor>&)>;
+  std::vector<std::tuple<std::string, F, std::vector<Tensor>, std::vector<Tensor>>> cases = {
+      {"linear", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias}, {dx, dw, db}},
+      {"linear, bias alone", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias},
+       {Tensor(), Tensor(), db}},
+      {"linear_gelu", [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2]); }, {x, w, bias},
+       {dx, dw, db}},
+      {"gelu", [](const std::vector<Tensor>& in) { return in[0].gelu(GeluApproximation::Tanh); }, {x}, {dx}},
+      {"layer_norm", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); },
+       {x, g, beta}, {dx, dg, dbeta}},
+      {"layer_norm, bias alone", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); },
+       {x, g, beta}, {Tensor(), Tensor(), dbeta}},
+      {"rms_norm", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, g}, {dx, dg}},
+      {"rms_norm, weight alone", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, g},
+       {Tensor(), dg}},
+      {"embedding", [&](const std::vector<Tensor>& in) { return embedding(in[0], targets); }, {table}, {dtable}},
+      {"cross_entropy", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}, {dx}},
+  };
+  for (auto& [name, f, in, tangents] : cases) {
+    auto [fast_run, reference_run] = both_routes([&] { return jvp(f, in, tangents); });
+    EXPECT_TRUE(all_close(fast_run.tangent, reference_run.tangent, 1e-12)) << name;
+  }
+}
+
 // --- modules -------------------------------------------------------------------------------
 
 TEST(ForwardGradcheck, LinearNormAndAttentionModules) {
