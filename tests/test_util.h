@@ -66,11 +66,13 @@ inline Tensor project_by_hand(const nn::MultiHeadAttention& m, std::int64_t part
 
 // gradcheck of `f` (a module's forward) with respect to `inputs` and every parameter of
 // `module`, which must already be float64. Inputs must be float64 leaves requiring grad.
+// Both modes: the gradient of every input and parameter, and the tangent of the output when each
+// of their elements moves (forward mode, autograd/forward.h), against central differences.
 inline ::testing::AssertionResult gradcheck_module(const nn::Module& module, const std::vector<Tensor>& inputs,
                                                    const std::function<Tensor()>& f) {
   std::vector<Tensor> tensors = inputs;
   for (const Tensor& p : module.parameters()) tensors.push_back(p);
-  return testing::gradcheck_in_place(f, tensors);
+  return testing::gradcheck_in_place(f, tensors, {.check_forward_ad = true});
 }
 
 // Sets the thread count for a test's scope and restores the previous one after.

@@ -487,11 +487,14 @@ TEST(ForwardGradcheck, AWholeGptWithTangentsOnItsParameters) {
   Generator gen(31);
   Tensor ids = from_vector<std::int64_t>({1, 4, 0, 2, 3, 3}, {2, 3});
   Tensor targets = from_vector<std::int64_t>({4, 0, 2, 1, 3, 0}, {2, 3});
-  for (nn::NormKind norm : {nn::NormKind::Layer, nn::NormKind::Rms}) {
-    nn::GPT model(small_gpt(norm), gen);
-    model.to(kFloat64);
-    EXPECT_TRUE(forward_check_module(model, {}, [&] { return model.loss(ids, targets); }));
-    EXPECT_TRUE(forward_check_module(model, {}, [&] { return model.forward(ids); }));
+  for (Kernels kind : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard guard(kind);
+    for (nn::NormKind norm : {nn::NormKind::Layer, nn::NormKind::Rms}) {
+      nn::GPT model(small_gpt(norm), gen);
+      model.to(kFloat64);
+      EXPECT_TRUE(forward_check_module(model, {}, [&] { return model.loss(ids, targets); })) << kernels_name(kind);
+      EXPECT_TRUE(forward_check_module(model, {}, [&] { return model.forward(ids); })) << kernels_name(kind);
+    }
   }
 }
 
