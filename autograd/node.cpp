@@ -232,6 +232,20 @@ bool propagate_tangent(const std::string& name, const Tensor& output, const std:
   return true;
 }
 
+// Whether the backward formula reads the op's output: some saved tensor holds the output's data
+// and is not an input (a reshape's input shares its output's storage). Only such a node keeps
+// its output's tangent, for detail::node_output; the others let it go with the output.
+bool reads_output(const Tensor& output, const std::vector<Tensor>& inputs, const std::optional<Saved>& saved) {
+  if (!saved) return true;  // left out: every input and the output count as saved
+  for (const Tensor& s : *saved) {
+    if (!s.defined() || s.impl()->storage != output.impl()->storage) continue;
+    bool is_input = false;
+    for (const Tensor& in : inputs) is_input = is_input || (in.defined() && in.impl() == s.impl());
+    if (!is_input) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 GraphObserver* graph_observer() { return t_observer; }
@@ -243,7 +257,7 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
   std::shared_ptr<Node> node;
   if (is_grad_enabled() && any_requires_grad(inputs)) {
     node = make_node(name, output, inputs, std::move(backward), saved, order);
-    if (dual) node->set_dual(detail::live_level(), detail::live_tangent(output));
+    if (dual) node->set_dual(detail::live_level(), reads_output(output, inputs, saved) ? detail::live_tangent(output) : Tensor());
   }
   if (t_observer && !detail::in_backward()) t_observer->recorded(name, output, inputs, node.get());
   if (node) {

@@ -124,7 +124,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // their tangents.
   std::uint64_t dual_level() const { return dual_level_; }
   // The output's tangent at that level, for detail::node_output: a formula that reads the output
-  // must see it move too.
+  // must see it move too. Kept only by an op whose saved tensors include its output.
   const Tensor& output_tangent() const { return output_tangent_; }
   void set_dual(std::uint64_t level, Tensor output_tangent) {
     dual_level_ = level;

@@ -3,13 +3,16 @@
 //
 //   gpt_train_step --config small --threads 2 [--steps 30] [--warmup 5] [--precision fp32|bf16|auto]
 //   mpirun -np 2 gpt_train_step --config small --threads 1     (data-parallel: docs/distributed.md)
-//   gpt_train_step --config small --order create-graph|gradient|hvp   (docs/higher_order.md)
+//   gpt_train_step --config small --order create-graph|gradient|hvp|hvp-forward   (docs/higher_order.md)
 //
 // --order says what a step differentiates: `first` (the default) is the training step above;
 // `create-graph` the same with backward(create_graph = true), the step of a gradient penalty
 // before its penalty; `gradient` forward and ag::grad alone, with no update; `hvp` forward, a
 // gradient with create_graph and the gradient of <gradient, v> for a fixed random v, with no
-// update: a Hessian-vector product, to compare with `gradient`. The JSON line's
+// update: a Hessian-vector product, to compare with `gradient`; `hvp-forward` the same product by
+// forward over reverse (docs/forward_mode.md): the parameters carry v as their tangent through
+// the forward pass and a backward pass with create_graph, and H v is the gradient's tangent,
+// with no second backward pass. The JSON line's
 // peak_tensor_mb_median is the most tensor memory live during a step (memory_stats), a
 // step's own cost beyond the model's.
 //
@@ -94,7 +97,8 @@ int main(int argc, char** argv) {
       "no-overlap", po::bool_switch(&no_overlap), "under mpirun: reduce the gradients after backward, not during it")(
       "order", po::value(&order)->default_value(order),
       "first (a training step), create-graph (the same with backward(create_graph)), gradient (forward + "
-      "ag::grad, no update) or hvp (forward + a Hessian-vector product, no update)")(
+      "ag::grad, no update), hvp (forward + a Hessian-vector product, no update) or hvp-forward (the same "
+      "product by forward over reverse)")(
       "reference-ops", po::value(&reference_ops),
       "comma-separated ops to run on their reference kernels while the rest stay fast (linear, linear_gelu, gelu, "
       "layer_norm, rms_norm, embedding, cross_entropy, scaled_dot_product_attention, adam_update, clip_grad_norm): "
@@ -115,8 +119,8 @@ int main(int argc, char** argv) {
       start = comma + 1;
     }
     ag::set_reference_ops(listed);
-    if (order != "first" && order != "create-graph" && order != "gradient" && order != "hvp")
-      throw std::invalid_argument("--order must be first, create-graph, gradient or hvp, got " + order);
+    if (order != "first" && order != "create-graph" && order != "gradient" && order != "hvp" && order != "hvp-forward")
+      throw std::invalid_argument("--order must be first, create-graph, gradient, hvp or hvp-forward, got " + order);
     if (order != "first" && ranks > 1) throw std::invalid_argument("--order " + order + " runs in one process only");
     Config c = config_named(name);
     const std::int64_t global_batch = c.batch;
@@ -144,7 +148,7 @@ int main(int argc, char** argv) {
       return t;
     };
     std::vector<ag::Tensor> params = model.parameters(), direction;  // v, for --order hvp
-    if (order == "hvp")
+    if (order == "hvp" || order == "hvp-forward")
       for (const ag::Tensor& p : params) direction.push_back(ag::randn(p.shape(), gen, p.dtype()));
     std::vector<double> ms, peak_mb;
     std::vector<std::int64_t> live_bytes;
@@ -154,7 +158,12 @@ int main(int argc, char** argv) {
       ag::reset_peak_bytes();
       std::int64_t before = ag::memory_stats().live_bytes;
       auto start = std::chrono::steady_clock::now();
-      if (order == "gradient" || order == "hvp") {
+      if (order == "hvp-forward") {
+        ag::fwad::DualLevel level;
+        for (std::size_t i = 0; i < params.size(); ++i) ag::fwad::set_tangent(params[i], direction[i]);
+        std::vector<ag::Tensor> g = ag::grad({model.loss(x, y)}, params, {}, {.create_graph = true});
+        for (const ag::Tensor& gi : g) ag::fwad::tangent(gi);  // H v, one tensor per parameter
+      } else if (order == "gradient" || order == "hvp") {
         ag::Tensor loss = model.loss(x, y);
         std::vector<ag::Tensor> g = ag::grad({loss}, params, {}, {.create_graph = order == "hvp"});
         if (order == "hvp") ag::grad(g, params, direction);
