@@ -80,12 +80,12 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent) {
 
 Tensor tangent(const Tensor& t) {
   check_defined("tangent", t);
-  return detail::live_tangent(t);
+  return detail::live_tangent(t, "tangent");
 }
 
 UnpackedDual unpack_dual(const Tensor& t) {
   check_defined("unpack_dual", t);
-  return {t.detach(), detail::live_tangent(t)};
+  return {t.detach(), detail::live_tangent(t, "unpack_dual")};
 }
 
 }  // namespace fwad
@@ -103,9 +103,15 @@ bool any_tangent(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor live_tangent(const Tensor& t) {
+Tensor live_tangent(const Tensor& t, std::string_view op) {
   const TensorImpl& impl = *t.impl();
   if (t_level == 0 || impl.tangent_level != t_level || !impl.tangent) return {};
+  if (impl.storage->version() != impl.tangent_version)
+    throw_state(op,
+                "a tensor of shape {} was written in place after it got its forward-mode tangent (version {}, now "
+                "{}), so the tangent no longer describes it; inside a DualLevel, change tensors out of place (or give "
+                "the tangent again with ag::fwad::set_tangent)",
+                shape_str(impl.shape), impl.tangent_version, impl.storage->version());
   return Tensor(impl.tangent);
 }
 
@@ -113,6 +119,7 @@ void set_tangent(const Tensor& t, const Tensor& tangent) {
   TensorImpl& impl = *t.impl();
   impl.tangent = tangent.impl();
   impl.tangent_level = t_level;
+  impl.tangent_version = impl.storage->version();
   if (t_duals.size() >= t_prune_at) {
     std::erase_if(t_duals, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
     t_prune_at = 2 * t_duals.size() + 64;

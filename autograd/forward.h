@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "tensor.h"
@@ -70,9 +71,11 @@ UnpackedDual unpack_dual(const Tensor& t);
 namespace ag::detail {
 
 // For record() and the router: whether an op called now must propagate tangents (a level is
-// live and no forward rule is running), and the live tangent of an input.
+// live and no forward rule is running), and the live tangent of an input. A tensor written in
+// place since it got its tangent (its storage's version moved) has a stale one: live_tangent
+// throws, naming `op`, rather than hand it on.
 bool propagating_tangents();
-Tensor live_tangent(const Tensor& t);
+Tensor live_tangent(const Tensor& t, std::string_view op = "tangent");
 // Whether the op being called will have to give its output a tangent: some input has one now.
 // A fast kernel asks, to keep what its forward rule reads (GELU's slope).
 bool any_tangent(const std::vector<Tensor>& inputs);

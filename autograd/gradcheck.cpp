@@ -53,6 +53,8 @@ void check_columns(const std::function<Tensor()>& f, const std::vector<Tensor>& 
         e.mutable_data_ptr<double>()[i] = 1.0;
         detail::set_tangent(x, e);
         Tensor out = f();
+        if (!out.defined() || !is_floating(out.dtype()))
+          throw_invalid("gradcheck", "the function must return a float tensor");
         out_shape = out.shape();
         Tensor t = fwad::tangent(out);
         column = t.defined() ? in_double(t) : zeros(out.shape(), kFloat64);  // no tangent: it does not move

@@ -211,7 +211,7 @@ bool propagate_tangent(const std::string& name, const Tensor& output, const std:
   std::vector<Tensor> tangents(inputs.size());
   bool any = false;
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].defined() && (tangents[i] = detail::live_tangent(inputs[i])).defined()) any = true;
+    if (inputs[i].defined() && (tangents[i] = detail::live_tangent(inputs[i], name)).defined()) any = true;
   if (!any) return false;
   if (!forward)
     throw_state(name,

@@ -14,6 +14,7 @@
 #include "../runtime/allocator.h"
 #include "dispatch.h"
 #include "error.h"
+#include "forward.h"
 #include "grad_mode.h"
 #include "memory.h"
 #include "node.h"
@@ -308,6 +309,9 @@ void Tensor::set_data(const Tensor& source) {
                   shape_str(impl.shape), impl.grad_fn->name());
   if (impl.requires_grad && !is_floating(source.dtype()))
     throw_invalid("set_data", "a tensor that requires grad cannot take {} data", dtype_name(source.dtype()));
+  if (detail::live_tangent(*this, "set_data").defined())
+    throw_state("set_data", "the tensor of shape {} carries a forward-mode tangent, which new data would leave stale",
+                shape_str(impl.shape));
   impl_->storage = source.impl()->storage;
   impl_->shape = source.shape();
   impl_->dtype = source.dtype();

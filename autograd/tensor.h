@@ -79,6 +79,7 @@ struct TensorImpl {
   // Forward mode (forward.h): the tangent, valid only while the level that gave it lives.
   std::shared_ptr<TensorImpl> tangent;
   std::uint64_t tangent_level = 0;
+  std::uint64_t tangent_version = 0;  // the storage's version when the tangent was given
 
   TensorImpl(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
   ~TensorImpl();

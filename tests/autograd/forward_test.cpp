@@ -106,6 +106,35 @@ Tensor cube(const Tensor& x) {
   });
 }
 
+TEST(Forward, AWriteInPlaceAfterTheTangentRefusesInsteadOfAStaleTangent) {
+  Tensor x = tensor({1.0, 2.0}, {2}, kFloat64), w = tensor({0.5, -1.0}, {2}, kFloat64);
+  fwad::DualLevel level;
+  fwad::set_tangent(w, ones({2}, kFloat64));
+  Tensor y = x * w;  // fine: w has not changed
+  EXPECT_TRUE(all_close(fwad::tangent(y), {1.0, 2.0}, 0.0));
+  {
+    NoGradGuard no_grad;
+    w.sub_(tensor({0.1, 0.1}, {2}, kFloat64));  // an update in place, as an optimizer step makes
+  }
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { x * w; },
+                                              "mul: a tensor of shape [2] was written in place after it got its "
+                                              "forward-mode tangent (version "));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { fwad::tangent(w); }, "tangent: a tensor of shape [2] was written"));
+  fwad::set_tangent(w, ones({2}, kFloat64));  // given again, it is live again
+  EXPECT_TRUE(all_close(fwad::tangent(x * w), {1.0, 2.0}, 0.0));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { w.set_data(zeros({2}, kFloat64)); },
+                                              "set_data: the tensor of shape [2] carries a forward-mode tangent"));
+}
+
+TEST(Forward, GradcheckRefusesAnIntegerOutput) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        gradcheck([](const std::vector<Tensor>& in) { return in[0].argmax(0); },
+                  {tensor({1.0, 2.0}, {2}, kFloat64).requires_grad_()}, kForward);
+      },
+      "gradcheck: the function must return a float tensor"));
+}
+
 TEST(Forward, AnOpWithoutARuleRefusesNamingItselfInsteadOfAZeroTangent) {
   Tensor x = tensor({1.0, 2.0}, {2}, kFloat64);
   fwad::DualLevel level;
