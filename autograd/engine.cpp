@@ -21,6 +21,7 @@
 #include "dispatch.h"
 #include "engine_internal.h"
 #include "error.h"
+#include "forward.h"
 #include "grad_mode.h"
 #include "hooks.h"
 #include "node.h"
@@ -192,6 +193,10 @@ std::shared_ptr<TensorImpl> sum_of(const TensorImpl& a, const Tensor& b) {
   return out.impl();
 }
 
+// Sums by ops, out of place: with create_graph (the sum joins the graph), and inside a forward-mode
+// level (the sum's rule adds the tangents too; forward.h).
+bool by_ops() { return is_grad_enabled() || live_level() != 0; }
+
 // True if `t` is the only handle on its data, so adding into it in place changes nothing else.
 bool sole_owner(const std::shared_ptr<TensorImpl>& t) { return t.use_count() == 1 && t->storage.use_count() == 1; }
 
@@ -217,7 +222,7 @@ std::shared_ptr<TensorImpl> owned(Tensor g) {
 // first gradient is kept with its history (cloned if something else holds it).
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g) {
   std::lock_guard lock(leaf_grad_mutex);
-  if (is_grad_enabled())
+  if (by_ops())
     slot = !slot ? (sole_owner(g.impl()) ? g.impl() : g.clone().impl()) : add(Tensor(slot), g).impl();
   else if (!slot)
     slot = owned(std::move(g));
@@ -233,7 +238,7 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g) {
 void accumulate_for_node(std::shared_ptr<TensorImpl>& slot, Tensor g) {
   if (!slot)
     slot = g.impl();
-  else if (is_grad_enabled())
+  else if (by_ops())
     slot = add(Tensor(slot), g).impl();
   else if (sole_owner(slot))
     add_into(*slot, g);

@@ -75,26 +75,27 @@ Tensor stack_rows(const std::vector<Tensor>& rows, const Shape& shape) {
 
 }  // namespace
 
-Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
-  Tensor leaf = leaf_at("hvp", x);
-  check_like("hvp", "v", v, x, "x");
+Tensor hvp_reverse_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
+  Tensor leaf = leaf_at("hvp_reverse_over_reverse", x);
+  check_like("hvp_reverse_over_reverse", "v", v, x, "x");
   AutoGradMode grad_mode(true);
-  Tensor g = gradient_with_graph(call("hvp", f, leaf, true), leaf);
+  Tensor g = gradient_with_graph(call("hvp_reverse_over_reverse", f, leaf, true), leaf);
   Tensor hv = gradient_of_product(g, leaf, v);
   return hv.detach();
 }
 
 // H v as the tangent of the gradient: x moves along v, the forward pass carries tangents, and
-// the backward pass (with create_graph, so that its formulas run as ops) carries them on into
-// the gradient, whose tangent is d/de grad f(x + e v) = H v.
-Tensor hvp_forward_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
-  Tensor leaf = leaf_at("hvp_forward_over_reverse", x);
-  check_like("hvp_forward_over_reverse", "v", v, x, "x");
+// the backward pass carries them on into the gradient (node.h, DualBackwardFn), whose tangent is
+// d/de grad f(x + e v) = H v. No graph of the backward pass is built.
+Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
+  Tensor leaf = leaf_at("hvp", x);
+  check_like("hvp", "v", v, x, "x");
   AutoGradMode grad_mode(true);
   fwad::DualLevel level;
-  Tensor y = call("hvp_forward_over_reverse", f, fwad::make_dual(leaf, v.detach()), true);
-  Tensor g = gradient_with_graph(y, leaf);
-  Tensor hv = fwad::tangent(g);
+  Tensor y = call("hvp", f, fwad::make_dual(leaf, v.detach()), true);
+  if (!y.requires_grad()) return zeros_like(leaf);
+  Tensor g = grad({y}, {leaf}, {}, {.allow_unused = true})[0];
+  Tensor hv = g.defined() ? fwad::tangent(g) : Tensor();
   return hv.defined() ? hv.detach() : zeros_like(leaf);
 }
 

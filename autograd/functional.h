@@ -2,15 +2,18 @@
 // tools of torch.autograd.functional, for a function of one tensor.
 //
 //   hvp(f, x, v)     = H v,  H = d^2 f / dx^2        f returns one element (a loss)
+//   hvp_reverse_over_reverse(f, x, v)   the same product by another route
 //   jvp(f, x, v)     = J v,  J = d f(x) / dx         f returns any shape; the result has f's shape
 //   hessian(f, x)    = H, shaped [*x.shape, *x.shape]
 //   jacobian(f, x)   = J, shaped [*f(x).shape, *x.shape]
 //
-// hvp is one backward pass with create_graph and one through the gradient it built: the
-// gradient g(x) = df/dx is a tensor of the graph, and the gradient of <g(x), v> is H v
-// (reverse-over-reverse); hvp_forward_over_reverse computes the same product as the tangent of
-// g(x) when x moves along v (forward mode, forward.h). jvp is forward mode: one forward pass of
-// f with the tangent v on x. hessian and jacobian call hvp and a backward pass once per element
+// hvp is forward over reverse (forward.h): x moves along v, the forward pass and one backward
+// pass carry tangents, and H v is the tangent of the gradient g(x) = df/dx, computed by each
+// op's own rule (node.h, DualBackwardFn) without a graph of the backward pass.
+// hvp_reverse_over_reverse is the readable route: one backward pass with create_graph and one
+// through the gradient it built, whose gradient of <g(x), v> is H v; every op with a second
+// derivative takes part, where hvp also needs each op's forward rule. jvp is forward mode: one
+// forward pass of f with the tangent v on x. hessian and jacobian call hvp and a backward pass once per element
 // of x or of f(x): meant for small tensors.
 //
 // x itself is not touched: f is called on a fresh leaf holding x's values, and the results
@@ -27,7 +30,7 @@ namespace ag {
 using FunctionOfTensor = std::function<Tensor(const Tensor&)>;
 
 Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
-Tensor hvp_forward_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
+Tensor hvp_reverse_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
 Tensor jvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
 
 // f(inputs) and J v in one forward pass, for a function of several tensors (as torch.func.jvp):

@@ -116,17 +116,12 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
                 "backward with create_graph cannot differentiate it again (an op defined with record() must build "
                 "its gradients from ops when detail::creating_graph() is true, and declare BackwardOrder::AnyOrder)",
                 name_);
-  if (dual_level_ != 0 && dual_level_ == detail::live_level() && !is_grad_enabled())
-    throw_state("backward",
-                "'{}' had inputs with forward-mode tangents: a backward pass inside that DualLevel must build a "
-                "graph (create_graph = true), so that the gradients carry their tangents (forward-over-reverse, "
-                "as ag::hvp does); or end the level before calling backward",
-                name_);
   std::vector<bool> needs(next_edges_.size());
   for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
 
   Running running(this);
-  std::vector<Tensor> grads = backward_(grad_output, needs);
+  bool dual = dual_level_ != 0 && dual_level_ == detail::live_level() && !is_grad_enabled();
+  std::vector<Tensor> grads = dual ? apply_dual(grad_output, needs) : backward_(grad_output, needs);
 
   // A wrong shape here is a bug in the op's backward, not in the caller's input.
   if (grads.size() != next_edges_.size())
@@ -143,6 +138,50 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
                       name_, dtype_name(g.dtype()), shape_str(g.shape()), i, dtype_name(e.dtype), shape_str(e.shape)));
   }
   return grads;
+}
+
+// Forward over reverse without a graph: each gradient leaves with its tangent.
+std::vector<Tensor> Node::apply_dual(const Tensor& grad_output, const std::vector<bool>& needs) const {
+  Tensor dy_tangent = detail::live_tangent(grad_output, name_);
+  DualGrads dual;
+  if (dual_backward_) {
+    detail::ForwardRuleScope rule;  // the rule computes tangents itself; its ops need not
+    dual = dual_backward_(grad_output, dy_tangent, needs);
+  } else if (!values_move_) {  // the same linear map for dy and for its tangent
+    detail::ForwardRuleScope rule;
+    dual.grads = backward_(grad_output, needs);
+    if (dy_tangent.defined()) dual.tangents = backward_(dy_tangent, needs);
+  } else if (order_ == BackwardOrder::AnyOrder) {
+    // The composed formula, as differentiable ops: they carry the tangents themselves. The graph
+    // they record is dropped with the gradients' history.
+    std::vector<Tensor> grads;
+    {
+      AutoGradMode composed(true);
+      grads = backward_(grad_output, needs);
+    }
+    dual.grads.resize(grads.size());
+    dual.tangents.resize(grads.size());
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      if (grads[i].defined()) {
+        dual.grads[i] = grads[i].detach();
+        dual.tangents[i] = detail::live_tangent(grads[i], name_);
+      }
+  } else {
+    throw_state("backward",
+                "'{}' has neither a forward-over-reverse rule nor a second derivative, and its inputs carried "
+                "forward-mode tangents: its gradient's tangent cannot be computed",
+                name_);
+  }
+  // Each gradient under a handle of its own (an add hands the same tensor to both inputs), with
+  // its tangent.
+  dual.tangents.resize(dual.grads.size());
+  for (std::size_t i = 0; i < dual.grads.size(); ++i) {
+    Tensor& g = dual.grads[i];
+    if (!g.defined() || !dual.tangents[i].defined()) continue;
+    g = Tensor(std::make_shared<TensorImpl>(g.impl()->storage, g.shape(), g.dtype()));
+    detail::set_tangent(g, dual.tangents[i]);
+  }
+  return dual.grads;
 }
 
 namespace {
@@ -246,6 +285,14 @@ bool reads_output(const Tensor& output, const std::vector<Tensor>& inputs, const
   return false;
 }
 
+// Whether some tensor the backward formula reads carries a tangent (left out, `saved` is every
+// input).
+bool reads_a_tangent(const std::vector<Tensor>& inputs, const std::optional<Saved>& saved) {
+  for (const Tensor& s : saved ? *saved : inputs)
+    if (s.defined() && detail::live_tangent(s).defined()) return true;
+  return false;
+}
+
 }  // namespace
 
 GraphObserver* graph_observer() { return t_observer; }
@@ -257,7 +304,11 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
   std::shared_ptr<Node> node;
   if (is_grad_enabled() && any_requires_grad(inputs)) {
     node = make_node(name, output, inputs, std::move(backward), saved, order);
-    if (dual) node->set_dual(detail::live_level(), reads_output(output, inputs, saved) ? detail::live_tangent(output) : Tensor());
+    if (dual) {
+      bool reads = reads_output(output, inputs, saved);
+      node->set_dual(detail::live_level(), reads ? detail::live_tangent(output) : Tensor(),
+                     reads || reads_a_tangent(inputs, saved));
+    }
   }
   if (t_observer && !detail::in_backward()) t_observer->recorded(name, output, inputs, node.get());
   if (node) {

@@ -66,6 +66,19 @@ using BackwardFn =
 // change its inputs. An op recorded without one refuses when a tangent reaches it.
 using ForwardFn = std::function<Tensor(const std::vector<Tensor>& input_tangents)>;
 
+// Forward over reverse (forward.h): a backward pass inside a DualLevel, without create_graph,
+// carries tangents from each gradient to the next. dual_backward(dy, dy_tangent, need) returns
+// the input gradients and their tangents (dy_tangent undefined: zero; a tangent undefined:
+// zero): d/de of the backward formula when every tensor it reads moves along its tangent. An op
+// may give one with Node::set_dual_backward; without it the node runs its formula twice when
+// nothing it reads moves (the formula is then the same linear map for dy and its tangent), and
+// otherwise its composed form, whose ops carry the tangents (docs/forward_mode.md).
+struct DualGrads {
+  std::vector<Tensor> grads, tangents;
+};
+using DualBackwardFn =
+    std::function<DualGrads(const Tensor& dy, const Tensor& dy_tangent, const std::vector<bool>& needs_input_grad)>;
+
 // Whether an op's backward formula can itself be differentiated (a backward pass with
 // create_graph: ag::grad, docs/higher_order.md). Such a pass runs the formulas with grad mode
 // on, and a formula declared AnyOrder then computes its gradients with differentiable ops, so
@@ -94,6 +107,8 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees the saved tensors (the closure); a later backward through this node is an error.
   void release() {
     backward_ = nullptr;
+    dual_backward_ = nullptr;
+    output_tangent_ = Tensor();
     saved_.clear();
   }
 
@@ -126,10 +141,14 @@ class Node : public std::enable_shared_from_this<Node> {
   // The output's tangent at that level, for detail::node_output: a formula that reads the output
   // must see it move too. Kept only by an op whose saved tensors include its output.
   const Tensor& output_tangent() const { return output_tangent_; }
-  void set_dual(std::uint64_t level, Tensor output_tangent) {
+  // `values_move`: some tensor the backward formula reads (a saved tensor, or the output) has a
+  // tangent, so the formula's tangent has a second term beside the formula applied to dy's.
+  void set_dual(std::uint64_t level, Tensor output_tangent, bool values_move) {
     dual_level_ = level;
     output_tangent_ = std::move(output_tangent);
+    values_move_ = values_move;
   }
+  void set_dual_backward(DualBackwardFn dual_backward) { dual_backward_ = std::move(dual_backward); }
 
  private:
   std::string name_;
@@ -145,6 +164,10 @@ class Node : public std::enable_shared_from_this<Node> {
   std::weak_ptr<TensorImpl> retained_;
   std::uint64_t dual_level_ = 0;
   Tensor output_tangent_;
+  bool values_move_ = false;
+  DualBackwardFn dual_backward_;
+  // Forward over reverse: the formula's tangent as well as its result (apply's dual case).
+  std::vector<Tensor> apply_dual(const Tensor& grad_output, const std::vector<bool>& needs) const;
 };
 
 // Makes `output` the result of op `name` on `inputs`. When grad mode is on and some input

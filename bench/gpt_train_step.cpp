@@ -11,8 +11,8 @@
 // gradient with create_graph and the gradient of <gradient, v> for a fixed random v, with no
 // update: a Hessian-vector product, to compare with `gradient`; `hvp-forward` the same product by
 // forward over reverse (docs/forward_mode.md): the parameters carry v as their tangent through
-// the forward pass and a backward pass with create_graph, and H v is the gradient's tangent,
-// with no second backward pass. The JSON line's
+// the forward pass and the backward pass, and H v is the gradient's tangent, with no graph of
+// the backward pass and no second backward pass. The JSON line's
 // peak_tensor_mb_median is the most tensor memory live during a step (memory_stats), a
 // step's own cost beyond the model's.
 //
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
       if (order == "hvp-forward") {
         ag::fwad::DualLevel level;
         for (std::size_t i = 0; i < params.size(); ++i) ag::fwad::set_tangent(params[i], direction[i]);
-        std::vector<ag::Tensor> g = ag::grad({model.loss(x, y)}, params, {}, {.create_graph = true});
+        std::vector<ag::Tensor> g = ag::grad({model.loss(x, y)}, params);
         for (const ag::Tensor& gi : g) ag::fwad::tangent(gi);  // H v, one tensor per parameter
       } else if (order == "gradient" || order == "hvp") {
         ag::Tensor loss = model.loss(x, y);

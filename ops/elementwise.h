@@ -25,6 +25,8 @@ namespace detail {
 // by linear_gelu (nn_ops.h) on each band of rows straight after its product.
 void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
 void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate);
+// GELU''(x), elementwise: phi(x) (2 - x^2), or the tanh form's (forward over reverse).
+Tensor gelu_curvature(const Tensor& x, GeluApproximation approximate);
 }  // namespace detail
 
 }  // namespace ag

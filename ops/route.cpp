@@ -48,6 +48,7 @@ Routed route(const RoutedOp& op) {
     };
   Tensor output = record(op.name, run.output, op.inputs, fast_or_composed(std::move(run.backward), std::move(by_ops)),
                          std::move(saved), BackwardOrder::AnyOrder, std::move(forward));
+  if (run.dual_backward && output.grad_fn()) output.grad_fn()->set_dual_backward(std::move(run.dual_backward));
   return {output, run.aside};
 }
 

@@ -65,6 +65,9 @@ struct FastRun {
   // The forward-mode rule that goes with this run, which may read what the run computed
   // (attention's log-sum-exp). Unset: RoutedOp::tangent, or the reference's tangent.
   ForwardFn tangent = {};
+  // Forward over reverse: the backward's tangent too (node.h, DualBackwardFn), from what the run
+  // saved and the inputs' tangents. Unset: the composed backward carries them.
+  DualBackwardFn dual_backward = {};
 };
 
 using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../../autograd/dispatch.h"
+#include "../../autograd/forward.h"
 #include "../blas.h"
 #include "../reference/reference.h"
 #include "../route.h"
@@ -187,6 +188,35 @@ Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tange
   return dout;
 }
 
+// Forward over reverse: the gradients, and their tangents when q, k, v and dout move, by the
+// fused kernels (attention_tiles.h); written where q, k and v were read.
+DualGrads fused_attention_dual_backward(const FusedSaved& s, const Tensor& dout, const Tensor& dout_t,
+                                        const std::vector<bool>& need) {
+  DualGrads r{fused_attention_backward(s, dout, need), std::vector<Tensor>(s.inputs.size())};
+  std::vector<Tensor> in_t(s.inputs.size());
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+    in_t[i] = detail::live_tangent(s.inputs[i], s.op);
+    if (need[i]) r.tangents[i] = zeros(s.inputs[i].shape(), s.inputs[i].dtype());  // every part is written
+  }
+  dispatch_floating(s.inputs[0].dtype(), s.op, [&](auto tag) {
+    using T = decltype(tag);
+    auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
+    auto moving = [&](int i) -> const T* {
+      const Tensor& t = in_t[s.at[i].input];
+      return t.defined() ? t.template data_ptr<T>() + s.at[i].offset : nullptr;
+    };
+    auto out = [&](int i) -> T* {
+      return need[s.at[i].input] ? r.tangents[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
+    };
+    MaskReader mask = mask_reader(s.op, s.mask, s.causal, s.n);
+    attention_backward_tangent<T>(s.n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(),
+                                  dout.data_ptr<T>(), moving(0), moving(1), moving(2),
+                                  dout_t.defined() ? dout_t.data_ptr<T>() : nullptr, out(0), out(1), out(2),
+                                  s.products);
+  });
+  return r;
+}
+
 // The fused kernel over any layout: `inputs` are the node's inputs, q, k and v are found in them
 // at `at`, laid out as `L` says; `n`, the mask and the scale have been checked. Each input's
 // gradient has the input's shape, and q's, k's and v's gradients land where q, k and v were read.
@@ -216,7 +246,10 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
     return fused_attention_backward(saved, dout, need);
   };
   auto tangent = [saved, out_shape](const std::vector<Tensor>& t) { return fused_attention_jvp(saved, t, out_shape); };
-  return {out, backward, read, weights, tangent};
+  auto dual_backward = [saved](const Tensor& dout, const Tensor& dout_t, const std::vector<bool>& need) {
+    return fused_attention_dual_backward(saved, dout, dout_t, need);
+  };
+  return {out, backward, read, weights, tangent, dual_backward};
 }
 
 // Every layout: the mask and the scale checked, then routed (ops/route.h). `reference` is the

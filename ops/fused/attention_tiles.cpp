@@ -235,6 +235,95 @@ void attention_jvp(const Dims& n, const Layouts& L, const MaskReader& mask, doub
   });
 }
 
+// Declared, with what it computes, in attention_tiles.h.
+template <class T>
+void attention_backward_tangent(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q,
+                                const T* k, const T* v, const T* lse, const T* dout, const T* q_t, const T* k_t,
+                                const T* v_t, const T* dout_t, T* dq_t, T* dk_t, T* dv_t, const Products& products) {
+  using Mat = blas::Matrix<const T>;
+  using Out = blas::Matrix<T>;
+  std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
+  T s = static_cast<T>(scale);
+  parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
+    // P, P's tangent, dP (then dS) and d(dP) (then d(dS)) for one block, reused
+    std::vector<T> p(tile_size), pt(tile_size), dp(tile_size), dpt(tile_size);
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      std::int64_t b = bh / n.h, h = bh % n.h;
+      const T* lse_bh = lse + (b * n.h + h) * n.tq;
+      auto at = [&](const T* base, const View& view) { return base ? base + view.at(b, h) : nullptr; };
+      const T *kb = at(k, L.k), *vb = at(v, L.v), *ktb = at(k_t, L.k), *vtb = at(v_t, L.v);
+      T *dktb = dk_t ? dk_t + L.k.at(b, h) : nullptr, *dvtb = dv_t ? dv_t + L.v.at(b, h) : nullptr;
+      if (dktb) zero_rows(dktb, n.tk, n.d, L.k.ld);  // summed over query blocks
+      if (dvtb) zero_rows(dvtb, n.tk, n.dv, L.v.ld);
+      for (std::int64_t i0 = 0; i0 < n.tq; i0 += kQueryBlock) {
+        std::int64_t rows = std::min(kQueryBlock, n.tq - i0), kend = key_end(mask, i0 + rows, n.tk);
+        T* dqtb = dq_t ? dq_t + L.q.at(b, h) + i0 * L.q.ld : nullptr;
+        if (kend == 0) {
+          if (dqtb) zero_rows(dqtb, rows, n.d, L.q.ld);
+          continue;
+        }
+        const T* qb = q + L.q.at(b, h) + i0 * L.q.ld;
+        const T* qtb = q_t ? q_t + L.q.at(b, h) + i0 * L.q.ld : nullptr;
+        const T* dO = dout + L.out.at(b, h) + i0 * L.out.ld;
+        const T* dOt = dout_t ? dout_t + L.out.at(b, h) + i0 * L.out.ld : nullptr;
+        Mat Q{qb, rows, n.d, L.q.ld}, K{kb, kend, n.d, L.k.ld}, V{vb, kend, n.dv, L.v.ld}, dOm{dO, rows, n.dv, L.out.ld};
+        Out P{p.data(), rows, kend}, Pt{pt.data(), rows, kend}, dP{dp.data(), rows, kend}, dPt{dpt.data(), rows, kend};
+        products.gemm<T>(Q, K.t(), P, T(0), s);
+        block_recompute(mask, b, h, i0, rows, kend, p.data(), lse_bh);
+        // P's tangent, from the scores' tangent scale (q_t K^T + Q k_t^T)
+        bool p_moves = qtb || ktb;
+        if (qtb) products.gemm<T>(Mat{qtb, rows, n.d, L.q.ld}, K.t(), Pt, T(0), s);
+        if (ktb) products.gemm<T>(Q, Mat{ktb, kend, n.d, L.k.ld}.t(), Pt, qtb ? T(1) : T(0), s);
+        if (!p_moves) std::fill(pt.begin(), pt.end(), T(0));
+        for (std::int64_t r = 0; p_moves && r < rows; ++r) {
+          T* row = pt.data() + r * kend;
+          const T* prow = p.data() + r * kend;
+          double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
+          for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+        }
+        // dP = dO V^T and its tangent dout_t V^T + dO v_t^T
+        if (n.dv > 0) products.gemm<T>(dOm, V.t(), dP);
+        else std::fill(dp.begin(), dp.end(), T(0));
+        bool dp_moves = (dOt || vtb) && n.dv > 0;
+        if (dOt && n.dv > 0) products.gemm<T>(Mat{dOt, rows, n.dv, L.out.ld}, V.t(), dPt);
+        if (vtb && n.dv > 0) products.gemm<T>(dOm, Mat{vtb, kend, n.dv, L.v.ld}.t(), dPt, dOt ? T(1) : T(0));
+        if (!dp_moves) std::fill(dpt.begin(), dpt.end(), T(0));
+        // d(dV) += P'^T dO + P^T dout_t
+        if (dvtb && n.dv > 0) {
+          Out dV{dvtb, kend, n.dv, L.v.ld};
+          if (p_moves) products.gemm<T>(Mat{Pt}.t(), dOm, dV, T(1));
+          if (dOt) products.gemm<T>(Mat{P}.t(), Mat{dOt, rows, n.dv, L.out.ld}, dV, T(1));
+        }
+        if (!dqtb && !dktb) continue;
+        // d(dS) = P' (dP - r) + P (d(dP) - d(r)), then dS = P (dP - r), row by row
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T *dprow = dp.data() + r * kend, *dptrow = dpt.data() + r * kend;
+          const T *prow = p.data() + r * kend, *ptrow = pt.data() + r * kend;
+          double rr = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(dprow[j]) * prow[j]; });
+          double rt = fast::lane_sum(kend, [&](std::int64_t j) {
+            return static_cast<double>(dptrow[j]) * prow[j] + static_cast<double>(dprow[j]) * ptrow[j];
+          });
+          for (std::int64_t j = 0; j < kend; ++j) {
+            dptrow[j] = ptrow[j] * (dprow[j] - static_cast<T>(rr)) + prow[j] * (dptrow[j] - static_cast<T>(rt));
+            dprow[j] = prow[j] * (dprow[j] - static_cast<T>(rr));
+          }
+        }
+        // d(dQ) = scale (d(dS) K + dS k_t),   d(dK) += scale (d(dS)^T Q + dS^T q_t)
+        if (dqtb) {
+          Out dQ{dqtb, rows, n.d, L.q.ld};
+          products.gemm<T>(Mat{dPt}, K, dQ, T(0), s);
+          if (ktb) products.gemm<T>(Mat{dP}, Mat{ktb, kend, n.d, L.k.ld}, dQ, T(1), s);
+        }
+        if (dktb) {
+          Out dK{dktb, kend, n.d, L.k.ld};
+          products.gemm<T>(Mat{dPt}.t(), Q, dK, T(1), s);
+          if (qtb) products.gemm<T>(Mat{dP}.t(), Mat{qtb, rows, n.d, L.q.ld}, dK, T(1), s);
+        }
+      }
+    }
+  });
+}
+
 template void attention_forward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
                                        const float*, const float*, float*, float*, float*, const Products&);
 template void attention_forward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
@@ -252,5 +341,14 @@ template void attention_jvp<float>(const Dims&, const Layouts&, const MaskReader
 template void attention_jvp<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
                                     const double*, const double*, const double*, const double*, const double*,
                                     const double*, double*, const Products&);
+
+template void attention_backward_tangent<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
+                                                const float*, const float*, const float*, const float*, const float*,
+                                                const float*, const float*, const float*, float*, float*, float*,
+                                                const Products&);
+template void attention_backward_tangent<double>(const Dims&, const Layouts&, const MaskReader&, double,
+                                                 const double*, const double*, const double*, const double*,
+                                                 const double*, const double*, const double*, const double*,
+                                                 const double*, double*, double*, double*, const Products&);
 
 }  // namespace ag::attention_kernels

@@ -74,4 +74,20 @@ void attention_jvp(const Dims& n, const Layouts& L, const MaskReader& mask, doub
                    const T* v, const T* lse, const T* dq, const T* dk, const T* dv, T* dout,
                    const Products& products = {});
 
+// Forward over reverse for every (batch, head), block by block: the tangents of backward's dQ,
+// dK, dV (outputs dq_t, dk_t, dv_t, each may be null when not needed) when q, k, v and dout move
+// along q_t, k_t, v_t, dout_t (each may be null: it stays). With P, dP, dS as in backward:
+//
+//   dP' = P * (dS'' - rowsum(P * dS''))   where dS'' = scale (q_t K^T + Q k_t^T)  (P's tangent)
+//   d(dP) = dout_t V^T + dO v_t^T,   r = rowsum(dP * P),   d(r) = rowsum(d(dP) * P + dP * dP')
+//   d(dS) = dP' * (dP - r) + P * (d(dP) - d(r))
+//   d(dV) = dP'^T dO + P^T dout_t,   d(dQ) = scale (d(dS) K + dS k_t),   d(dK) = scale (d(dS)^T Q + dS^T q_t)
+//
+// P recomputed from the log-sum-exp; four [rows, Tk] tiles per thread, no [Tq, Tk] tensor.
+template <class T>
+void attention_backward_tangent(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q,
+                                const T* k, const T* v, const T* lse, const T* dout, const T* q_t, const T* k_t,
+                                const T* v_t, const T* dout_t, T* dq_t, T* dk_t, T* dv_t,
+                                const Products& products = {});
+
 }  // namespace ag::attention_kernels

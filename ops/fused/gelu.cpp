@@ -85,6 +85,29 @@ void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluAp
     value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_tanh(v); });
 }
 
+Tensor gelu_curvature(const Tensor& x, GeluApproximation approximate) {
+  Tensor c = empty_like(x);
+  dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data_ptr<T>();
+    T* pc = c.mutable_data_ptr<T>();
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
+      double v = px[i];
+      if (approximate == GeluApproximation::None) {  // d/dv (Phi + v phi) = 2 phi + v phi' = phi (2 - v^2)
+        pc[i] = static_cast<T>(std::exp(-0.5 * v * v) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2 *
+                               (2 - v * v));
+        continue;
+      }
+      // u = a (v + c v^3), t = tanh u: GELU' = (1 + t) / 2 + v (1 - t^2) u' / 2, and its derivative
+      // (1 - t^2) (u' - v t u'^2 + v u'' / 2)
+      double u1 = kSqrt2OverPi * (1 + 3 * kCubic * v * v), u2 = kSqrt2OverPi * 6 * kCubic * v;
+      double t = std::tanh(kSqrt2OverPi * (v + kCubic * v * v * v));
+      pc[i] = static_cast<T>((1 - t * t) * (u1 - v * t * u1 * u1 + 0.5 * v * u2));
+    }
+  });
+  return c;
+}
+
 }  // namespace detail
 
 // GELU's value and slope share their expensive part (erf, or tanh), so the forward pass
@@ -114,7 +137,17 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
       return std::vector<Tensor>{dy * slope};
     };
     auto tangent = [slope](const std::vector<Tensor>& t) { return t[0] * slope; };  // the same slope
-    return FastRun{y, backward, Saved{slope}, Tensor(), tangent};
+    // Forward over reverse: dx = dy GELU'(x), so its tangent is d(dy) GELU'(x) + dy GELU''(x) dx.
+    auto dual_backward = [slope, x, approximate](const Tensor& dy, const Tensor& dy_t, const std::vector<bool>&) {
+      Tensor x_t = detail::live_tangent(x, "gelu"), t;
+      if (dy_t.defined()) t = dy_t * slope;
+      if (x_t.defined()) {
+        Tensor second = dy * detail::gelu_curvature(x, approximate) * x_t;
+        t = t.defined() ? t + second : second;
+      }
+      return DualGrads{{dy * slope}, {t}};
+    };
+    return FastRun{y, backward, Saved{slope}, Tensor(), tangent, dual_backward};
   };
   return route(route_op).output;
 }

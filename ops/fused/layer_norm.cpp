@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../autograd/dispatch.h"
+#include "../../autograd/forward.h"
 #include "../../runtime/parallel.h"
 #include "../binary.h"
 #include "../fast_math.h"
@@ -152,6 +153,39 @@ Tensor layer_norm_tangent(const Tensor& x, const Tensor& weight, const Tensor& m
   return dy.reshape(x.shape());
 }
 
+// Forward over reverse: the tangent of the backward above when dy, x and w move, by ops on
+// [R, D] views. With A = g - mean(g) - xhat mean(g xhat), so that dx = rstd A:
+//   d(rstd) = -rstd^2 mean(xhat dx_in)           (dx_in: x's tangent)
+//   d(xhat) = rstd (dx_in - mean(dx_in) - xhat mean(xhat dx_in))
+//   d(g)    = d(dy) w + dy dw_in
+//   d(dx)   = d(rstd) A + rstd (d(g) - mean(d(g)) - d(xhat) mean(g xhat) - xhat mean(d(g) xhat + g d(xhat)))
+//   d(dw)   = sum over rows of d(dy) xhat + dy d(xhat),   d(db) = sum over rows of d(dy)
+DualGrads layer_norm_dual_backward(const Tensor& dy, const Tensor& dy_t, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, const std::vector<bool>& need,
+                                   std::int64_t rows, std::int64_t d) {
+  DualGrads r{layer_norm_backward(dy, x, weight, mean, rstd, need), std::vector<Tensor>(3)};
+  auto rows_of = [rows, d](const Tensor& t) { return t.reshape({rows, d}); };
+  auto or_zeros = [&](const Tensor& t) { return t.defined() ? rows_of(t) : zeros({rows, d}, x.dtype()); };
+  Tensor x_t = detail::live_tangent(x, "layer_norm");
+  Tensor w_t = weight.defined() ? detail::live_tangent(weight, "layer_norm") : Tensor();
+  Tensor s = rstd.to(x.dtype()).reshape({rows, 1}), mu = mean.to(x.dtype()).reshape({rows, 1});
+  Tensor xhat = (rows_of(x) - mu) * s, g2 = rows_of(dy), dyt = or_zeros(dy_t), xt = or_zeros(x_t);
+  Tensor g = weight.defined() ? g2 * weight : g2;
+  Tensor g_t = weight.defined() ? dyt * weight : dyt;
+  if (w_t.defined()) g_t = g_t + g2 * w_t;
+  Tensor s_t = -(s * s) * (xhat * xt).mean(1, true);
+  Tensor xhat_t = s * (xt - xt.mean(1, true) - xhat * (xhat * xt).mean(1, true));
+  Tensor gx = (g * xhat).mean(1, true);
+  if (need[0]) {
+    Tensor a = g - g.mean(1, true) - xhat * gx;
+    Tensor moved = g_t - g_t.mean(1, true) - xhat_t * gx - xhat * (g_t * xhat + g * xhat_t).mean(1, true);
+    r.tangents[0] = (s_t * a + s * moved).reshape(x.shape());
+  }
+  if (need[1]) r.tangents[1] = (dyt * xhat + g2 * xhat_t).sum(0);
+  if (need[2]) r.tangents[2] = dyt.sum(0);
+  return r;
+}
+
 // The fused forward: one pass per row for the statistics (kept in float64 for backward), one for
 // y; backward is layer_norm_backward above.
 FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, std::int64_t rows,
@@ -178,7 +212,11 @@ FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bia
   auto tangent = [x, weight, mean, rstd, rows, d](const std::vector<Tensor>& t) {
     return layer_norm_tangent(x, weight, mean, rstd, t, rows, d);
   };
-  return {y, backward, Saved{x, weight}, Tensor(), tangent};
+  auto dual_backward = [x, weight, mean, rstd, rows, d](const Tensor& dy, const Tensor& dy_t,
+                                                        const std::vector<bool>& need) {
+    return layer_norm_dual_backward(dy, dy_t, x, weight, mean, rstd, need, rows, d);
+  };
+  return {y, backward, Saved{x, weight}, Tensor(), tangent, dual_backward};
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../../autograd/dispatch.h"
+#include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
 #include "../../autograd/node.h"
 #include "../../runtime/parallel.h"
@@ -74,7 +75,12 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     };
     // y = W[ids]:  dy = dW[ids]
     auto tangent = [ids](const std::vector<Tensor>& t) { return embedding(t[0], ids); };
-    return FastRun{y, backward, Saved{ids}, Tensor(), tangent};
+    // The backward does not read W: its tangent is the same scatter of d(dy).
+    auto dual_backward = [ids, w_shape = weight.shape()](const Tensor& dy, const Tensor& dy_t, const std::vector<bool>&) {
+      return DualGrads{{embedding_backward(dy, ids, w_shape), Tensor()},
+                       {dy_t.defined() ? embedding_backward(dy_t, ids, w_shape) : Tensor(), Tensor()}};
+    };
+    return FastRun{y, backward, Saved{ids}, Tensor(), tangent, dual_backward};
   };
   return route(op).output;
 }
@@ -197,7 +203,36 @@ FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int
   auto tangent = [x = logits, targets, lse, counted, ignore_index](const std::vector<Tensor>& t) {
     return cross_entropy_tangent(t[0], x, targets, lse, counted, ignore_index);
   };
-  return {loss, backward, Saved{logits, targets}, Tensor(), tangent};
+  // Forward over reverse: dx = dy (p - onehot) / N moves with dy, and with p:
+  //   d(dx) = d(dy) (p - onehot) / N + dy p (dx - sum_c p_c dx_c) / N   on counted rows
+  auto dual_backward = [x = logits, targets, lse, counted, ignore_index](const Tensor& dy, const Tensor& dy_t,
+                                                                        const std::vector<bool>&) {
+    Tensor grad = cross_entropy_backward(dy, x, targets, lse, counted, ignore_index);
+    Tensor t = dy_t.defined() ? cross_entropy_backward(dy_t, x, targets, lse, counted, ignore_index) : Tensor();
+    if (Tensor x_t = detail::live_tangent(x, "cross_entropy"); x_t.defined() && counted > 0) {
+      Tensor second = zeros(x.shape(), x.dtype());
+      dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
+        using T = decltype(tag);
+        const T *px = x.data_ptr<T>(), *pxt = x_t.data_ptr<T>();
+        const auto* pt = targets.data_ptr<std::int64_t>();
+        const double* pl = lse.data_ptr<double>();
+        T* ps = second.mutable_data_ptr<T>();
+        std::int64_t classes = x.shape().back();
+        double g = static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
+        for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
+          if (pt[r] == ignore_index) continue;
+          const T *row = px + r * classes, *trow = pxt + r * classes;
+          double moved = 0.0;  // sum_c p_c dx_c
+          for (std::int64_t c = 0; c < classes; ++c) moved += std::exp(static_cast<double>(row[c]) - pl[r]) * trow[c];
+          for (std::int64_t c = 0; c < classes; ++c)
+            ps[r * classes + c] = static_cast<T>(g * std::exp(static_cast<double>(row[c]) - pl[r]) * (trow[c] - moved));
+        }
+      });
+      t = t.defined() ? t + second : second;
+    }
+    return DualGrads{{grad, Tensor()}, {t, Tensor()}};
+  };
+  return {loss, backward, Saved{logits, targets}, Tensor(), tangent, dual_backward};
 }
 
 }  // namespace

@@ -168,16 +168,27 @@ TEST(Forward, GradcheckCatchesAWrongForwardRule) {
       << r.report;
 }
 
-TEST(Forward, ABackwardInsideTheLevelMustBuildAGraph) {
-  Tensor x = tensor({0.5, 1.5}, {2}, kFloat64).requires_grad_();
-  fwad::DualLevel level;
-  Tensor y = (fwad::make_dual(x, ones({2}, kFloat64)).tanh() * 2.0).sum();
-  EXPECT_TRUE(throws_with<std::runtime_error>([&] { y.backward(); }, "must build a graph (create_graph = true)"));
-  std::vector<Tensor> g = grad({y}, {x}, {}, {.create_graph = true});
+TEST(Forward, ABackwardInsideTheLevelCarriesTheTangentsIntoTheGradients) {
   // d/dx sum(2 tanh x) = 2 (1 - tanh^2 x); its tangent along 1 is -4 tanh x (1 - tanh^2 x).
   std::vector<double> expected;
   for (double xi : {0.5, 1.5}) expected.push_back(-4 * std::tanh(xi) * (1 - std::tanh(xi) * std::tanh(xi)));
-  EXPECT_TRUE(all_close(fwad::tangent(g[0]), expected, 1e-14));
+  for (bool create_graph : {false, true}) {
+    Tensor x = tensor({0.5, 1.5}, {2}, kFloat64).requires_grad_();
+    fwad::DualLevel level;
+    Tensor y = (fwad::make_dual(x, ones({2}, kFloat64)).tanh() * 2.0).sum();
+    y.backward({}, std::nullopt, create_graph);
+    EXPECT_TRUE(all_close(fwad::tangent(x.grad()), expected, 1e-14)) << "create_graph " << create_graph;
+    x.zero_grad();
+  }
+}
+
+// An op whose backward is a hand loop only (FirstOrder) cannot give its gradient's tangent.
+TEST(Forward, ABackwardThroughAnOpWithoutASecondDerivativeRefusesInsideTheLevel) {
+  Tensor x = tensor({0.5, 1.5}, {2}, kFloat64).requires_grad_();
+  fwad::DualLevel level;
+  Tensor y = cube_with_bad_rule(fwad::make_dual(x, ones({2}, kFloat64))).sum();
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { y.backward(); }, "'cube' has neither a forward-over-reverse rule nor a second derivative"));
 }
 
 // --- the forward rule of every op, against central differences ---------------------------------
@@ -620,7 +631,156 @@ TEST(HvpForwardOverReverse, EqualsReverseOverReverse) {
   for (auto& [name, f] : fs)
     for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
       KernelGuard guard(k);
-      EXPECT_TRUE(all_close(hvp_forward_over_reverse(f, x, v), hvp(f, x, v), 1e-12)) << name << ", " << kernels_name(k);
+      EXPECT_TRUE(all_close(hvp(f, x, v), hvp_reverse_over_reverse(f, x, v), 1e-12)) << name << ", " << kernels_name(k);
+    }
+}
+
+// H v of L = sum(f(inputs) * g) in all the inputs jointly, by forward over reverse (the tangents of
+// one backward pass, the ops' DualBackwardFn) and by reverse over reverse (ag::grad twice).
+::testing::AssertionResult hvp_both_ways(const TensorFunction& f, const std::vector<Tensor>& inputs,
+                                         std::uint64_t seed) {
+  Generator gen(seed);
+  std::vector<Tensor> leaves, v;
+  for (const Tensor& in : inputs) {
+    leaves.push_back(in.detach().clone().requires_grad_());
+    v.push_back(randn(in.shape(), gen, kFloat64));
+  }
+  Tensor out = f(leaves);
+  Tensor g = randn(out.shape(), gen, kFloat64);
+  std::vector<Tensor> first = grad({(out * g).sum()}, leaves, {}, {.create_graph = true});
+  std::vector<Tensor> moving, directions;  // a gradient that is constant (a bias's) has no second derivative
+  for (std::size_t i = 0; i < first.size(); ++i)
+    if (first[i].requires_grad()) {
+      moving.push_back(first[i]);
+      directions.push_back(v[i]);
+    }
+  std::vector<Tensor> expected(leaves.size());
+  if (!moving.empty()) expected = grad(moving, leaves, directions, {.allow_unused = true});
+  fwad::DualLevel level;
+  std::vector<Tensor> duals;
+  for (std::size_t i = 0; i < leaves.size(); ++i) duals.push_back(fwad::make_dual(leaves[i], v[i]));
+  std::vector<Tensor> got = grad({(f(duals) * g).sum()}, leaves);
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    Tensor t = fwad::tangent(got[i]);
+    Tensor want = expected[i].defined() ? expected[i] : zeros_like(leaves[i]);
+    if (::testing::AssertionResult r = all_close(t.defined() ? t : zeros_like(leaves[i]), want, 1e-12); !r)
+      return r << " (input " << i << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(HvpForwardOverReverse, EveryFusedOpEqualsReverseOverReverse) {
+  Generator gen(45);
+  Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), x1 = uniform_leaf({5}, gen);
+  Tensor w = uniform_leaf({5}, gen, 0.5, 1.5), b = uniform_leaf({5}, gen);
+  Tensor lw = uniform_leaf({4, 5}, gen), lb = uniform_leaf({4}, gen);
+  Tensor table = uniform_leaf({5, 3}, gen);
+  Tensor ids = from_vector<std::int64_t>({4, 0, 4, 2, 1, 4}, {2, 3});
+  Tensor targets = from_vector<std::int64_t>({1, -100, 4, 0, 2, -100}, {2, 3});
+  Tensor all_ignored = from_vector<std::int64_t>({7, 7, 7, 7, 7, 7}, {2, 3});
+  using F = TensorFunction;
+  std::vector<std::tuple<std::string, F, std::vector<Tensor>>> cases = {
+      {"linear", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).tanh(); }, {x, lw, lb}},
+      {"linear, no bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]).pow(2.0); }, {x, lw}},
+      {"linear, 1-d input", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).exp(); },
+       {x1, lw, lb}},
+      {"linear, the same tensor twice", [](const std::vector<Tensor>& in) { return linear(in[0], in[0]).tanh(); },
+       {lw.slice(1, 0, 4)}},
+      {"linear_gelu", [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2]); }, {x, lw, lb}},
+      {"linear_gelu tanh, no bias",
+       [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], {}, GeluApproximation::Tanh); }, {x, lw}},
+      {"gelu", [](const std::vector<Tensor>& in) { return in[0].gelu(); }, {x}},
+      {"gelu tanh", [](const std::vector<Tensor>& in) { return in[0].gelu(GeluApproximation::Tanh); }, {x}},
+      {"layer_norm", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); }, {x, w, b}},
+      {"layer_norm, no affine", [](const std::vector<Tensor>& in) { return layer_norm(in[0], {}, {}, 1e-5); }, {x}},
+      {"layer_norm, squared", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-3).pow(2.0); },
+       {x, w, b}},
+      {"rms_norm", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, w}},
+      {"embedding", [&](const std::vector<Tensor>& in) { return embedding(in[0], ids).pow(2.0); }, {table}},
+      {"cross_entropy", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}},
+      {"cross_entropy, squared", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets).pow(2.0); },
+       {x}},
+      {"cross_entropy, every row ignored",
+       [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], all_ignored, 7) + in[0].pow(3.0).sum(); }, {x}},
+  };
+  std::uint64_t seed = 1;
+  for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard guard(k);
+    for (auto& [name, f, in] : cases) EXPECT_TRUE(hvp_both_ways(f, in, seed++)) << name << ", " << kernels_name(k);
+  }
+}
+
+TEST(HvpForwardOverReverse, AttentionInEveryLayoutAndMaskCase) {
+  Generator gen(46);
+  std::int64_t b = 2, h = 2, tq = 3, tk = 4, d = 3, dv = 2;
+  Tensor q = uniform_leaf({b, h, tq, d}, gen), k = uniform_leaf({b, h, tk, d}, gen),
+         v = uniform_leaf({b, h, tk, dv}, gen);
+  Tensor padding = key_padding_mask({4, 2}, tk);
+  Tensor big_q = uniform_leaf({1, 2, 70, 3}, gen), big_k = uniform_leaf({1, 2, 75, 3}, gen),
+         big_v = uniform_leaf({1, 2, 75, 4}, gen);  // two query blocks
+  std::uint64_t seed = 100;
+  for (Kernels kind : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard guard(kind);
+    for (Tensor mask : {Tensor(), padding})
+      for (bool causal : {false, true}) {
+        EXPECT_TRUE(hvp_both_ways(
+            [&](const std::vector<Tensor>& in) {
+              return scaled_dot_product_attention(in[0], in[1], in[2], mask, causal).output;
+            },
+            {q, k, v}, seed++))
+            << kernels_name(kind) << " bhtd, causal " << causal << ", mask " << mask.defined();
+        EXPECT_TRUE(hvp_both_ways(
+            [&](const std::vector<Tensor>& in) {
+              return scaled_dot_product_attention_bthd(in[0].transpose(1, 2), in[1].transpose(1, 2),
+                                                       in[2].transpose(1, 2), mask, causal)
+                  .output;
+            },
+            {q, k, v}, seed++))
+            << kernels_name(kind) << " bthd, causal " << causal << ", mask " << mask.defined();
+        EXPECT_TRUE(hvp_both_ways(
+            [&](const std::vector<Tensor>& in) {
+              return scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), causal).output.pow(2.0);
+            },
+            {big_q, big_k, big_v}, seed++))
+            << kernels_name(kind) << " two query blocks, causal " << causal;
+      }
+    Tensor qkv = uniform_leaf({2, 3, 3 * h * d}, gen);
+    Tensor self_padding = key_padding_mask({3, 2}, 3);
+    for (bool causal : {false, true})
+      EXPECT_TRUE(hvp_both_ways(
+          [&](const std::vector<Tensor>& in) {
+            return scaled_dot_product_attention_packed(in[0], h, self_padding, causal).output;
+          },
+          {qkv}, seed++))
+          << kernels_name(kind) << " packed, causal " << causal;
+    EXPECT_TRUE(hvp_both_ways(
+        [](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[0], in[0]).output; }, {q},
+        seed++))
+        << kernels_name(kind) << " the same tensor three times";
+  }
+}
+
+// A whole GPT's H v over all its parameters: the tangents of one backward pass against the
+// gradient of <gradient, v> (reverse over reverse), by both kernel routes.
+TEST(HvpForwardOverReverse, AWholeGptEqualsReverseOverReverse) {
+  Generator gen(44);
+  Tensor ids = from_vector<std::int64_t>({1, 4, 0, 2, 3, 3, 1, 0}, {2, 4});
+  Tensor targets = from_vector<std::int64_t>({4, 0, 2, 1, 3, 0, -100, 2}, {2, 4});
+  for (nn::NormKind norm : {nn::NormKind::Layer, nn::NormKind::Rms})
+    for (Kernels kind : {Kernels::Fast, Kernels::Reference}) {
+      KernelGuard guard(kind);
+      nn::GPT model(small_gpt(norm), gen);
+      model.to(kFloat64);
+      std::vector<Tensor> params = model.parameters(), v;
+      for (const Tensor& p : params) v.push_back(randn(p.shape(), gen, kFloat64));
+      std::vector<Tensor> g = grad({model.loss(ids, targets)}, params, {}, {.create_graph = true});
+      std::vector<Tensor> expected = grad(g, params, v);
+      fwad::DualLevel level;
+      for (std::size_t i = 0; i < params.size(); ++i) fwad::set_tangent(params[i], v[i]);
+      std::vector<Tensor> dual = grad({model.loss(ids, targets)}, params);
+      for (std::size_t i = 0; i < params.size(); ++i)
+        EXPECT_TRUE(all_close(fwad::tangent(dual[i]), expected[i], 1e-12))
+            << "parameter " << i << ", " << nn::norm_name(norm) << ", " << kernels_name(kind);
     }
 }
 

@@ -140,8 +140,15 @@ TEST(Grad, AnOpWithoutASecondDerivativeSaysSoInsteadOfReturningZero) {
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { grad({y}, {x}, {}, {.create_graph = true}); },
                                               "'square_first_order' has no second derivative"));
   EXPECT_TRUE(throws_with<std::runtime_error>(
-      [&] { hvp([](const Tensor& t) { return square_first_order(t).sum(); }, x.detach(), ones({2}, kFloat64)); },
+      [&] {
+        hvp_reverse_over_reverse([](const Tensor& t) { return square_first_order(t).sum(); }, x.detach(),
+                                 ones({2}, kFloat64));
+      },
       "'square_first_order' has no second derivative"));
+  // hvp, forward over reverse, needs the op's forward rule first, and says so.
+  EXPECT_TRUE(throws_with<std::runtime_error>(
+      [&] { hvp([](const Tensor& t) { return square_first_order(t).sum(); }, x.detach(), ones({2}, kFloat64)); },
+      "square_first_order: has no forward-mode rule"));
 }
 
 // An op that claims a second derivative but drops it: its graph-mode gradient reads x
@@ -574,16 +581,18 @@ TEST(Functional, CrossEntropyHessianIsDiagPMinusPPTOverN) {
 
 TEST(Functional, GeluSecondDerivativeIsPhiTimesTwoMinusXSquared) {
   Tensor x = tensor({-3.0, -1.1, -0.2, 0.0, 0.4, 1.3, 2.5}, {7}, kFloat64);
-  for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
-    KernelGuard guard(k);
-    // GELU acts elementwise, so its Hessian is diagonal and H 1 is the second derivative.
-    Tensor d2 = hvp([](const Tensor& t) { return t.gelu().sum(); }, x, ones({7}, kFloat64));
-    std::vector<double> xs = values(x), got = values(d2);
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      double phi = std::exp(-xs[i] * xs[i] / 2) / std::sqrt(2 * std::numbers::pi);
-      EXPECT_NEAR(got[i], phi * (2 - xs[i] * xs[i]), 1e-12) << kernels_name(k) << " x = " << xs[i];
+  for (auto* route : {&hvp, &hvp_reverse_over_reverse})
+    for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
+      KernelGuard guard(k);
+      // GELU acts elementwise, so its Hessian is diagonal and H 1 is the second derivative.
+      Tensor d2 = route([](const Tensor& t) { return t.gelu().sum(); }, x, ones({7}, kFloat64));
+      std::vector<double> xs = values(x), got = values(d2);
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        double phi = std::exp(-xs[i] * xs[i] / 2) / std::sqrt(2 * std::numbers::pi);
+        EXPECT_NEAR(got[i], phi * (2 - xs[i] * xs[i]), 1e-12)
+            << kernels_name(k) << " x = " << xs[i] << (route == &hvp ? ", hvp" : ", reverse over reverse");
+      }
     }
-  }
 }
 
 TEST(Functional, LogSumExpHessian) {
@@ -608,6 +617,7 @@ TEST(Functional, HvpEqualsHessianTimesVAndTheHessianIsSymmetric) {
   EXPECT_TRUE(all_close(h, h.transpose(0, 1), 1e-12));
   Tensor hv = hvp(smooth_loss, w, v);
   EXPECT_TRUE(all_close(hv.reshape({12, 1}), h.matmul(v.reshape({12, 1})), 1e-12));
+  EXPECT_TRUE(all_close(hvp_reverse_over_reverse(smooth_loss, w, v), hv, 1e-12));
   // And against central differences of the gradient along v.
   double eps = 1e-6;
   auto gradient_at = [](const Tensor& t) {
