@@ -24,6 +24,13 @@ wherever the CPU has a bf16 unit.
         [--steps 20] [--warmup 5] [--precision fp32|bf16|both]
         [--attograd build/bench/gpt_train_step]
 
+--second-order times Hessian-vector products instead, float32 at 2 threads: for each config and
+round, attograd's gradient (gpt_train_step --order gradient), its HVP by forward over reverse
+(--order hvp-forward, ag::hvp's route) and by reverse over reverse (--order hvp), then PyTorch's
+gradient (torch.autograd.grad) and its HVP by double backward (torch.autograd.grad with
+create_graph, then the gradient of <g, v> for a fixed random v), all in turn. The table gives
+each median, each HVP against its own gradient, and PyTorch's HVP against attograd's.
+
 Needs a python3 with PyTorch; without it the script prints a notice and exits 0. Only the
 standard library and torch are used.
 """
@@ -273,6 +280,10 @@ def pytorch_worker(args):
         logits = model(x)
         return logits, F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
 
+    params = list(model.parameters())
+    v_gen = torch.Generator().manual_seed(1)
+    direction = [torch.randn(p.shape, generator=v_gen) for p in params]  # v, for --order hvp
+
     ids_gen = torch.Generator().manual_seed(0)
     times, losses, logits_dtype = [], [], None
     for s in range(args.warmup + args.steps):
@@ -280,13 +291,21 @@ def pytorch_worker(args):
         y = torch.randint(0, VOCAB, (batch, block), generator=ids_gen)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        if args.autocast:  # model and loss under autocast; backward and the update outside it
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits, loss = forward(x, y)
-        else:
+        if args.order == "gradient":
             logits, loss = forward(x, y)
-        loss.backward()
-        opt.step()
+            torch.autograd.grad(loss, params)
+        elif args.order == "hvp":  # double backward: the gradient with a graph, then grad of <g, v>
+            logits, loss = forward(x, y)
+            g = torch.autograd.grad(loss, params, create_graph=True)
+            torch.autograd.grad(sum((gi * vi).sum() for gi, vi in zip(g, direction)), params)
+        else:
+            if args.autocast:  # model and loss under autocast; backward and the update outside it
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    logits, loss = forward(x, y)
+            else:
+                logits, loss = forward(x, y)
+            loss.backward()
+            opt.step()
         elapsed = (time.perf_counter() - t0) * 1e3
         if s >= args.warmup:
             times.append(elapsed)
@@ -296,6 +315,7 @@ def pytorch_worker(args):
     result = {
         "config": args.config,
         "precision": "bf16-autocast" if args.autocast else "fp32",
+        "order": args.order,
         "logits_dtype": logits_dtype,
         "threads": args.threads if args.threads > 0 else "default",
         "torch_threads": torch.get_num_threads(),
@@ -329,10 +349,10 @@ def run_json(cmd, env=None, timeout=3600):
     return last_json_line(proc.stdout)
 
 
-def run_attograd(args, config, threads, precision="fp32"):
+def run_attograd(args, config, threads, precision="fp32", order="first"):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     cmd = [str(args.attograd), "--config", config, "--threads", str(threads),
-           "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", precision]
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", precision, "--order", order]
     result = run_json(cmd, env)
     if result.get("precision") != precision:
         raise SystemExit(f"compare_pytorch: asked attograd for {precision}, its JSON line says "
@@ -357,9 +377,10 @@ def attograd_bf16_path(args):
     raise SystemExit(f"compare_pytorch: command failed ({proc.returncode}): {shlex.join(cmd)}")
 
 
-def run_pytorch(args, config, threads, floor, autocast=False):
+def run_pytorch(args, config, threads, floor, autocast=False, order="first"):
     cmd = [sys.executable, str(Path(__file__).resolve()), "--pytorch-worker", "--config", config,
-           "--threads", str(threads), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+           "--threads", str(threads), "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--order", order]
     if floor:
         cmd.append("--floor")
     if autocast:
@@ -440,6 +461,8 @@ def driver(args):
     elif want_bf16:
         print(f"bf16: rows skipped, attograd refuses --precision bf16 on this machine: {bf16_why}")
     print(flush=True)
+    if args.second_order:
+        return second_order(args)
     measure_bf16 = want_bf16 and bf16_ok
     if not want_fp32 and not measure_bf16:
         print("compare_pytorch: nothing left to measure (--precision bf16 without a bf16 path)")
@@ -531,6 +554,40 @@ def driver(args):
         print(f"bf16: no rows; attograd refuses --precision bf16 on this machine ({bf16_why}), "
               "so there is nothing to set against PyTorch's autocast.")
     sys.stdout.flush()
+    return 0
+
+
+def second_order(args):
+    """The --second-order table: gradients and Hessian-vector products, float32, 2 threads."""
+    runs = [("ag grad", "attograd", "gradient"), ("ag hvp", "attograd", "hvp-forward"),
+            ("ag hvp rr", "attograd", "hvp"), ("pt grad", "pytorch", "gradient"), ("pt hvp", "pytorch", "hvp")]
+    header = ["config", "attograd gradient ms", "attograd HVP ms", "× its gradient", "HVP peak MB / gradient's",
+              "attograd HVP reverse-over-reverse ms", "PyTorch gradient ms", "PyTorch HVP ms", "× its gradient",
+              "PyTorch HVP / attograd HVP"]
+    table = []
+    for config in args.configs:
+        ms = {name: [] for name, *_ in runs}
+        peak = {name: [] for name, *_ in runs}
+        for r in range(args.rounds):
+            done = []
+            for name, side, order in runs:
+                out = (run_attograd(args, config, 2, "fp32", order) if side == "attograd"
+                       else run_pytorch(args, config, 2, floor=False, order=order))
+                ms[name].append(out["ms_step_median"])
+                peak[name].append(out.get("peak_tensor_mb_median", math.nan))
+                done.append(f"{name} {out['ms_step_median']:.2f} ms")
+            print(f"  {config} round {r + 1}/{args.rounds}: " + ", ".join(done), file=sys.stderr, flush=True)
+        m = {name: statistics.median(v) for name, v in ms.items()}
+        p = {name: statistics.median(v) for name, v in peak.items()}
+        table.append([config, fmt(m["ag grad"]), fmt(m["ag hvp"]), fmt(m["ag hvp"] / m["ag grad"]),
+                      fmt(p["ag hvp"] / p["ag grad"]), fmt(m["ag hvp rr"]), fmt(m["pt grad"]), fmt(m["pt hvp"]),
+                      fmt(m["pt hvp"] / m["pt grad"]), fmt(m["pt hvp"] / m["ag hvp"])])
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+    print("float32, 2 threads; medians over the rounds of each run's median step. Peak MB: attograd's most "
+          "tensor memory live during a step (memory_stats), HVP against gradient.")
     return 0
 
 
@@ -642,6 +699,9 @@ def main():
     parser.add_argument("--precision", choices=("fp32", "bf16", "both"), default="both",
                         help="float32 steps, bf16 steps (attograd --precision bf16 against PyTorch "
                              "autocast) or both (default both)")
+    parser.add_argument("--second-order", action="store_true",
+                        help="time gradients and Hessian-vector products instead of training steps")
+    parser.add_argument("--order", choices=("first", "gradient", "hvp"), default="first", help=argparse.SUPPRESS)
     parser.add_argument("--attograd", default=None,
                         help="path of gpt_train_step (default: build/bench/gpt_train_step in the repo)")
     parser.add_argument("--pytorch-worker", action="store_true", help=argparse.SUPPRESS)
