@@ -36,8 +36,8 @@ except ImportError:
     sys.exit(77)
 
 sys.dont_write_bytecode = True
-from pytorch_parity import ATOL, RTOL, compare  # noqa: E402
-from second_order_parity import attention_allowed, read_npy, write_npy  # noqa: E402
+from pytorch_parity import compare  # noqa: E402
+from second_order_parity import attention_allowed, print_summary, read_npy, write_npy  # noqa: E402
 
 
 def normal(generator, *shape, std=1.0):
@@ -219,16 +219,7 @@ def main():
             print(f"  {'':<20} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
             summary += run_case(case, args.forward_grads, workdir)
             print()
-    print(f"{'case':<52} {'elements':>8} {'max abs err':>12} {'max rel err':>12}  result")
-    for label, elements, max_abs, max_rel, ok in summary:
-        print(f"{label:<52} {elements:>8} {max_abs:12.2e} {max_rel:12.2e}  {'pass' if ok else 'FAIL'}")
-    failed = [label for label, *_, ok in summary if not ok]
-    if failed:
-        print(f"forward_parity: MISMATCH in {', '.join(failed)} (rtol {RTOL:g}, atol {ATOL:g})")
-        return 1
-    print(f"forward_parity: all {len(summary)} checks agree with torch {torch.__version__}'s forward AD "
-          f"(rtol {RTOL:g}, atol {ATOL:g})")
-    return 0
+    return print_summary("forward_parity", summary, f"torch {torch.__version__}'s forward AD", width=52)
 
 
 if __name__ == "__main__":

@@ -288,15 +288,19 @@ def main():
             summary += run_case(case, args.second_order_grads, workdir)
             print()
 
-    print(f"{'case':<42} {'elements':>8} {'max abs err':>12} {'max rel err':>12}  result")
+    return print_summary("second_order_parity", summary, f"torch {torch.__version__}")
+
+
+def print_summary(program, summary, reference, width=42):
+    """The closing table of [(label, elements, max abs, max rel, ok)], and the exit code."""
+    print(f"{'case':<{width}} {'elements':>8} {'max abs err':>12} {'max rel err':>12}  result")
     for label, elements, max_abs, max_rel, ok in summary:
-        print(f"{label:<42} {elements:>8} {max_abs:12.2e} {max_rel:12.2e}  {'pass' if ok else 'FAIL'}")
+        print(f"{label:<{width}} {elements:>8} {max_abs:12.2e} {max_rel:12.2e}  {'pass' if ok else 'FAIL'}")
     failed = [label for label, *_, ok in summary if not ok]
     if failed:
-        print(f"second_order_parity: MISMATCH in {', '.join(failed)} (rtol {RTOL:g}, atol {ATOL:g})")
+        print(f"{program}: MISMATCH in {', '.join(failed)} (rtol {RTOL:g}, atol {ATOL:g})")
         return 1
-    print(f"second_order_parity: all {len(summary)} checks agree with torch {torch.__version__} "
-          f"(rtol {RTOL:g}, atol {ATOL:g})")
+    print(f"{program}: all {len(summary)} checks agree with {reference} (rtol {RTOL:g}, atol {ATOL:g})")
     return 0
 
 

@@ -95,6 +95,19 @@ void block_recompute(const MaskReader& mask, std::int64_t b, std::int64_t h, std
   }
 }
 
+// Softmax's Jacobian applied to each row of a tile, in place: x <- P * (x - rowsum(P * x)). The
+// Jacobian is symmetric, so this one line is backward's dS from dP, the forward tangent's dP from
+// dS, and P's own tangent from the scores' (the masked keys have P = 0 and stay 0).
+template <class T>
+void softmax_rows_jvp(const T* p, T* x, std::int64_t rows, std::int64_t kend) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* row = x + r * kend;
+    const T* prow = p + r * kend;
+    double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
+    for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
+  }
+}
+
 }  // namespace
 
 // Declared, with what it computes, in attention_tiles.h.
@@ -170,13 +183,7 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
           products.gemm<T>(dOblock, values.t(), dSb);
         else
           std::fill(dS.begin(), dS.end(), T(0));
-        // dS = P * (dP - rowsum(dP * P)), row by row
-        for (std::int64_t r = 0; r < rows; ++r) {
-          T* row = dS.data() + r * kend;
-          const T* prow = p.data() + r * kend;
-          double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
-          for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
-        }
+        softmax_rows_jvp(p.data(), dS.data(), rows, kend);  // dS = P * (dP - rowsum(dP * P))
         // dQ = scale dS K,   dK[:kend] += scale dS^T Q
         if (dqb) products.gemm<T>(Mat{dSb}, keys, blas::Matrix<T>{dqb, rows, n.d, L.q.ld}, T(0), static_cast<T>(scale));
         if (dkb)
@@ -218,13 +225,7 @@ void attention_jvp(const Dims& n, const Layouts& L, const MaskReader& mask, doub
           if (dk)
             products.gemm<T>(qblock, Mat{dk + L.k.at(b, h), kend, n.d, L.k.ld}.t(), dSb, dq ? T(1) : T(0),
                              static_cast<T>(scale));
-          // dP = P * (dS - rowsum(P * dS)), row by row (masked keys have P = 0, so dP = 0 there)
-          for (std::int64_t r = 0; r < rows; ++r) {
-            T* row = dS.data() + r * kend;
-            const T* prow = p.data() + r * kend;
-            double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
-            for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
-          }
+          softmax_rows_jvp(p.data(), dS.data(), rows, kend);  // dP = P * (dS - rowsum(P * dS))
           products.gemm<T>(Mat{dSb}, values, dOb);  // dO = dP V
         }
         // dO += P dV
@@ -275,12 +276,7 @@ void attention_backward_tangent(const Dims& n, const Layouts& L, const MaskReade
         if (qtb) products.gemm<T>(Mat{qtb, rows, n.d, L.q.ld}, K.t(), Pt, T(0), s);
         if (ktb) products.gemm<T>(Q, Mat{ktb, kend, n.d, L.k.ld}.t(), Pt, qtb ? T(1) : T(0), s);
         if (!p_moves) std::fill(pt.begin(), pt.end(), T(0));
-        for (std::int64_t r = 0; p_moves && r < rows; ++r) {
-          T* row = pt.data() + r * kend;
-          const T* prow = p.data() + r * kend;
-          double dot = fast::lane_sum(kend, [&](std::int64_t j) { return static_cast<double>(row[j]) * prow[j]; });
-          for (std::int64_t j = 0; j < kend; ++j) row[j] = prow[j] * (row[j] - static_cast<T>(dot));
-        }
+        if (p_moves) softmax_rows_jvp(p.data(), pt.data(), rows, kend);
         // dP = dO V^T and its tangent dout_t V^T + dO v_t^T
         if (n.dv > 0) products.gemm<T>(dOm, V.t(), dP);
         else std::fill(dp.begin(), dp.end(), T(0));
