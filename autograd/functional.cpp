@@ -99,6 +99,32 @@ Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v) {
   return hv.defined() ? hv.detach() : zeros_like(leaf);
 }
 
+std::vector<Tensor> hvp(const std::function<Tensor()>& loss, const std::vector<Tensor>& params,
+                        const std::vector<Tensor>& v) {
+  if (v.size() != params.size())
+    throw_invalid("hvp", "got {} parameters but {} directions (one per parameter)", params.size(), v.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    check_defined("hvp", params[i]);
+    if (!params[i].requires_grad())
+      throw_invalid("hvp", "parameter {} (shape {}) does not require grad", i, shape_str(params[i].shape()));
+    check_like("hvp", fmt::format("direction {}", i).c_str(), v[i], params[i], fmt::format("parameter {}", i).c_str());
+  }
+  AutoGradMode grad_mode(true);
+  fwad::DualLevel level;
+  for (std::size_t i = 0; i < params.size(); ++i) fwad::set_tangent(params[i], v[i].detach());
+  Tensor y = loss();
+  if (!y.defined() || !is_floating(y.dtype())) throw_invalid("hvp", "loss() must return a float tensor");
+  if (y.numel() != 1) throw_invalid("hvp", "loss() must return one element, got shape {}", shape_str(y.shape()));
+  std::vector<Tensor> out(params.size());
+  std::vector<Tensor> g;
+  if (y.requires_grad()) g = grad({y}, params, {}, {.allow_unused = true});
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Tensor hv = i < g.size() && g[i].defined() ? fwad::tangent(g[i]) : Tensor();
+    out[i] = hv.defined() ? hv.detach() : zeros_like(params[i]);
+  }
+  return out;
+}
+
 JvpResult jvp(const FunctionOfTensors& f, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {
   if (tangents.size() != inputs.size())
     throw_invalid("jvp", "got {} inputs but {} tangents (one per input; an undefined tangent for one that stays)",

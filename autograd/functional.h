@@ -31,6 +31,17 @@ using FunctionOfTensor = std::function<Tensor(const Tensor&)>;
 
 Tensor hvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
 Tensor hvp_reverse_over_reverse(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
+
+// H v for a loss of tensors it reaches by itself, a model's parameters:
+//
+//   std::vector<ag::Tensor> hv = ag::hvp([&] { return model.loss(x, y); }, model.parameters(), v);
+//
+// hv[i] = sum_j (d^2 loss / d params[i] d params[j]) v[j], shaped like params[i]. The same
+// forward over reverse as hvp: loss() runs with each params[i] carrying the tangent v[i] (no
+// DualLevel may be live), and the parameters are left as they were, values and gradients.
+// params must require grad; a parameter the loss does not reach gets zeros.
+std::vector<Tensor> hvp(const std::function<Tensor()>& loss, const std::vector<Tensor>& params,
+                        const std::vector<Tensor>& v);
 Tensor jvp(const FunctionOfTensor& f, const Tensor& x, const Tensor& v);
 
 // f(inputs) and J v in one forward pass, for a function of several tensors (as torch.func.jvp):

@@ -22,7 +22,10 @@ struct Options {
   std::string out = "experiments-out";                           // PNGs go here
   bool check = false;                                            // assert the direction of the effect (for tests)
   std::vector<std::int64_t> distances{2, 4, 8, 10, 16, 32, 48};  // long-range: how far back the answer is
-  bool every_position = false;  // long-range: the loss at every position, the unpredictable ones too
+  bool every_position = false;        // long-range: the loss at every position, the unpredictable ones too
+  double gd_lr = 0.05;                // sharpness: gradient descent's step size
+  double adam_lr = 3e-3;              // sharpness: AdamW's
+  std::int64_t sharpness_every = 20;  // sharpness: steps between two measurements
 };
 
 // A character-level corpus: the first --corpus-chars characters of --corpus (any UTF-8 text,
@@ -109,5 +112,6 @@ int bottleneck(const Options& o);     // a decoder reading one fixed vector agai
 int long_range(const Options& o);     // accuracy by how far back the answer is; attention need not learn it
 int precision(const Options& o);      // what bf16 costs each step; a Mini-GPT trained with bf16 products
 int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT on a middle character
+int sharpness(const Options& o);      // the largest Hessian eigenvalue during training, against 2/lr and 38/lr
 
 }  // namespace experiments

@@ -13,6 +13,7 @@
 //
 // docs/experiments.md has the measured tables and what each does and does not show.
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <set>
@@ -40,7 +41,10 @@ int main(int argc, char** argv) {
       {"bottleneck", {bottleneck, "a decoder reading one fixed vector against cross-attention, by source length"}},
       {"bidirectional",
        {bidirectional, "a BERT-style encoder (no causal mask) against causal models on a window's middle character"}},
-      {"precision", {precision, "bf16: a long sum, attention weights, layer norm, the loss; a Mini-GPT in fp32 vs bf16"}},
+      {"precision",
+       {precision, "bf16: a long sum, attention weights, layer norm, the loss; a Mini-GPT in fp32 vs bf16"}},
+      {"sharpness",
+       {sharpness, "the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr (and AdamW's 38/lr)"}},
       {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;
@@ -49,7 +53,7 @@ int main(int argc, char** argv) {
   opts.add_options()("help,h", "show this help")(
       "steps", ag::examples::with_default(&o.steps),
       "training steps per model (unless given: baselines 2400, its models need them to separate; long-range 200; "
-      "precision 2000)")(
+      "precision 2000; sharpness 1000)")(
       "batch", ag::examples::with_default(&o.batch),
       "sequences per step (language models, long-range; bottleneck 4 times as many)")(
       "seed", ag::examples::seed_value(&o.seed), "random seed")(
@@ -62,6 +66,9 @@ int main(int argc, char** argv) {
       "long-range: how far back the answer lies, each from 1 to 63 (default 2 4 8 10 16 32 48)")(
       "every-position", po::bool_switch(&o.every_position),
       "long-range: train on the loss at every position, the unpredictable first k too")(
+      "lr", ag::examples::with_default(&o.gd_lr), "sharpness: gradient descent's step size")(
+      "adam-lr", ag::examples::with_default(&o.adam_lr), "sharpness: AdamW's step size")(
+      "every", ag::examples::with_default(&o.sharpness_every), "sharpness: steps between two measurements")(
       "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports");
   po::options_description hidden;
   hidden.add_options()("command", po::value(&command));
@@ -96,11 +103,17 @@ int main(int argc, char** argv) {
       if (command == "baselines") o.steps = 2400;
       if (command == "precision") o.steps = 2000;  // the run the 0.02 bound is stated for
       if (command == "long-range") o.steps = 200;
+      if (command == "sharpness") o.steps = 1000;
     }
     using ag::examples::refuse;
     if (o.steps < 1 || o.batch < 1) refuse("--steps and --batch must be positive, got {} and {}", o.steps, o.batch);
     if ((vm.count("distances") || o.every_position) && command != "long-range")
       refuse("--distances and --every-position are for long-range, not {}", command);
+    if ((!vm["lr"].defaulted() || !vm["adam-lr"].defaulted() || !vm["every"].defaulted()) && command != "sharpness")
+      refuse("--lr, --adam-lr and --every are for sharpness, not {}", command);
+    if (!(o.gd_lr > 0) || !(o.adam_lr > 0) || !std::isfinite(o.gd_lr) || !std::isfinite(o.adam_lr))
+      refuse("--lr and --adam-lr must be positive, got {} and {}", o.gd_lr, o.adam_lr);
+    if (o.sharpness_every < 1) refuse("--every must be positive, got {}", o.sharpness_every);
     if (o.distances.empty()) refuse("--distances: give at least one distance");
     for (std::int64_t k : o.distances)
       if (k < 1 || k > 63) refuse("--distances: {} is not between 1 and 63 (sequences are 64 tokens long)", k);
@@ -114,8 +127,8 @@ int main(int argc, char** argv) {
             {.vocab_size = 128, .block_size = 32, .n_layer = 2, .n_head = 1, .n_embd = 256}, o.batch));
     ag::examples::check_output_dir("--out", o.out, {});
     // The experiments on text read it when they get to it; too short a text is refused now.
-    static const std::set<std::string> on_text{"baselines", "scaling",    "causal",       "mask-fill",
-                                               "heads",     "importance", "bidirectional", "precision"};
+    static const std::set<std::string> on_text{"baselines",  "scaling",       "causal",    "mask-fill", "heads",
+                                               "importance", "bidirectional", "precision", "sharpness"};
     if (!on_text.count(command) && (vm.count("corpus") || !vm["corpus-chars"].defaulted()))
       refuse("{} does not read text: --corpus and --corpus-chars are for {}", command, fmt::join(on_text, ", "));
     if (on_text.count(command)) load_text(o);

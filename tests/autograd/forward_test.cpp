@@ -784,5 +784,47 @@ TEST(HvpForwardOverReverse, AWholeGptEqualsReverseOverReverse) {
     }
 }
 
+// ag::hvp over a model's parameters: the same products as reverse over reverse, the parameters
+// left as they were, zeros for a parameter the loss does not reach, and bad calls refused.
+TEST(HvpForwardOverReverse, OverAModelsParametersLeavesThemAsTheyWere) {
+  Generator gen(45);
+  Tensor ids = from_vector<std::int64_t>({1, 4, 0, 2, 3, 3}, {2, 3});
+  Tensor targets = from_vector<std::int64_t>({4, 0, 2, 1, 3, 0}, {2, 3});
+  nn::GPT model(small_gpt(nn::NormKind::Layer), gen);
+  model.to(kFloat64);
+  std::vector<Tensor> params = model.parameters(), v, before;
+  for (const Tensor& p : params) v.push_back(randn(p.shape(), gen, kFloat64)), before.push_back(p.detach().clone());
+  Tensor unused = randn({3}, gen, kFloat64).requires_grad_();
+  std::vector<Tensor> with_unused = params, v_with_unused = v;
+  with_unused.push_back(unused), v_with_unused.push_back(ones({3}, kFloat64));
+
+  std::vector<Tensor> hv = hvp([&] { return model.loss(ids, targets); }, with_unused, v_with_unused);
+  std::vector<Tensor> g = grad({model.loss(ids, targets)}, params, {}, {.create_graph = true});
+  std::vector<Tensor> expected = grad(g, params, v);
+  ASSERT_EQ(hv.size(), params.size() + 1);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(all_close(hv[i], expected[i], 1e-12)) << "parameter " << i;
+    EXPECT_FALSE(hv[i].requires_grad()) << "parameter " << i;
+    EXPECT_TRUE(all_close(params[i], before[i], 0.0)) << "parameter " << i << " moved";
+    EXPECT_FALSE(params[i].grad().defined()) << "parameter " << i << " was given a gradient";
+  }
+  EXPECT_TRUE(all_close(hv.back(), zeros({3}, kFloat64), 0.0)) << "a parameter the loss does not reach";
+  EXPECT_FALSE(fwad::is_active()) << "the level hvp opened is still live";
+
+  auto loss = [&] { return model.loss(ids, targets); };
+  std::vector<Tensor> short_v(v.begin(), v.end() - 1), wrong_shape = v;
+  wrong_shape[0] = zeros({7}, kFloat64);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { hvp(loss, params, short_v); },
+                                                 "hvp: got " + std::to_string(params.size()) + " parameters"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { hvp(loss, params, wrong_shape); },
+                                                 "hvp: direction 0 is float64 with shape [7]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { hvp([&] { return model.forward(ids); }, params, v); },
+                                                 "hvp: loss() must return one element"));
+  Tensor frozen = params[0].detach();
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { hvp(loss, {frozen}, {v[0]}); }, "hvp: parameter 0 (shape"));
+  fwad::DualLevel live;
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { hvp(loss, params, v); }, "levels do not nest"));
+}
+
 }  // namespace
 }  // namespace ag

@@ -581,7 +581,8 @@ TEST(Functional, CrossEntropyHessianIsDiagPMinusPPTOverN) {
 
 TEST(Functional, GeluSecondDerivativeIsPhiTimesTwoMinusXSquared) {
   Tensor x = tensor({-3.0, -1.1, -0.2, 0.0, 0.4, 1.3, 2.5}, {7}, kFloat64);
-  for (auto* route : {&hvp, &hvp_reverse_over_reverse})
+  using Route = Tensor (*)(const FunctionOfTensor&, const Tensor&, const Tensor&);
+  for (Route route : std::array<Route, 2>{&hvp, &hvp_reverse_over_reverse})
     for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
       KernelGuard guard(k);
       // GELU acts elementwise, so its Hessian is diagonal and H 1 is the second derivative.
@@ -590,7 +591,8 @@ TEST(Functional, GeluSecondDerivativeIsPhiTimesTwoMinusXSquared) {
       for (std::size_t i = 0; i < xs.size(); ++i) {
         double phi = std::exp(-xs[i] * xs[i] / 2) / std::sqrt(2 * std::numbers::pi);
         EXPECT_NEAR(got[i], phi * (2 - xs[i] * xs[i]), 1e-12)
-            << kernels_name(k) << " x = " << xs[i] << (route == &hvp ? ", hvp" : ", reverse over reverse");
+            << kernels_name(k) << " x = " << xs[i]
+            << (route == static_cast<Route>(&hvp) ? ", hvp" : ", reverse over reverse");
       }
     }
 }
