@@ -10,6 +10,7 @@
 //   experiments heads       multi-head against single-head attention at the same width
 //   experiments importance  attention weights against gradient and leave-one-out importance
 //   experiments precision   what bf16 costs each step of attention, and a Mini-GPT trained with it
+//   experiments sharpness   the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr
 //
 // docs/experiments.md has the measured tables and what each does and does not show.
 #include <boost/program_options.hpp>
