@@ -123,8 +123,10 @@ Run train_and_measure(const Text& text, const ag::data::TextDataset::Batch& data
   auto measure = [&](std::int64_t step, double loss) {
     ag::NoGradGuard no_grad;
     TopEigen e;
+    // The first measurement starts from a random vector, the others from the last one's.
+    int n = run.steps.empty() ? 5 * iterations : iterations;
     if (!adamw) {
-      e = top_eigenvalue(hessian_times, u, iterations);
+      e = top_eigenvalue(hessian_times, u, n);
     } else {
       // s = P^(-1/2): the eigenvalues of P⁻¹H are those of the symmetric s H s.
       std::vector<ag::nn::NamedTensor> state = adam->state();
@@ -140,7 +142,7 @@ Run train_and_measure(const Text& text, const ag::data::TextDataset::Batch& data
       for (std::size_t i = 0; i < s.size(); ++i)
         if (!s[i].defined())
           throw std::logic_error("sharpness: AdamW has no second moment for parameter " + std::to_string(i));
-      e = top_eigenvalue([&](const Params& x) { return times(s, hessian_times(times(s, x))); }, u, iterations);
+      e = top_eigenvalue([&](const Params& x) { return times(s, hessian_times(times(s, x))); }, u, n);
     }
     run.steps.push_back(static_cast<double>(step));
     run.sharpness.push_back(e.value);
@@ -231,7 +233,8 @@ int sharpness(const Options& o) {
               rows);
   fmt::print(
       "\nλ: the largest eigenvalue of H (gradient descent) or of P⁻¹H (AdamW), {} power iterations on ag::hvp per\n"
-      "measurement; residual |A u - λ u| / λ at the last one. threshold: 2/lr, or (2 + 2 β1) / ((1 - β1) lr) for "
+      "measurement from the last one's vector (5 times as many for the first, from a random one); residual\n"
+      "|A u - λ u| / λ at the last one. threshold: 2/lr, or (2 + 2 β1) / ((1 - β1) lr) for "
       "AdamW.\n\n",
       kIterations);
 
