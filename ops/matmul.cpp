@@ -92,64 +92,106 @@ Tensor batched_gemm(Products products, const Tensor& a, bool trans_a, const Tens
   return c;
 }
 
-// dA = dC B^T and dB = A^T dC, each summed over the batch dims its operand was broadcast along.
-// `products` keeps, under autocast, the bf16 copies of the operands that are parameters.
-std::vector<Tensor> matmul_backward(const Products& products, const Tensor& dc, const Tensor& a, const Tensor& b,
-                                    const std::vector<bool>& need) {
+// The gradients of C = op_a(A) op_b(B), where op_a transposes A's last two dims when ta is set
+// (op_b likewise), by `product(x, tx, y, ty)` = op(x) op(y): a BLAS call outside the graph (the
+// fast backward) or matmul_transposed (the composed one, which can be differentiated again).
+//
+//   d op_a(A) = dC op_b(B)^T        d op_b(B) = op_a(A)^T dC
+//
+// and so, for A and B as stored, with no transpose ever copied:
+//
+//   dA = dC op_b(B)^T = product(dC, no, B, !tb)      when A is read as is
+//   dA = op_b(B) dC^T = product(B, tb, dC, yes)      when A is read transposed
+//   dB = op_a(A)^T dC = product(A, !ta, dC, no)      when B is read as is
+//   dB = dC^T op_a(A) = product(dC, yes, A, ta)      when B is read transposed
+//
+// each summed over the batch dims its operand was broadcast along. When B is one 2-D matrix
+// shared by a batch of A's read as is, the batch sum is a single product over the stacked rows:
+// A_flat [batch*M, K] and dC_flat [batch*M, N] (the same elements in the same order, so a kept
+// bf16 copy of A reads as A_flat too).
+template <class Product>
+std::vector<Tensor> product_backward(Product&& product, const Tensor& dc, const Tensor& a, bool ta, const Tensor& b,
+                                     bool tb, const std::vector<bool>& need) {
   Tensor da, db;
-  if (need[0]) da = sum_to(batched_gemm(products, dc, false, b, true), a.shape());
-  // When B is one [K, N] matrix shared by a batch of A's, the batch sum is a single GEMM over
-  // the stacked rows: dB = A_flat^T dC_flat with A_flat [batch*M, K] (the same elements in the
-  // same order, so a kept copy of A reads as A_flat too).
-  if (need[1] && b.dim() == 2) {
-    std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
-    db = batched_gemm(products, a.reshape({rows, a.shape().back()}), true, dc.reshape({rows, b.shape().back()}), false);
-  } else if (need[1]) {
-    db = sum_to(batched_gemm(products, a, true, dc, false), b.shape());
+  if (need[0]) da = sum_to(ta ? product(b, tb, dc, true) : product(dc, false, b, !tb), a.shape());
+  if (need[1]) {
+    Tensor x = a, g = dc;
+    if (b.dim() == 2 && !ta) {
+      std::int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));  // batch * M
+      x = a.reshape({rows, a.shape().back()});
+      g = dc.reshape({rows, dc.shape().back()});
+    }
+    db = sum_to(tb ? product(g, true, x, ta) : product(x, !ta, g, false), b.shape());
   }
   return {da, db};
+}
+
+Shape operand_shape(const Tensor& t, bool transposed) {
+  Shape s = t.shape();
+  if (transposed) std::swap(s[s.size() - 2], s[s.size() - 1]);
+  return s;
+}
+
+// op_a(a) @ op_b(b), routed: one kernel (batched_gemm), its fast backward, the same formula
+// composed of matmul_transposed under create_graph, and the tangent rule.
+Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  // A parameter's bf16 copy is kept for backward, which may run after autocast has ended: one
+  // rounding per parameter per step; an activation is rounded again there.
+  RoutedOp op{.name = "matmul", .bf16_products = true, .inputs = {a, b}};
+  op.fast = [&](Products products) {
+    products.keep(a).keep(b);
+    Tensor c = batched_gemm(products, a, ta, b, tb);
+    auto backward = [products = products.parameters_only(), a, ta, b, tb](const Tensor& dc,
+                                                                          const std::vector<bool>& need) {
+      auto gemm = [&](const Tensor& x, bool tx, const Tensor& y, bool ty) {
+        return batched_gemm(products, x, tx, y, ty);
+      };
+      return product_backward(gemm, dc, a, ta, b, tb, need);
+    };
+    return FastRun{c, backward, Saved{a, b}};
+  };
+  op.composed = [ta, tb](const std::vector<Tensor>& in, const Tensor& dc, const std::vector<bool>& need) {
+    return product_backward(matmul_transposed, dc, in[0], ta, in[1], tb, need);
+  };
+  // C = op(A) op(B):  Ċ = op(Ȧ) op(B) + op(A) op(Ḃ)
+  op.tangent = [ta, tb](const std::vector<Tensor>& in, const std::vector<Tensor>& t) {
+    if (!t[1].defined()) return matmul_transposed(t[0], ta, in[1], tb);
+    if (!t[0].defined()) return matmul_transposed(in[0], ta, t[1], tb);
+    return matmul_transposed(t[0], ta, in[1], tb) + matmul_transposed(in[0], ta, t[1], tb);
+  };
+  return route(op).output;
+}
+
+void check_product(const char* op, const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  check_same_floating(op, a, b);
+  if (a.dim() < 2 || b.dim() < 2)
+    throw_invalid(op, "shapes {} and {}: both need at least 2 dims (unsqueeze a vector first)", shape_str(a.shape()),
+                  shape_str(b.shape()));
+  Shape sa = operand_shape(a, ta), sb = operand_shape(b, tb);
+  auto read = [](const Tensor& t, bool transposed) {
+    return transposed ? shape_str(t.shape()) + " read transposed" : shape_str(t.shape());
+  };
+  if (sa.back() != sb[sb.size() - 2])
+    throw_invalid(op, "shapes {} and {}: inner dimensions {} and {} differ", read(a, ta), read(b, tb), sa.back(),
+                  sb[sb.size() - 2]);
+  try {
+    broadcast_shapes(op, batch_of(sa), batch_of(sb));
+  } catch (const std::invalid_argument&) {
+    throw_invalid(op, "shapes {} and {}: batch dims {} and {} cannot be broadcast", shape_str(a.shape()),
+                  shape_str(b.shape()), shape_str(batch_of(sa)), shape_str(batch_of(sb)));
+  }
 }
 
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_same_floating("matmul", a, b);
-  if (a.dim() < 2 || b.dim() < 2)
-    throw_invalid("matmul", "shapes {} and {}: both need at least 2 dims (unsqueeze a vector first)",
-                  shape_str(a.shape()), shape_str(b.shape()));
-  if (a.shape().back() != b.shape()[b.shape().size() - 2])
-    throw_invalid("matmul", "shapes {} and {}: inner dimensions {} and {} differ", shape_str(a.shape()),
-                  shape_str(b.shape()), a.shape().back(), b.shape()[b.shape().size() - 2]);
-  try {
-    broadcast_shapes("matmul", batch_of(a.shape()), batch_of(b.shape()));
-  } catch (const std::invalid_argument&) {
-    throw_invalid("matmul", "shapes {} and {}: batch dims {} and {} cannot be broadcast", shape_str(a.shape()),
-                  shape_str(b.shape()), shape_str(batch_of(a.shape())), shape_str(batch_of(b.shape())));
-  }
-  // One kernel, so no reference to switch to; under create_graph its backward is the same two
-  // products written as ops. A parameter's bf16 copy is kept for backward, which may run after
-  // autocast has ended: one rounding per parameter per step; an activation is rounded again there.
-  RoutedOp op{.name = "matmul", .bf16_products = true, .inputs = {a, b}};
-  op.fast = [&](Products products) {
-    products.keep(a).keep(b);
-    Tensor c = batched_gemm(products, a, false, b, false);
-    auto backward = [products = products.parameters_only(), a, b](const Tensor& dc, const std::vector<bool>& need) {
-      return matmul_backward(products, dc, a, b, need);
-    };
-    return FastRun{c, backward, Saved{a, b}};
-  };
-  op.composed = [](const std::vector<Tensor>& in, const Tensor& dc, const std::vector<bool>& need) {
-    const Tensor &a = in[0], &b = in[1];
-    return std::vector<Tensor>{need[0] ? sum_to(dc.matmul(b.transpose(-2, -1)), a.shape()) : Tensor(),
-                               need[1] ? sum_to(a.transpose(-2, -1).matmul(dc), b.shape()) : Tensor()};
-  };
-  // C = A B:  Ċ = Ȧ B + A Ḃ
-  op.tangent = [](const std::vector<Tensor>& in, const std::vector<Tensor>& t) {
-    if (!t[1].defined()) return t[0].matmul(in[1]);
-    if (!t[0].defined()) return in[0].matmul(t[1]);
-    return t[0].matmul(in[1]) + in[0].matmul(t[1]);
-  };
-  return route(op).output;
+  check_product("matmul", a, false, b, false);
+  return product(a, false, b, false);
+}
+
+Tensor matmul_transposed(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b) {
+  check_product("matmul_transposed", a, transpose_a, b, transpose_b);
+  return product(a, transpose_a, b, transpose_b);
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, other); }

@@ -1,6 +1,6 @@
 // Scaled dot-product attention, composed from primitive ops: the textbook formula line by line.
 //
-//   S = scale Q K^T                        [B, H, Tq, Tk]   matmul with k's last two dims swapped
+//   S = scale Q K^T                        [B, H, Tq, Tk]   matmul_transposed: k read transposed
 //   S_ij = -inf where i may not see j      masked_fill; causal adds causal_mask(Tq, Tk)
 //                                          (masked_score, -inf unless an experiment says otherwise)
 //   P = softmax(S) over the keys           a fully masked row gives zeros (ops/softmax.h)
@@ -12,6 +12,7 @@
 #include "../binary.h"
 #include "../kernels.h"
 #include "../masking.h"
+#include "../matmul.h"
 #include "../shape.h"
 #include "../softmax.h"
 #include "reference.h"
@@ -21,7 +22,7 @@ namespace ag::reference {
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                              bool causal, double scale, double masked_score) {
   count_call("scaled_dot_product_attention");
-  Tensor scores = q.matmul(k.transpose(-2, -1)) * scale;  // [B, H, Tq, Tk]
+  Tensor scores = matmul_transposed(q, false, k, true) * scale;  // [B, H, Tq, Tk]
   Tensor allowed = attn_mask;                             // true = may attend
   if (causal) {
     Tensor future_hidden = causal_mask(q.size(2), k.size(2));

@@ -1,7 +1,8 @@
 // linear and the MLP's GELU, composed from primitive ops.
 //
 //   linear:  y = x W^T + b           x: [..., in]   W: [out, in]   b: [out]   y: [..., out]
-//   The backward is matmul's and add's (ops/matmul.cpp, ops/binary.cpp):
+//   x W^T is matmul_transposed (W read transposed, never copied); the backward is its and add's
+//   (ops/matmul.cpp, ops/binary.cpp):
 //     dx = dy W,   dW = dy^T x (summed over every leading dim),   db = dy summed the same way
 //
 //   GELU(x) = x Phi(x),  Phi the standard normal CDF:
@@ -23,7 +24,7 @@ namespace ag::reference {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   count_call("linear");
   Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x;  // matmul wants a matrix: [in] -> [1, in]
-  Tensor y = rows.matmul(weight.transpose(0, 1));   // [..., in] @ [in, out]
+  Tensor y = matmul_transposed(rows, false, weight, true);  // [..., in] @ [in, out]: W read transposed
   if (bias.defined()) y = y + bias;                 // b broadcasts over the rows
   return x.dim() == 1 ? y.squeeze(0) : y;
 }

@@ -327,6 +327,26 @@ TEST(Autocast, Float64NeverAutocastsAndGradcheckPasses) {
       {q, k, v}));
 }
 
+// The reference kernels' linear reads W transposed where it lies (matmul_transposed), so there
+// too each weight is the parameter itself, cast once per step however often it is used.
+TEST(Autocast, TheReferenceLinearCastsEachWeightOncePerStep) {
+  SKIP_WITHOUT_BF16();
+  KernelGuard reference(Kernels::Reference);
+  Generator gen(16);
+  nn::Linear first(8, 16), second(16, 8);
+  optim::SGD sgd(first.parameters(), {.lr = 0.1});
+  Tensor x = randn({5, 8}, gen);
+  for (int step = 0; step < 2; ++step) {
+    std::int64_t before = detail::autocast_casts();
+    AutocastGuard autocast;
+    Tensor y = second.forward(first.forward(second.forward(first.forward(x))));  // each weight used twice
+    (y * y).mean().backward();
+    EXPECT_EQ(detail::autocast_casts() - before, 2) << "step " << step;
+    sgd.step();
+    sgd.zero_grad();
+  }
+}
+
 // A parameter is rounded once per version: forward and backward of a model that uses each
 // weight twice cast each once; an optimizer step (a new version) casts again, once.
 TEST(Autocast, EachParameterIsCastOncePerStep) {

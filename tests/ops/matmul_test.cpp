@@ -116,5 +116,72 @@ TEST(Matmul, Errors) {
       "matmul: expected a float32 or float64 tensor, got int64"));
 }
 
+// --- matmul_transposed: op(A) @ op(B), the transposes read by BLAS, never copied -----------------
+
+// t with its last two dims swapped, copied: the independent way to build op(t).
+Tensor swapped(const Tensor& t, bool transposed) { return transposed ? t.transpose(-2, -1) : t; }
+
+// Operand shapes as stored, for op(A) [.., M, K] and op(B) [.., K, N] with M = 3, K = 4, N = 2,
+// in every batch arrangement of the Gradcheck cases above.
+std::vector<std::pair<Shape, Shape>> transposed_cases(bool ta, bool tb) {
+  auto stored = [](Shape s, bool t) {
+    if (t) std::swap(s[s.size() - 2], s[s.size() - 1]);
+    return s;
+  };
+  std::vector<std::pair<Shape, Shape>> logical = {
+      {{3, 4}, {4, 2}}, {{2, 3, 4}, {4, 2}}, {{3, 4}, {2, 4, 2}}, {{2, 3, 4}, {2, 4, 2}}, {{2, 1, 3, 4}, {1, 3, 4, 2}},
+  };
+  std::vector<std::pair<Shape, Shape>> out;
+  for (auto [a, b] : logical) out.push_back({stored(a, ta), stored(b, tb)});
+  return out;
+}
+
+TEST(MatmulTransposed, EqualsMatmulOfTheCopiedTransposesAndItsGradients) {
+  Generator gen(11);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [sa, sb] : transposed_cases(ta, tb)) {
+        SCOPED_TRACE(shape_str(sa) + (ta ? "^T" : "") + " @ " + shape_str(sb) + (tb ? "^T" : ""));
+        Tensor a = normal_leaf(sa, gen), b = normal_leaf(sb, gen);
+        Tensor c = matmul_transposed(a, ta, b, tb);
+        Tensor expected = naive_matmul(swapped(a, ta), swapped(b, tb));
+        EXPECT_TRUE(all_close(c, expected, 1e-12));
+        // The gradients against those of matmul on the copied transposes (the chain rule
+        // through transpose), for one random upstream gradient.
+        Tensor g = randn(c.shape(), gen, kFloat64);
+        std::vector<Tensor> got = grad({c}, {a, b}, {g});
+        std::vector<Tensor> want = grad({swapped(a, ta).matmul(swapped(b, tb))}, {a, b}, {g});
+        EXPECT_TRUE(all_close(got[0], want[0], 1e-12));
+        EXPECT_TRUE(all_close(got[1], want[1], 1e-12));
+      }
+}
+
+// Both modes and the second derivative (its backward is made of matmul_transposed, so the
+// double backward runs it with the other flags), over odd shapes and every flag.
+TEST(MatmulTransposed, GradcheckForwardAndSecondOrder) {
+  Generator gen(12);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [sa, sb] : transposed_cases(ta, tb)) {
+        SCOPED_TRACE(shape_str(sa) + (ta ? "^T" : "") + " @ " + shape_str(sb) + (tb ? "^T" : ""));
+        Tensor a = normal_leaf(sa, gen), b = normal_leaf(sb, gen);
+        auto f = [ta, tb](const std::vector<Tensor>& in) { return matmul_transposed(in[0], ta, in[1], tb); };
+        EXPECT_TRUE(testing::gradcheck(f, {a, b}, {.check_forward_ad = true}));
+        EXPECT_TRUE(testing::gradgradcheck(f, {a, b}));
+      }
+}
+
+TEST(MatmulTransposed, ErrorsNameTheOperandsAsRead) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { matmul_transposed(ones({2, 3}), false, ones({3, 4}), true); },
+      "matmul_transposed: shapes [2, 3] and [3, 4] read transposed: inner dimensions 3 and 4 differ"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { matmul_transposed(ones({3}), true, ones({3, 4}), false); },
+      "matmul_transposed: shapes [3] and [3, 4]: both need at least 2 dims"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { matmul_transposed(ones({2, 3, 2}), true, ones({3, 3, 4}), false); },
+      "matmul_transposed: shapes [2, 3, 2] and [3, 3, 4]: batch dims [2] and [3] cannot be broadcast"));
+}
+
 }  // namespace
 }  // namespace ag
