@@ -327,43 +327,28 @@ TEST(Autocast, Float64NeverAutocastsAndGradcheckPasses) {
       {q, k, v}));
 }
 
-// The reference kernels' linear reads W transposed where it lies (matmul_transposed), so there
-// too each weight is the parameter itself, cast once per step however often it is used.
-TEST(Autocast, TheReferenceLinearCastsEachWeightOncePerStep) {
-  SKIP_WITHOUT_BF16();
-  KernelGuard reference(Kernels::Reference);
-  Generator gen(16);
-  nn::Linear first(8, 16), second(16, 8);
-  optim::SGD sgd(first.parameters(), {.lr = 0.1});
-  Tensor x = randn({5, 8}, gen);
-  for (int step = 0; step < 2; ++step) {
-    std::int64_t before = detail::autocast_casts();
-    AutocastGuard autocast;
-    Tensor y = second.forward(first.forward(second.forward(first.forward(x))));  // each weight used twice
-    (y * y).mean().backward();
-    EXPECT_EQ(detail::autocast_casts() - before, 2) << "step " << step;
-    sgd.step();
-    sgd.zero_grad();
-  }
-}
-
 // A parameter is rounded once per version: forward and backward of a model that uses each
-// weight twice cast each once; an optimizer step (a new version) casts again, once.
+// weight twice cast each once; an optimizer step (a new version) casts again, once. The same
+// under the reference kernels, whose linear reads W transposed where it lies
+// (matmul_transposed), so that there too the weight is the parameter itself.
 TEST(Autocast, EachParameterIsCastOncePerStep) {
   SKIP_WITHOUT_BF16();
   Generator gen(15);
   nn::Linear first(8, 16), second(16, 8);
   optim::SGD sgd(first.parameters(), {.lr = 0.1});
   Tensor x = randn({5, 8}, gen);
-  for (int step = 0; step < 3; ++step) {
-    std::int64_t before = detail::autocast_casts();
-    AutocastGuard autocast;
-    Tensor h = first.forward(x);
-    Tensor y = second.forward(first.forward(second.forward(h)));  // each weight used twice
-    (y * y).mean().backward();
-    EXPECT_EQ(detail::autocast_casts() - before, 2) << "step " << step;
-    sgd.step();
-    sgd.zero_grad();
+  for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard kernels(k);
+    for (int step = 0; step < 3; ++step) {
+      std::int64_t before = detail::autocast_casts();
+      AutocastGuard autocast;
+      Tensor h = first.forward(x);
+      Tensor y = second.forward(first.forward(second.forward(h)));  // each weight used twice
+      (y * y).mean().backward();
+      EXPECT_EQ(detail::autocast_casts() - before, 2) << kernels_name(k) << ", step " << step;
+      sgd.step();
+      sgd.zero_grad();
+    }
   }
   // A parameter multiplied by matmul, twice, with backward after the guard (and so its cache)
   // has ended: the forward's copy is kept for backward, which reads it for the gradient of the

@@ -121,9 +121,10 @@ TEST(Matmul, Errors) {
 // t with its last two dims swapped, copied: the independent way to build op(t).
 Tensor swapped(const Tensor& t, bool transposed) { return transposed ? t.transpose(-2, -1) : t; }
 
-// Operand shapes as stored, for op(A) [.., M, K] and op(B) [.., K, N] with M = 3, K = 4, N = 2,
-// in every batch arrangement of the Gradcheck cases above.
-std::vector<std::pair<Shape, Shape>> transposed_cases(bool ta, bool tb) {
+// Calls check(a, ta, b, tb) for every pair of flags and every batch arrangement of the Gradcheck
+// cases above, op(A) [.., 3, 4] and op(B) [.., 4, 2], with a and b float64 leaves as stored.
+template <class Check>
+void for_each_transposed_case(Generator& gen, Check&& check) {
   auto stored = [](Shape s, bool t) {
     if (t) std::swap(s[s.size() - 2], s[s.size() - 1]);
     return s;
@@ -131,44 +132,39 @@ std::vector<std::pair<Shape, Shape>> transposed_cases(bool ta, bool tb) {
   std::vector<std::pair<Shape, Shape>> logical = {
       {{3, 4}, {4, 2}}, {{2, 3, 4}, {4, 2}}, {{3, 4}, {2, 4, 2}}, {{2, 3, 4}, {2, 4, 2}}, {{2, 1, 3, 4}, {1, 3, 4, 2}},
   };
-  std::vector<std::pair<Shape, Shape>> out;
-  for (auto [a, b] : logical) out.push_back({stored(a, ta), stored(b, tb)});
-  return out;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [la, lb] : logical) {
+        Shape sa = stored(la, ta), sb = stored(lb, tb);
+        SCOPED_TRACE(shape_str(sa) + (ta ? "^T" : "") + " @ " + shape_str(sb) + (tb ? "^T" : ""));
+        check(normal_leaf(sa, gen), ta, normal_leaf(sb, gen), tb);
+      }
 }
 
 TEST(MatmulTransposed, EqualsMatmulOfTheCopiedTransposesAndItsGradients) {
   Generator gen(11);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (auto [sa, sb] : transposed_cases(ta, tb)) {
-        SCOPED_TRACE(shape_str(sa) + (ta ? "^T" : "") + " @ " + shape_str(sb) + (tb ? "^T" : ""));
-        Tensor a = normal_leaf(sa, gen), b = normal_leaf(sb, gen);
-        Tensor c = matmul_transposed(a, ta, b, tb);
-        Tensor expected = naive_matmul(swapped(a, ta), swapped(b, tb));
-        EXPECT_TRUE(all_close(c, expected, 1e-12));
-        // The gradients against those of matmul on the copied transposes (the chain rule
-        // through transpose), for one random upstream gradient.
-        Tensor g = randn(c.shape(), gen, kFloat64);
-        std::vector<Tensor> got = grad({c}, {a, b}, {g});
-        std::vector<Tensor> want = grad({swapped(a, ta).matmul(swapped(b, tb))}, {a, b}, {g});
-        EXPECT_TRUE(all_close(got[0], want[0], 1e-12));
-        EXPECT_TRUE(all_close(got[1], want[1], 1e-12));
-      }
+  for_each_transposed_case(gen, [&](const Tensor& a, bool ta, const Tensor& b, bool tb) {
+    Tensor c = matmul_transposed(a, ta, b, tb);
+    EXPECT_TRUE(all_close(c, naive_matmul(swapped(a, ta), swapped(b, tb)), 1e-12));
+    // The gradients against those of matmul on the copied transposes (the chain rule through
+    // transpose), for one random upstream gradient.
+    Tensor g = randn(c.shape(), gen, kFloat64);
+    std::vector<Tensor> got = grad({c}, {a, b}, {g});
+    std::vector<Tensor> want = grad({swapped(a, ta).matmul(swapped(b, tb))}, {a, b}, {g});
+    EXPECT_TRUE(all_close(got[0], want[0], 1e-12));
+    EXPECT_TRUE(all_close(got[1], want[1], 1e-12));
+  });
 }
 
 // Both modes and the second derivative (its backward is made of matmul_transposed, so the
 // double backward runs it with the other flags), over odd shapes and every flag.
 TEST(MatmulTransposed, GradcheckForwardAndSecondOrder) {
   Generator gen(12);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (auto [sa, sb] : transposed_cases(ta, tb)) {
-        SCOPED_TRACE(shape_str(sa) + (ta ? "^T" : "") + " @ " + shape_str(sb) + (tb ? "^T" : ""));
-        Tensor a = normal_leaf(sa, gen), b = normal_leaf(sb, gen);
-        auto f = [ta, tb](const std::vector<Tensor>& in) { return matmul_transposed(in[0], ta, in[1], tb); };
-        EXPECT_TRUE(testing::gradcheck(f, {a, b}, {.check_forward_ad = true}));
-        EXPECT_TRUE(testing::gradgradcheck(f, {a, b}));
-      }
+  for_each_transposed_case(gen, [](const Tensor& a, bool ta, const Tensor& b, bool tb) {
+    auto f = [ta, tb](const std::vector<Tensor>& in) { return matmul_transposed(in[0], ta, in[1], tb); };
+    EXPECT_TRUE(testing::gradcheck(f, {a, b}, {.check_forward_ad = true}));
+    EXPECT_TRUE(testing::gradgradcheck(f, {a, b}));
+  });
 }
 
 TEST(MatmulTransposed, ErrorsNameTheOperandsAsRead) {
