@@ -13,7 +13,7 @@
 //
 // This experiment trains the experiments' small Mini-GPT full-batch on a fixed set of windows,
 // with plain gradient descent and with AdamW, each with and without the 1/sqrt(d_k) of the
-// attention scores, and every --sharpness-every steps measures λ (of H, or of P⁻¹H for AdamW)
+// attention scores, and every --every steps measures λ (of H, or of P⁻¹H for AdamW)
 // by power iteration on Hessian-vector products (ag::hvp, forward over reverse).
 #include <cmath>
 #include <filesystem>
@@ -84,8 +84,8 @@ TopEigen top_eigenvalue(const std::function<Params(const Params&)>& apply, Param
 
 struct Run {
   std::string label;
-  std::vector<double> steps, sharpness, loss_at;  // at each measurement
-  std::vector<double> loss;                       // every step
+  std::vector<double> steps, sharpness;  // at each measurement
+  std::vector<double> loss;              // every step
   double threshold = 0;                           // 2/η, or 38/η for AdamW
   double last_residual = 0;
   bool diverged = false;  // the loss stopped being finite
@@ -120,7 +120,7 @@ Run train_and_measure(const Text& text, const ag::data::TextDataset::Batch& data
   ag::Generator start_gen(o.seed + 300);
   for (const Tensor& p : params) u.push_back(ag::randn(p.shape(), start_gen, p.dtype()));
   auto hessian_times = [&](const Params& v) { return ag::hvp([&] { return model.loss(data.x, data.y); }, params, v); };
-  auto measure = [&](std::int64_t step, double loss) {
+  auto measure = [&](std::int64_t step) {
     ag::NoGradGuard no_grad;
     TopEigen e;
     // The first measurement starts from a random vector, the others from the last one's.
@@ -146,7 +146,6 @@ Run train_and_measure(const Text& text, const ag::data::TextDataset::Batch& data
     }
     run.steps.push_back(static_cast<double>(step));
     run.sharpness.push_back(e.value);
-    run.loss_at.push_back(loss);
     run.last_residual = e.residual;
   };
 
@@ -158,11 +157,11 @@ Run train_and_measure(const Text& text, const ag::data::TextDataset::Batch& data
       run.diverged = true, run.diverged_at = step;
       break;
     }
-    if (!adamw && step % every == 0) measure(step, l);
+    if (!adamw && step % every == 0) measure(step);
     opt.zero_grad();
     loss.backward();
     opt.step();
-    if (adamw && ((step + 1) % every == 0 || step + 1 == o.steps)) measure(step + 1, l);
+    if (adamw && ((step + 1) % every == 0 || step + 1 == o.steps)) measure(step + 1);
     run.loss.push_back(l);
     bar.update(
         step + 1, (step + 1) * data.x.numel(),
@@ -170,7 +169,7 @@ Run train_and_measure(const Text& text, const ag::data::TextDataset::Batch& data
   }
   if (!adamw && !run.diverged && o.steps % every != 0) {  // and where the last step landed
     double l = model.loss(data.x, data.y).item();
-    if (std::isfinite(l)) measure(o.steps, l);
+    if (std::isfinite(l)) measure(o.steps);
   }
   bar.finish();
   return run;
