@@ -2,11 +2,123 @@
 // for the ops with two kernels.
 #include "route.h"
 
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
 #include "../autograd/forward.h"
 #include "../autograd/grad.h"
+#include "../autograd/grad_mode.h"
 #include "autocast.h"
+#include "shape.h"
 
 namespace ag {
+
+namespace {
+
+// An op's gradients under create_graph (route.h, 3.), from its fused rules. The fast backward
+// computes dx_i = backward(x, dy)_i outside the graph; the wanted ones are laid end to end in one
+// tensor, the output of a node with inputs (x..., dy), and each gradient handed out is a slice of
+// it. That node's backward, for a cotangent c (one part c_i per gradient), is
+//
+//   d<c, dx>/dx = the gradients' tangents along c with dy held   (gradient_tangent)
+//   d<c, dx>/dy = J(x) c                                          (the forward rule along c)
+//
+// so a Hessian-vector product by reverse over reverse runs the fused kernels and keeps no more
+// than the first pass did (attention: the log-sum-exp, no [Tq, Tk] scores). Differentiated with
+// create_graph in turn, it falls back to `composed`, the backward as differentiable ops.
+struct GradientsInGraph {
+  std::string name;  // the node's: "<op>_backward"
+  std::vector<Tensor> inputs;
+  Saved saved;
+  BackwardFn fast;
+  ForwardFn forward;
+  GradientTangentRule gradient_tangent;
+  ComposedBackward composed;
+
+  std::vector<Tensor> operator()(const Tensor& dy, const std::vector<bool>& need) const {
+    std::vector<Tensor> grads;
+    {
+      NoGradGuard no_grad;
+      detail::ForwardRuleScope rule;  // the node below gives the gradients' tangents
+      grads = fast(dy, need);
+    }
+    grads.resize(inputs.size());
+    std::vector<std::size_t> parts;  // the gradients laid end to end, in input order
+    std::vector<Tensor> flat;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (need[i] && grads[i].defined()) {
+        parts.push_back(i);
+        flat.push_back(grads[i].reshape({grads[i].numel()}));
+      }
+    if (parts.empty()) return grads;
+    Tensor packed;
+    {
+      NoGradGuard no_grad;
+      packed = flat.size() == 1 ? flat[0] : cat(flat, 0);
+    }
+    std::vector<Tensor> node_inputs = inputs;
+    node_inputs.push_back(dy);
+    Saved node_saved = saved;
+    node_saved.push_back(dy);
+    // A packed cotangent (or tangent), one part per gradient, back into one tensor per input.
+    auto unpack = [inputs = inputs, parts](const Tensor& c) {
+      std::vector<Tensor> per_input(inputs.size());
+      std::int64_t at = 0;
+      for (std::size_t i : parts) {
+        std::int64_t n = inputs[i].numel();
+        per_input[i] = c.slice(0, at, at + n).reshape(inputs[i].shape());
+        at += n;
+      }
+      return per_input;
+    };
+    auto pack = [inputs = inputs, parts](const std::vector<Tensor>& per_input) {
+      std::vector<Tensor> flat;
+      for (std::size_t i : parts)
+        flat.push_back(per_input[i].defined() ? per_input[i].reshape({inputs[i].numel()})
+                                              : zeros({inputs[i].numel()}, inputs[i].dtype()));
+      return flat.size() == 1 ? flat[0] : cat(flat, 0);
+    };
+    BackwardFn second = [self = *this, unpack, dy](const Tensor& c, const std::vector<bool>& need2) {
+      std::vector<Tensor> directions = unpack(c);
+      std::size_t n = self.inputs.size();
+      std::vector<Tensor> out(n + 1);
+      std::vector<bool> need_x(need2.begin(), need2.begin() + static_cast<std::ptrdiff_t>(n));
+      if (std::find(need_x.begin(), need_x.end(), true) != need_x.end()) {
+        std::vector<Tensor> t = self.gradient_tangent(dy, Tensor(), directions, need_x);
+        t.resize(n);
+        for (std::size_t i = 0; i < n; ++i)
+          if (need_x[i]) out[i] = t[i].defined() ? t[i] : zeros_like(self.inputs[i]);
+      }
+      if (need2[n]) {
+        Tensor jc = self.forward(directions);
+        out[n] = jc.defined() ? jc : zeros_like(dy);
+      }
+      return out;
+    };
+    BackwardFn second_composed = [self = *this, need, pack, node_inputs](const Tensor& c,
+                                                                         const std::vector<bool>& need2) {
+      auto backward_of = [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> x(in.begin(), in.end() - 1);
+        return pack(self.composed(x, in.back(), need));
+      };
+      return detail::backward_by_composition(backward_of, node_inputs, c, need2);
+    };
+    ForwardFn packed_tangent = [self = *this, dy, pack, need](const std::vector<Tensor>& t) {
+      std::vector<Tensor> input_t(t.begin(), t.end() - 1);
+      return pack(self.gradient_tangent(dy, t.back(), input_t, need));
+    };
+    Tensor node = record(name, packed, node_inputs, fast_or_composed(std::move(second), std::move(second_composed)),
+                         std::move(node_saved), BackwardOrder::AnyOrder, std::move(packed_tangent));
+    std::vector<Tensor> out = unpack(node);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (!out[i].defined()) out[i] = grads[i];
+    return out;
+  }
+};
+
+}  // namespace
 
 Routed route(const RoutedOp& op) {
   // 1. The kernel switch: the reference builds its own graph from its ops, and its aside (the
@@ -46,9 +158,26 @@ Routed route(const RoutedOp& op) {
       return detail::jvp_by_composition([&](const std::vector<Tensor>& in) { return reference(in).output; }, inputs,
                                         t);
     };
-  Tensor output = record(op.name, run.output, op.inputs, fast_or_composed(std::move(run.backward), std::move(by_ops)),
+  // With the gradients' tangents, create_graph records the fused gradients as one node (3.).
+  if (run.gradient_tangent)
+    by_ops = GradientsInGraph{fmt::format("{}_backward", op.name),
+                              op.inputs,
+                              saved,
+                              run.backward,
+                              forward,
+                              run.gradient_tangent,
+                              composed};
+  Tensor output = record(op.name, run.output, op.inputs, fast_or_composed(run.backward, std::move(by_ops)),
                          std::move(saved), BackwardOrder::AnyOrder, std::move(forward));
-  if (run.dual_backward && output.grad_fn()) output.grad_fn()->set_dual_backward(std::move(run.dual_backward));
+  if (run.gradient_tangent && output.grad_fn())
+    output.grad_fn()->set_dual_backward(
+        [name = op.name, inputs = op.inputs, backward = run.backward, rule = run.gradient_tangent](
+            const Tensor& dy, const Tensor& dy_t, const std::vector<bool>& need) {
+          std::vector<Tensor> moving(inputs.size());
+          for (std::size_t i = 0; i < inputs.size(); ++i)
+            if (inputs[i].defined()) moving[i] = detail::live_tangent(inputs[i], name);
+          return DualGrads{backward(dy, need), rule(dy, dy_t, moving, need)};
+        });
   return {output, run.aside};
 }
 

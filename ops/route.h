@@ -22,9 +22,12 @@
 //      set_reference_ops, the reference runs instead, and its own ops build the graph;
 //   2. autocast (ops/autocast.h): a float32 op whose products may be bf16 gets Products::bf16()
 //      while autocast is on, every other op the BLAS policy (ops/products.h);
-//   3. create_graph (autograd/grad.h): a backward pass that builds a graph runs the chain rule
-//      through the reference (or the op's own composed backward) instead of the fast backward,
-//      so that the gradient can be differentiated again;
+//   3. create_graph (autograd/grad.h): a backward pass that builds a graph needs gradients that
+//      can be differentiated again. An op whose fast run has a forward rule and its gradients'
+//      tangents (FastRun::gradient_tangent) computes them with the fast backward and records
+//      them as one node whose own backward is those two rules; any other op runs the chain rule
+//      through the reference (or its own composed backward), as that node does too when it is
+//      differentiated with create_graph in turn (third order);
 //   4. forward mode (autograd/forward.h): when a tangent reaches the op, its tangent comes from
 //      the fast run's own rule (FastRun::tangent), else the op's (RoutedOp::tangent), else the
 //      reference's, computed by running the reference on dual inputs.
@@ -54,6 +57,22 @@ struct Routed {
   Tensor aside = {};
 };
 
+// The tangents of an op's input gradients dx_i = backward(x, dy)_i when the inputs move along
+// `input_tangents` and dy along `dy_tangent` (each undefined: it stays), for the gradients in
+// `need`: the derivative of the backward formula, one order up. It serves twice:
+//
+//   forward over reverse   the gradients' tangents in a DualLevel (node.h, DualBackwardFn);
+//   reverse over reverse   the backward of the backward. With dx = J(x)^T dy, the gradient of
+//                          <c, dx> is d/dy = J(x) c (the forward rule along c) and d/dx = the
+//                          tangent of dx along c with dy held (this rule, dy_tangent undefined).
+//
+// So an op with a forward rule and this one differentiates its own backward with its fused
+// kernels, and a backward pass with create_graph records one node for its gradients instead of
+// running its composition (route.cpp, gradients_in_graph).
+using GradientTangentRule = std::function<std::vector<Tensor>(const Tensor& dy, const Tensor& dy_tangent,
+                                                              const std::vector<Tensor>& input_tangents,
+                                                              const std::vector<bool>& need)>;
+
 // What the fast forward computed: the output, the backward that goes with it (the hand-derived
 // formula, run when the pass does not build a graph), the tensors that backward reads, and what
 // the op hands out beside the output.
@@ -65,9 +84,9 @@ struct FastRun {
   // The forward-mode rule that goes with this run, which may read what the run computed
   // (attention's log-sum-exp). Unset: RoutedOp::tangent, or the reference's tangent.
   ForwardFn tangent = {};
-  // Forward over reverse: the backward's tangent too (node.h, DualBackwardFn), from what the run
-  // saved and the inputs' tangents. Unset: the composed backward carries them.
-  DualBackwardFn dual_backward = {};
+  // The gradients' tangents (below). Unset: forward over reverse runs the composed backward,
+  // whose ops carry them, and a backward pass with create_graph differentiates the composition.
+  GradientTangentRule gradient_tangent = {};
 };
 
 using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,
@@ -83,8 +102,8 @@ struct RoutedOp {
   std::vector<Tensor> inputs = {};      // as passed: the node's inputs, the reference's arguments
   std::function<Routed(const std::vector<Tensor>&)> reference = {};  // the specification
   std::function<FastRun(const Products&)> fast = {};                 // the fast forward
-  // The backward under create_graph, as differentiable ops. Unset: the chain rule through
-  // `reference` (autograd/grad.h, detail::backward_by_composition).
+  // The backward as differentiable ops, for create_graph (3. above). Unset: the chain rule
+  // through `reference` (autograd/grad.h, detail::backward_by_composition).
   ComposedBackward composed = {};
   // The forward-mode rule: the output's tangent from the inputs and their tangents (undefined
   // where an input has none). Unset: the reference's tangent, by running it on dual inputs

@@ -188,16 +188,14 @@ Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tange
   return dout;
 }
 
-// Forward over reverse: the gradients, and their tangents when q, k, v and dout move, by the
-// fused kernels (attention_tiles.h); written where q, k and v were read.
-DualGrads fused_attention_dual_backward(const FusedSaved& s, const Tensor& dout, const Tensor& dout_t,
-                                        const std::vector<bool>& need) {
-  DualGrads r{fused_attention_backward(s, dout, need), std::vector<Tensor>(s.inputs.size())};
-  std::vector<Tensor> in_t(s.inputs.size());
-  for (std::size_t i = 0; i < s.inputs.size(); ++i) {
-    in_t[i] = detail::live_tangent(s.inputs[i], s.op);
-    if (need[i]) r.tangents[i] = zeros(s.inputs[i].shape(), s.inputs[i].dtype());  // every part is written
-  }
+// The gradients' tangents when q, k, v (`in_t`, per input) and dout move (ops/route.h,
+// GradientTangentRule), by the fused kernel (attention_tiles.h); written where q, k and v were
+// read.
+std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const Tensor& dout, const Tensor& dout_t,
+                                                     const std::vector<Tensor>& in_t, const std::vector<bool>& need) {
+  std::vector<Tensor> tangents(s.inputs.size());
+  for (std::size_t i = 0; i < s.inputs.size(); ++i)
+    if (need[i]) tangents[i] = zeros(s.inputs[i].shape(), s.inputs[i].dtype());  // every part is written
   dispatch_floating(s.inputs[0].dtype(), s.op, [&](auto tag) {
     using T = decltype(tag);
     auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
@@ -206,7 +204,7 @@ DualGrads fused_attention_dual_backward(const FusedSaved& s, const Tensor& dout,
       return t.defined() ? t.template data_ptr<T>() + s.at[i].offset : nullptr;
     };
     auto out = [&](int i) -> T* {
-      return need[s.at[i].input] ? r.tangents[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
+      return need[s.at[i].input] ? tangents[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, s.n);
     attention_backward_tangent<T>(s.n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(),
@@ -214,7 +212,7 @@ DualGrads fused_attention_dual_backward(const FusedSaved& s, const Tensor& dout,
                                   dout_t.defined() ? dout_t.data_ptr<T>() : nullptr, out(0), out(1), out(2),
                                   s.products);
   });
-  return r;
+  return tangents;
 }
 
 // The fused kernel over any layout: `inputs` are the node's inputs, q, k and v are found in them
@@ -246,10 +244,11 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
     return fused_attention_backward(saved, dout, need);
   };
   auto tangent = [saved, out_shape](const std::vector<Tensor>& t) { return fused_attention_jvp(saved, t, out_shape); };
-  auto dual_backward = [saved](const Tensor& dout, const Tensor& dout_t, const std::vector<bool>& need) {
-    return fused_attention_dual_backward(saved, dout, dout_t, need);
+  auto gradient_tangent = [saved](const Tensor& dout, const Tensor& dout_t, const std::vector<Tensor>& in_t,
+                                  const std::vector<bool>& need) {
+    return fused_attention_gradient_tangent(saved, dout, dout_t, in_t, need);
   };
-  return {out, backward, read, weights, tangent, dual_backward};
+  return {out, backward, read, weights, tangent, gradient_tangent};
 }
 
 // Every layout: the mask and the scale checked, then routed (ops/route.h). `reference` is the

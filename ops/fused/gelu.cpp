@@ -138,16 +138,18 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     };
     auto tangent = [slope](const std::vector<Tensor>& t) { return t[0] * slope; };  // the same slope
     // Forward over reverse: dx = dy GELU'(x), so its tangent is d(dy) GELU'(x) + dy GELU''(x) dx.
-    auto dual_backward = [slope, x, approximate](const Tensor& dy, const Tensor& dy_t, const std::vector<bool>&) {
-      Tensor x_t = detail::live_tangent(x, "gelu"), t;
+    auto gradient_tangent = [slope, x, approximate](const Tensor& dy, const Tensor& dy_t,
+                                                    const std::vector<Tensor>& in_t, const std::vector<bool>&) {
+      const Tensor& x_t = in_t[0];
+      Tensor t;
       if (dy_t.defined()) t = dy_t * slope;
       if (x_t.defined()) {
         Tensor second = dy * detail::gelu_curvature(x, approximate) * x_t;
         t = t.defined() ? t + second : second;
       }
-      return DualGrads{{dy * slope}, {t}};
+      return std::vector<Tensor>{t};
     };
-    return FastRun{y, backward, Saved{slope}, Tensor(), tangent, dual_backward};
+    return FastRun{y, backward, Saved{slope}, Tensor(), tangent, gradient_tangent};
   };
   return route(route_op).output;
 }

@@ -160,14 +160,15 @@ Tensor layer_norm_tangent(const Tensor& x, const Tensor& weight, const Tensor& m
 //   d(g)    = d(dy) w + dy dw_in
 //   d(dx)   = d(rstd) A + rstd (d(g) - mean(d(g)) - d(xhat) mean(g xhat) - xhat mean(d(g) xhat + g d(xhat)))
 //   d(dw)   = sum over rows of d(dy) xhat + dy d(xhat),   d(db) = sum over rows of d(dy)
-DualGrads layer_norm_dual_backward(const Tensor& dy, const Tensor& dy_t, const Tensor& x, const Tensor& weight,
-                                   const Tensor& mean, const Tensor& rstd, const std::vector<bool>& need,
-                                   std::int64_t rows, std::int64_t d) {
-  DualGrads r{layer_norm_backward(dy, x, weight, mean, rstd, need), std::vector<Tensor>(3)};
+std::vector<Tensor> layer_norm_gradient_tangent(const Tensor& dy, const Tensor& dy_t, const Tensor& x,
+                                                const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                                const std::vector<Tensor>& in_t, const std::vector<bool>& need,
+                                                std::int64_t rows, std::int64_t d) {
+  std::vector<Tensor> r(3);
   auto rows_of = [rows, d](const Tensor& t) { return t.reshape({rows, d}); };
   auto or_zeros = [&](const Tensor& t) { return t.defined() ? rows_of(t) : zeros({rows, d}, x.dtype()); };
-  Tensor x_t = detail::live_tangent(x, "layer_norm");
-  Tensor w_t = weight.defined() ? detail::live_tangent(weight, "layer_norm") : Tensor();
+  const Tensor& x_t = in_t[0];
+  Tensor w_t = weight.defined() ? in_t[1] : Tensor();
   Tensor s = rstd.to(x.dtype()).reshape({rows, 1}), mu = mean.to(x.dtype()).reshape({rows, 1});
   Tensor xhat = (rows_of(x) - mu) * s, g2 = rows_of(dy), dyt = or_zeros(dy_t), xt = or_zeros(x_t);
   Tensor g = weight.defined() ? g2 * weight : g2;
@@ -179,10 +180,10 @@ DualGrads layer_norm_dual_backward(const Tensor& dy, const Tensor& dy_t, const T
   if (need[0]) {
     Tensor a = g - g.mean(1, true) - xhat * gx;
     Tensor moved = g_t - g_t.mean(1, true) - xhat_t * gx - xhat * (g_t * xhat + g * xhat_t).mean(1, true);
-    r.tangents[0] = (s_t * a + s * moved).reshape(x.shape());
+    r[0] = (s_t * a + s * moved).reshape(x.shape());
   }
-  if (need[1]) r.tangents[1] = (dyt * xhat + g2 * xhat_t).sum(0);
-  if (need[2]) r.tangents[2] = dyt.sum(0);
+  if (need[1]) r[1] = (dyt * xhat + g2 * xhat_t).sum(0);
+  if (need[2]) r[2] = dyt.sum(0);
   return r;
 }
 
@@ -212,11 +213,12 @@ FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bia
   auto tangent = [x, weight, mean, rstd, rows, d](const std::vector<Tensor>& t) {
     return layer_norm_tangent(x, weight, mean, rstd, t, rows, d);
   };
-  auto dual_backward = [x, weight, mean, rstd, rows, d](const Tensor& dy, const Tensor& dy_t,
-                                                        const std::vector<bool>& need) {
-    return layer_norm_dual_backward(dy, dy_t, x, weight, mean, rstd, need, rows, d);
+  auto gradient_tangent = [x, weight, mean, rstd, rows, d](const Tensor& dy, const Tensor& dy_t,
+                                                           const std::vector<Tensor>& in_t,
+                                                           const std::vector<bool>& need) {
+    return layer_norm_gradient_tangent(dy, dy_t, x, weight, mean, rstd, in_t, need, rows, d);
   };
-  return {y, backward, Saved{x, weight}, Tensor(), tangent, dual_backward};
+  return {y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};
 }
 
 }  // namespace

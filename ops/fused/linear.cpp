@@ -204,16 +204,16 @@ Tensor linear_tangent(const Tensor& x, const Tensor& weight, const std::vector<T
 //   dx = dy W      ->  d(dx) = d(dy) W + dy dW
 //   dW = dy^T x    ->  d(dW) = d(dy)^T x + dy^T dx
 //   db = sum dy    ->  d(db) = sum d(dy)
-DualGrads linear_dual_backward(const Products& products, const Tensor& dy, const Tensor& dy_t, const Tensor& x,
-                               const Tensor& w, const std::vector<bool>& need) {
-  Tensor x_t = detail::live_tangent(x, "linear"), w_t = detail::live_tangent(w, "linear");
-  DualGrads r{linear_backward(products, dy, x, w, need), std::vector<Tensor>(3)};
-  if (dy_t.defined()) r.tangents = linear_backward(products, dy_t, x, w, need);
+std::vector<Tensor> linear_gradient_tangent(const Products& products, const Tensor& dy, const Tensor& dy_t,
+                                            const Tensor& x, const Tensor& w, const Tensor& x_t, const Tensor& w_t,
+                                            const std::vector<bool>& need) {
+  std::vector<Tensor> r(3);
+  if (dy_t.defined()) r = linear_backward(products, dy_t, x, w, need);
   std::vector<bool> second{need[0] && w_t.defined(), need[1] && x_t.defined(), false};
   if (second[0] || second[1]) {
     std::vector<Tensor> s = linear_backward(products, dy, x_t.defined() ? x_t : x, w_t.defined() ? w_t : w, second);
     for (std::size_t i : {0u, 1u})
-      if (second[i]) r.tangents[i] = r.tangents[i].defined() ? r.tangents[i] + s[i] : s[i];
+      if (second[i]) r[i] = r[i].defined() ? r[i] + s[i] : s[i];
   }
   return r;
 }
@@ -231,10 +231,11 @@ FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, co
     return linear_backward(products, dy, x, weight, need);
   };
   auto tangent = [x, weight](const std::vector<Tensor>& t) { return linear_tangent(x, weight, t); };
-  auto dual_backward = [products, x, weight](const Tensor& dy, const Tensor& dy_t, const std::vector<bool>& need) {
-    return linear_dual_backward(products, dy, dy_t, x, weight, need);
+  auto gradient_tangent = [products, x, weight](const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
+                                                const std::vector<bool>& need) {
+    return linear_gradient_tangent(products, dy, dy_t, x, weight, in_t[0], in_t[1], need);
   };
-  return {y, backward, Saved{x, weight}, Tensor(), tangent, dual_backward};
+  return {y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};
 }
 
 // The same with GELU applied to each band as it leaves the product, GELU'(h) saved for backward.
@@ -258,19 +259,18 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
   };
   auto tangent = [x, weight, slope](const std::vector<Tensor>& t) { return slope * linear_tangent(x, weight, t); };
   // Forward over reverse: dh = dy GELU'(h) moves with dy and with h, then linear's rule.
-  auto dual_backward = [products, x, weight, bias, slope, approximate](const Tensor& dy, const Tensor& dy_t,
-                                                                       const std::vector<bool>& need) {
+  auto gradient_tangent = [products, x, weight, bias, slope, approximate](
+                              const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
+                              const std::vector<bool>& need) {
     Tensor dh = dy * slope, dh_t = dy_t.defined() ? dy_t * slope : Tensor();
-    Tensor h_t = linear_tangent(x, weight,
-                                {detail::live_tangent(x, "linear_gelu"), detail::live_tangent(weight, "linear_gelu"),
-                                 bias.defined() ? detail::live_tangent(bias, "linear_gelu") : Tensor()});
+    Tensor h_t = linear_tangent(x, weight, in_t);
     if (h_t.defined()) {
       Tensor second = dy * detail::gelu_curvature(linear(x, weight, bias), approximate) * h_t;
       dh_t = dh_t.defined() ? dh_t + second : second;
     }
-    return linear_dual_backward(products, dh, dh_t, x, weight, need);
+    return linear_gradient_tangent(products, dh, dh_t, x, weight, in_t[0], in_t[1], need);
   };
-  return {y, backward, Saved{x, weight, slope}, Tensor(), tangent, dual_backward};
+  return {y, backward, Saved{x, weight, slope}, Tensor(), tangent, gradient_tangent};
 }
 
 }  // namespace

@@ -76,11 +76,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     // y = W[ids]:  dy = dW[ids]
     auto tangent = [ids](const std::vector<Tensor>& t) { return embedding(t[0], ids); };
     // The backward does not read W: its tangent is the same scatter of d(dy).
-    auto dual_backward = [ids, w_shape = weight.shape()](const Tensor& dy, const Tensor& dy_t, const std::vector<bool>&) {
-      return DualGrads{{embedding_backward(dy, ids, w_shape), Tensor()},
-                       {dy_t.defined() ? embedding_backward(dy_t, ids, w_shape) : Tensor(), Tensor()}};
+    auto gradient_tangent = [ids, w_shape = weight.shape()](const Tensor&, const Tensor& dy_t,
+                                                            const std::vector<Tensor>&, const std::vector<bool>&) {
+      return std::vector<Tensor>{dy_t.defined() ? embedding_backward(dy_t, ids, w_shape) : Tensor(), Tensor()};
     };
-    return FastRun{y, backward, Saved{ids}, Tensor(), tangent, dual_backward};
+    return FastRun{y, backward, Saved{ids}, Tensor(), tangent, gradient_tangent};
   };
   return route(op).output;
 }
@@ -205,11 +205,11 @@ FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int
   };
   // Forward over reverse: dx = dy (p - onehot) / N moves with dy, and with p:
   //   d(dx) = d(dy) (p - onehot) / N + dy p (dx - sum_c p_c dx_c) / N   on counted rows
-  auto dual_backward = [x = logits, targets, lse, counted, ignore_index](const Tensor& dy, const Tensor& dy_t,
-                                                                        const std::vector<bool>&) {
-    Tensor grad = cross_entropy_backward(dy, x, targets, lse, counted, ignore_index);
+  auto gradient_tangent = [x = logits, targets, lse, counted, ignore_index](
+                              const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
+                              const std::vector<bool>&) {
     Tensor t = dy_t.defined() ? cross_entropy_backward(dy_t, x, targets, lse, counted, ignore_index) : Tensor();
-    if (Tensor x_t = detail::live_tangent(x, "cross_entropy"); x_t.defined() && counted > 0) {
+    if (const Tensor& x_t = in_t[0]; x_t.defined() && counted > 0) {
       Tensor second = zeros(x.shape(), x.dtype());
       dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
         using T = decltype(tag);
@@ -230,9 +230,9 @@ FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int
       });
       t = t.defined() ? t + second : second;
     }
-    return DualGrads{{grad, Tensor()}, {t, Tensor()}};
+    return std::vector<Tensor>{t, Tensor()};
   };
-  return {loss, backward, Saved{logits, targets}, Tensor(), tangent, dual_backward};
+  return {loss, backward, Saved{logits, targets}, Tensor(), tangent, gradient_tangent};
 }
 
 }  // namespace

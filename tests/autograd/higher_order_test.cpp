@@ -4,6 +4,9 @@
 // explains the design.
 #include <cmath>
 #include <numbers>
+#include <set>
+#include <string>
+#include <tuple>
 
 #include "../test_util.h"
 
@@ -494,6 +497,203 @@ TEST(Gradgradcheck, FusedOpsGivenTheSameTensorTwice) {
         testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[0], {}).tanh(); }, {m}))
         << kernels_name(kind);
   }
+}
+
+// --- the fused double backward (ops/route.cpp, GradientsInGraph) ---------------------------------
+
+// The second derivatives of L = sum(f(inputs) * g) by reverse over reverse: the gradient of
+// <dL/dx, v> with respect to every input and to g (which reaches the first gradients as the
+// op's dy: its gradient is J v), under the kernels in force.
+std::vector<Tensor> reverse_over_reverse(const TensorFunction& f, const std::vector<Tensor>& inputs,
+                                         std::uint64_t seed) {
+  Generator gen(seed);
+  std::vector<Tensor> leaves, v;
+  for (const Tensor& in : inputs) {
+    leaves.push_back(in.detach().clone().requires_grad_());
+    v.push_back(randn(in.shape(), gen, kFloat64));
+  }
+  Tensor out = f(leaves);
+  Tensor g = randn(out.shape(), gen, kFloat64).requires_grad_();
+  std::vector<Tensor> first = grad({(out * g).sum()}, leaves, {}, {.create_graph = true});
+  Tensor inner = zeros({}, kFloat64);
+  for (std::size_t i = 0; i < first.size(); ++i) inner = inner + (first[i] * v[i]).sum();
+  std::vector<Tensor> wrt = leaves;
+  wrt.push_back(g);
+  std::vector<Tensor> second = grad({inner}, wrt, {}, {.allow_unused = true});
+  for (std::size_t i = 0; i < second.size(); ++i)
+    if (!second[i].defined()) second[i] = zeros_like(wrt[i]);
+  return second;
+}
+
+// Each fused op's double backward (its forward rule and its gradients' tangents) against the
+// chain rule through its reference composition, in float64.
+::testing::AssertionResult double_backward_equals_composition(const TensorFunction& f,
+                                                              const std::vector<Tensor>& inputs, std::uint64_t seed) {
+  std::vector<Tensor> fast, composed;
+  {
+    KernelGuard guard(Kernels::Fast);
+    fast = reverse_over_reverse(f, inputs, seed);
+  }
+  {
+    KernelGuard guard(Kernels::Reference);
+    composed = reverse_over_reverse(f, inputs, seed);
+  }
+  for (std::size_t i = 0; i < fast.size(); ++i)
+    if (::testing::AssertionResult r = all_close(fast[i], composed[i], 1e-12); !r)
+      return r << (i + 1 == fast.size() ? " (the output's weights g)" : " (input " + std::to_string(i) + ")");
+  return ::testing::AssertionSuccess();
+}
+
+TEST(FusedDoubleBackward, EveryFusedOpEqualsItsComposition) {
+  Generator gen(47);
+  Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), x1 = uniform_leaf({5}, gen);
+  Tensor w = uniform_leaf({5}, gen, 0.5, 1.5), b = uniform_leaf({5}, gen);
+  Tensor lw = uniform_leaf({4, 5}, gen), lb = uniform_leaf({4}, gen);
+  Tensor table = uniform_leaf({5, 3}, gen);
+  Tensor ids = from_vector<std::int64_t>({4, 0, 4, 2, 1, 4}, {2, 3});
+  Tensor targets = from_vector<std::int64_t>({1, -100, 4, 0, 2, -100}, {2, 3});
+  Tensor all_ignored = from_vector<std::int64_t>({7, 7, 7, 7, 7, 7}, {2, 3});
+  std::vector<std::tuple<std::string, TensorFunction, std::vector<Tensor>>> cases = {
+      {"linear", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).tanh(); }, {x, lw, lb}},
+      {"linear, no bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]).pow(2.0); }, {x, lw}},
+      {"linear, 1-d input", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).exp(); },
+       {x1, lw, lb}},
+      {"linear, the same tensor twice", [](const std::vector<Tensor>& in) { return linear(in[0], in[0]).tanh(); },
+       {lw.slice(1, 0, 4)}},
+      {"linear_gelu", [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2]); }, {x, lw, lb}},
+      {"linear_gelu tanh, no bias",
+       [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], {}, GeluApproximation::Tanh); }, {x, lw}},
+      {"gelu", [](const std::vector<Tensor>& in) { return in[0].gelu(); }, {x}},
+      {"gelu tanh", [](const std::vector<Tensor>& in) { return in[0].gelu(GeluApproximation::Tanh); }, {x}},
+      {"layer_norm", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); }, {x, w, b}},
+      {"layer_norm, no affine", [](const std::vector<Tensor>& in) { return layer_norm(in[0], {}, {}, 1e-5); }, {x}},
+      {"embedding", [&](const std::vector<Tensor>& in) { return embedding(in[0], ids).pow(2.0); }, {table}},
+      {"cross_entropy", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}},
+      {"cross_entropy, every row ignored",
+       [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], all_ignored, 7) + in[0].pow(3.0).sum(); }, {x}},
+  };
+  std::uint64_t seed = 1;
+  for (auto& [name, f, in] : cases) EXPECT_TRUE(double_backward_equals_composition(f, in, seed++)) << name;
+}
+
+TEST(FusedDoubleBackward, AttentionInEveryLayoutAndMaskCaseEqualsItsComposition) {
+  Generator gen(48);
+  std::int64_t b = 2, h = 3, tq = 3, tk = 5, d = 4, dv = 2;
+  Tensor q = uniform_leaf({b, h, tq, d}, gen), k = uniform_leaf({b, h, tk, d}, gen),
+         v = uniform_leaf({b, h, tk, dv}, gen);
+  Tensor padding = key_padding_mask({5, 2}, tk);
+  Tensor big_q = uniform_leaf({1, 2, 70, 3}, gen),
+         big_k = uniform_leaf({1, 2, 75, 3}, gen),
+         big_v = uniform_leaf({1, 2, 75, 4}, gen);  // two query blocks
+  std::uint64_t seed = 200;
+  for (Tensor mask : {Tensor(), padding})
+    for (bool causal : {false, true}) {
+      EXPECT_TRUE(double_backward_equals_composition(
+          [&](const std::vector<Tensor>& in) {
+            return scaled_dot_product_attention(in[0], in[1], in[2], mask, causal).output;
+          },
+          {q, k, v}, seed++))
+          << "bhtd, causal " << causal << ", mask " << mask.defined();
+      EXPECT_TRUE(double_backward_equals_composition(
+          [&](const std::vector<Tensor>& in) {
+            return scaled_dot_product_attention_bthd(in[0].transpose(1, 2), in[1].transpose(1, 2),
+                                                     in[2].transpose(1, 2), mask, causal)
+                .output;
+          },
+          {q, k, v}, seed++))
+          << "bthd, causal " << causal << ", mask " << mask.defined();
+    }
+  for (bool causal : {false, true})
+    EXPECT_TRUE(double_backward_equals_composition(
+        [&](const std::vector<Tensor>& in) {
+          return scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), causal).output.pow(2.0);
+        },
+        {big_q, big_k, big_v}, seed++))
+        << "two query blocks, causal " << causal;
+  Tensor qkv = uniform_leaf({2, 4, 3 * h * d}, gen);
+  Tensor self_padding = key_padding_mask({4, 3}, 4);
+  for (bool causal : {false, true})
+    EXPECT_TRUE(double_backward_equals_composition(
+        [&](const std::vector<Tensor>& in) {
+          return scaled_dot_product_attention_packed(in[0], h, self_padding, causal).output;
+        },
+        {qkv}, seed++))
+        << "packed, causal " << causal;
+  EXPECT_TRUE(double_backward_equals_composition(
+      [](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[0], in[0]).output; },
+      {q}, seed++))
+      << "the same tensor three times";
+  // Only some inputs differentiated: the first pass wants k's gradient alone.
+  KernelGuard guard(Kernels::Fast);
+  Tensor qd = q.detach(), kl = k.detach().clone().requires_grad_(), vd = v.detach();
+  Tensor gk = grad({scaled_dot_product_attention(qd, kl, vd).output.pow(2.0).sum()}, {kl}, {}, {.create_graph = true})[0];
+  Tensor hk = grad({gk.sum()}, {kl})[0];
+  KernelGuard reference(Kernels::Reference);
+  Tensor kr = k.detach().clone().requires_grad_();
+  Tensor gr = grad({scaled_dot_product_attention(qd, kr, vd).output.pow(2.0).sum()}, {kr}, {}, {.create_graph = true})[0];
+  EXPECT_TRUE(all_close(hk, grad({gr.sum()}, {kr})[0], 1e-12)) << "k alone";
+}
+
+// Every node reachable from the gradients' graph, with the shape it produced.
+std::vector<std::pair<std::string, Shape>> graph_nodes(const std::vector<Tensor>& roots) {
+  std::vector<std::pair<std::string, Shape>> found;
+  std::vector<std::shared_ptr<Node>> stack;
+  std::set<const Node*> seen;
+  for (const Tensor& t : roots)
+    if (t.grad_fn()) stack.push_back(t.grad_fn());
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = stack.back();
+    stack.pop_back();
+    if (!n || !seen.insert(n.get()).second) continue;
+    found.emplace_back(n->name(), n->output_shape());
+    for (const Edge& e : n->next_edges()) stack.push_back(e.node);
+  }
+  return found;
+}
+
+// The point of the fused double backward: the gradient of attention keeps one node for q's, k's
+// and v's gradients and no [B, H, Tq, Tk] tensor; through the composition it keeps the scores.
+TEST(FusedDoubleBackward, TheGradientsGraphKeepsNoScores) {
+  Generator gen(49);
+  Shape scores{2, 3, 5, 7};
+  Tensor q = randn({2, 3, 5, 4}, gen, kFloat64), k = randn({2, 3, 7, 4}, gen, kFloat64),
+         v = randn({2, 3, 7, 2}, gen, kFloat64);
+  for (Kernels kind : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard guard(kind);
+    std::vector<Tensor> in = {q.clone().requires_grad_(), k.clone().requires_grad_(), v.clone().requires_grad_()};
+    Tensor loss = scaled_dot_product_attention(in[0], in[1], in[2], {}, true).output.pow(2.0).sum();
+    std::vector<Tensor> g = grad({loss}, in, {}, {.create_graph = true});
+    int fused = 0, square = 0;
+    for (const auto& [name, shape] : graph_nodes(g)) {
+      fused += name == "scaled_dot_product_attention_backward";
+      square += shape == scores;
+    }
+    if (kind == Kernels::Fast) {
+      EXPECT_EQ(fused, 1);
+      EXPECT_EQ(square, 0);
+    } else {
+      EXPECT_EQ(fused, 0);
+      EXPECT_GT(square, 0);  // the check can see scores where they are kept
+    }
+  }
+}
+
+// A gradient taken with create_graph inside a DualLevel carries its tangent (the fused node's
+// forward rule): H v, as forward over reverse and reverse over reverse give it.
+TEST(FusedDoubleBackward, ACreateGraphGradientCarriesItsTangent) {
+  Generator gen(50);
+  Tensor x = randn({2, 2, 4, 3}, gen, kFloat64), v = randn({2, 2, 4, 3}, gen, kFloat64);
+  Tensor w = randn({3, 3}, gen, kFloat64);
+  auto f = [&](const Tensor& t) {
+    Tensor y = layer_norm(linear_gelu(t, w), {}, {}, 1e-5);
+    return scaled_dot_product_attention(y, t, y, {}, true).output.pow(2.0).sum();
+  };
+  Tensor expected = hvp_reverse_over_reverse(f, x, v);
+  fwad::DualLevel level;
+  Tensor leaf = x.clone().requires_grad_();
+  Tensor dual = fwad::make_dual(leaf, v);
+  Tensor g = grad({f(dual)}, {leaf}, {}, {.create_graph = true})[0];
+  EXPECT_TRUE(all_close(fwad::tangent(g), expected, 1e-12));
 }
 
 // --- modules --------------------------------------------------------------------------------
