@@ -562,7 +562,8 @@ def second_order(args):
     runs = [("ag grad", "attograd", "gradient"), ("ag hvp", "attograd", "hvp-forward"),
             ("ag hvp rr", "attograd", "hvp"), ("pt grad", "pytorch", "gradient"), ("pt hvp", "pytorch", "hvp")]
     header = ["config", "attograd gradient ms", "attograd HVP ms", "× its gradient", "HVP peak MB / gradient's",
-              "attograd HVP reverse-over-reverse ms", "PyTorch gradient ms", "PyTorch HVP ms", "× its gradient",
+              "attograd HVP reverse-over-reverse ms", "× its gradient", "its peak MB / gradient's",
+              "PyTorch gradient ms", "PyTorch HVP ms", "× its gradient",
               "PyTorch HVP / attograd HVP"]
     table = []
     for config in args.configs:
@@ -580,7 +581,8 @@ def second_order(args):
         m = {name: statistics.median(v) for name, v in ms.items()}
         p = {name: statistics.median(v) for name, v in peak.items()}
         table.append([config, fmt(m["ag grad"]), fmt(m["ag hvp"]), fmt(m["ag hvp"] / m["ag grad"]),
-                      fmt(p["ag hvp"] / p["ag grad"]), fmt(m["ag hvp rr"]), fmt(m["pt grad"]), fmt(m["pt hvp"]),
+                      fmt(p["ag hvp"] / p["ag grad"]), fmt(m["ag hvp rr"]),
+                      fmt(m["ag hvp rr"] / m["ag grad"]), fmt(p["ag hvp rr"] / p["ag grad"]), fmt(m["pt grad"]), fmt(m["pt hvp"]),
                       fmt(m["pt hvp"] / m["pt grad"]), fmt(m["pt hvp"] / m["ag hvp"])])
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

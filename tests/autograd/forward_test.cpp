@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../test_util.h"
+#include "fused_op_cases.h"
 
 namespace ag {
 namespace {
@@ -671,42 +672,11 @@ TEST(HvpForwardOverReverse, EqualsReverseOverReverse) {
 
 TEST(HvpForwardOverReverse, EveryFusedOpEqualsReverseOverReverse) {
   Generator gen(45);
-  Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), x1 = uniform_leaf({5}, gen);
-  Tensor w = uniform_leaf({5}, gen, 0.5, 1.5), b = uniform_leaf({5}, gen);
-  Tensor lw = uniform_leaf({4, 5}, gen), lb = uniform_leaf({4}, gen);
-  Tensor table = uniform_leaf({5, 3}, gen);
-  Tensor ids = from_vector<std::int64_t>({4, 0, 4, 2, 1, 4}, {2, 3});
-  Tensor targets = from_vector<std::int64_t>({1, -100, 4, 0, 2, -100}, {2, 3});
-  Tensor all_ignored = from_vector<std::int64_t>({7, 7, 7, 7, 7, 7}, {2, 3});
-  using F = TensorFunction;
-  std::vector<std::tuple<std::string, F, std::vector<Tensor>>> cases = {
-      {"linear", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).tanh(); }, {x, lw, lb}},
-      {"linear, no bias", [](const std::vector<Tensor>& in) { return linear(in[0], in[1]).pow(2.0); }, {x, lw}},
-      {"linear, 1-d input", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]).exp(); },
-       {x1, lw, lb}},
-      {"linear, the same tensor twice", [](const std::vector<Tensor>& in) { return linear(in[0], in[0]).tanh(); },
-       {lw.slice(1, 0, 4)}},
-      {"linear_gelu", [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], in[2]); }, {x, lw, lb}},
-      {"linear_gelu tanh, no bias",
-       [](const std::vector<Tensor>& in) { return linear_gelu(in[0], in[1], {}, GeluApproximation::Tanh); }, {x, lw}},
-      {"gelu", [](const std::vector<Tensor>& in) { return in[0].gelu(); }, {x}},
-      {"gelu tanh", [](const std::vector<Tensor>& in) { return in[0].gelu(GeluApproximation::Tanh); }, {x}},
-      {"layer_norm", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); }, {x, w, b}},
-      {"layer_norm, no affine", [](const std::vector<Tensor>& in) { return layer_norm(in[0], {}, {}, 1e-5); }, {x}},
-      {"layer_norm, squared", [](const std::vector<Tensor>& in) { return layer_norm(in[0], in[1], in[2], 1e-3).pow(2.0); },
-       {x, w, b}},
-      {"rms_norm", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, w}},
-      {"embedding", [&](const std::vector<Tensor>& in) { return embedding(in[0], ids).pow(2.0); }, {table}},
-      {"cross_entropy", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}},
-      {"cross_entropy, squared", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets).pow(2.0); },
-       {x}},
-      {"cross_entropy, every row ignored",
-       [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], all_ignored, 7) + in[0].pow(3.0).sum(); }, {x}},
-  };
+  std::vector<test::FusedOpCase> cases = test::fused_op_cases(gen);
   std::uint64_t seed = 1;
   for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
     KernelGuard guard(k);
-    for (auto& [name, f, in] : cases) EXPECT_TRUE(hvp_both_ways(f, in, seed++)) << name << ", " << kernels_name(k);
+    for (const auto& c : cases) EXPECT_TRUE(hvp_both_ways(c.f, c.inputs, seed++)) << c.name << ", " << kernels_name(k);
   }
 }
 
