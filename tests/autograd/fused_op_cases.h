@@ -16,6 +16,19 @@ struct FusedOpCase {
   std::vector<Tensor> inputs;
 };
 
+// Fresh leaves holding the inputs' values, and a random direction v for each (float64).
+struct LeavesAndDirections {
+  std::vector<Tensor> leaves, v;
+};
+inline LeavesAndDirections leaves_and_directions(const std::vector<Tensor>& inputs, Generator& gen) {
+  LeavesAndDirections r;
+  for (const Tensor& in : inputs) {
+    r.leaves.push_back(in.detach().clone().requires_grad_());
+    r.v.push_back(randn(in.shape(), gen, kFloat64));
+  }
+  return r;
+}
+
 inline std::vector<FusedOpCase> fused_op_cases(Generator& gen) {
   Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), x1 = uniform_leaf({5}, gen);
   Tensor w = uniform_leaf({5}, gen, 0.5, 1.5), b = uniform_leaf({5}, gen);

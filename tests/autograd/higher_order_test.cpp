@@ -507,11 +507,7 @@ TEST(Gradgradcheck, FusedOpsGivenTheSameTensorTwice) {
 std::vector<Tensor> reverse_over_reverse(const TensorFunction& f, const std::vector<Tensor>& inputs,
                                          std::uint64_t seed) {
   Generator gen(seed);
-  std::vector<Tensor> leaves, v;
-  for (const Tensor& in : inputs) {
-    leaves.push_back(in.detach().clone().requires_grad_());
-    v.push_back(randn(in.shape(), gen, kFloat64));
-  }
+  auto [leaves, v] = test::leaves_and_directions(inputs, gen);
   Tensor out = f(leaves);
   Tensor g = randn(out.shape(), gen, kFloat64).requires_grad_();
   std::vector<Tensor> first = grad({(out * g).sum()}, leaves, {}, {.create_graph = true});
