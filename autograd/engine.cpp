@@ -18,6 +18,7 @@
 
 #include "../ops/binary.h"
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
 #include "dispatch.h"
 #include "engine_internal.h"
 #include "error.h"
@@ -43,6 +44,7 @@ void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf);
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph) {
   using namespace detail;  // the pass and its pieces: engine_internal.h and below
+  profile::Scope scope(profile::Family::Engine);
   Tensor seed = seed_gradient("backward", root, gradient);
   // Backward formulas are computed with ops; they record a graph only when asked to.
   AutoGradMode grad_mode(create_graph);

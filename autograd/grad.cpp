@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "../runtime/profile.h"
 #include "engine_internal.h"
 #include "error.h"
 #include "grad.h"
@@ -77,6 +78,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 std::vector<Tensor> detail::grad_of(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                     const std::vector<Tensor>& grad_outputs, const GradOptions& options,
                                     bool through_inputs) {
+  profile::Scope scope(profile::Family::Engine);
   if (outputs.empty()) throw_invalid("grad", "no outputs to differentiate");
   if (inputs.empty()) throw_invalid("grad", "no inputs to differentiate with respect to");
   if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())

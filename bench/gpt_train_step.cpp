@@ -16,16 +16,26 @@
 // peak_tensor_mb_median is the most tensor memory live during a step (memory_stats), a
 // step's own cost beyond the model's.
 //
+// --profile adds where the step's time went (runtime/profile.h): the mean per step, in ms, of
+// the time inside matrix products (OpenBLAS and oneDNN) and of each other family of work
+// (elementwise, normalisation, softmax and attention outside their products, bf16 rounding,
+// reductions and copies, the optimizer, the engine's bookkeeping, the allocator, the pool's
+// hand-over), and what no probe covers (the model's own code between ops: "outside").
+//
 // Under mpirun the configuration's batch is the global one, split evenly over the processes,
 // so a step does the same work however many there are; the JSON line (rank 0's) adds the
 // gradient bytes each process sent, the time spent reducing, the part of it backward did not
 // hide, and the overlap.
+//
+// page_faults_per_step_median counts the minor page faults of a measured step (getrusage): the
+// fresh pages it touched, which a step that reuses its buffers does not.
 //
 // Prints a line per measured step, then a final JSON line:
 //   {"config": "small", "threads": 2, "ms_step_median": ..., "tokens_per_s": ...,
 //    "peak_rss_mb": ..., "matmul_gflop_per_step": ..., ...}
 #include <attograd/attograd.h>
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -75,13 +85,20 @@ double peak_rss_mb() {
   return 0;
 }
 
+// Minor page faults of the process so far: a fresh page touched for the first time.
+std::int64_t minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string name = "small";
   int threads = 2, steps = 30, warmup = 5;
   std::int64_t bucket_kb = 256;
-  bool no_overlap = false;
+  bool no_overlap = false, profiled = false;
   ag::dist::Environment mpi(argc, argv);
   const int ranks = ag::dist::world_size();
   std::string reference_ops, order = "first", precision = "auto";
@@ -95,6 +112,7 @@ int main(int argc, char** argv) {
       "precision", ag::examples::precision_value(&precision), ag::examples::kPrecisionHelp)(
       "bucket-kb", po::value(&bucket_kb)->default_value(bucket_kb), "under mpirun: gradient KiB per bucket")(
       "no-overlap", po::bool_switch(&no_overlap), "under mpirun: reduce the gradients after backward, not during it")(
+      "profile", po::bool_switch(&profiled), "also report the step's time by family of work (products, ...)")(
       "order", po::value(&order)->default_value(order),
       "first (a training step), create-graph (the same with backward(create_graph)), gradient (forward + "
       "ag::grad, no update), hvp (forward + a Hessian-vector product, no update) or hvp-forward (the same "
@@ -121,6 +139,10 @@ int main(int argc, char** argv) {
     ag::set_reference_ops(listed);
     if (order != "first" && order != "create-graph" && order != "gradient" && order != "hvp" && order != "hvp-forward")
       throw std::invalid_argument("--order must be first, create-graph, gradient, hvp or hvp-forward, got " + order);
+    if (steps < 1 || warmup < 0 || threads < 1)
+      throw std::invalid_argument(fmt::format(
+          "--steps must be at least 1, --warmup at least 0 and --threads at least 1, got {}, {} and {}", steps, warmup,
+          threads));
     if (order != "first" && ranks > 1) throw std::invalid_argument("--order " + order + " runs in one process only");
     Config c = config_named(name);
     const std::int64_t global_batch = c.batch;
@@ -151,12 +173,16 @@ int main(int argc, char** argv) {
     if (order == "hvp" || order == "hvp-forward")
       for (const ag::Tensor& p : params) direction.push_back(ag::randn(p.shape(), gen, p.dtype()));
     std::vector<double> ms, peak_mb;
+    ag::profile::Totals profile_sum;  // over the measured steps
     std::vector<std::int64_t> live_bytes;
+    std::vector<double> faults;  // minor page faults per measured step
     for (int s = 0; s < warmup + steps; ++s) {
       ag::Tensor x = random_ids(), y = random_ids();
       if (!dp) opt.zero_grad();  // before the baseline: a gradient with a graph (create-graph) goes here
       ag::reset_peak_bytes();
       std::int64_t before = ag::memory_stats().live_bytes;
+      if (profiled) ag::profile::start();
+      std::int64_t faults_before = minor_faults();
       auto start = std::chrono::steady_clock::now();
       if (order == "hvp-forward") {
         ag::fwad::DualLevel level;
@@ -178,9 +204,13 @@ int main(int argc, char** argv) {
       }
       if (order == "first" || order == "create-graph") opt.step();
       double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      ag::profile::Totals step_profile = profiled ? ag::profile::stop() : ag::profile::Totals{};
       if (s >= warmup) {
+        for (int f = 0; f < ag::profile::kFamilies; ++f) profile_sum.seconds[f] += step_profile.seconds[f];
+        profile_sum.wall += step_profile.wall;
         ms.push_back(elapsed);
         peak_mb.push_back(static_cast<double>(ag::memory_stats().peak_bytes - before) / 1e6);
+        faults.push_back(static_cast<double>(minor_faults() - faults_before));
         live_bytes.push_back(ag::memory_stats().live_bytes);
         if (dp) {
           const ag::dist::CommunicationStats& st = dp->last_step();
@@ -228,6 +258,17 @@ int main(int argc, char** argv) {
           "\"reduce_alone_ms_median\": {:.3f}",
           ranks, dp->last_step().buckets, median_of(sent_mb), median_of(reduce_ms), exposed_worst, median_of(overlap),
           no_overlap ? "false" : "true", median_of(alone_ms));
+    std::string profile_json;
+    if (profiled) {
+      double covered = 0.0;
+      profile_json = fmt::format(", \"profile_ms\": {{\"step\": {:.3f}", profile_sum.wall * 1e3 / steps);
+      for (int f = 0; f < ag::profile::kFamilies; ++f) {
+        covered += profile_sum.seconds[f];
+        profile_json += fmt::format(", \"{}\": {:.3f}", ag::profile::name(static_cast<ag::profile::Family>(f)),
+                                    profile_sum.seconds[f] * 1e3 / steps);
+      }
+      profile_json += fmt::format(", \"outside\": {:.3f}}}", (profile_sum.wall - covered) * 1e3 / steps);
+    }
     if (!ag::dist::is_main_process()) return 0;
     bool flat = std::adjacent_find(live_bytes.begin(), live_bytes.end(), std::not_equal_to<>()) == live_bytes.end();
     fmt::print(
@@ -236,10 +277,12 @@ int main(int argc, char** argv) {
         "\"threads\": {}, \"steps\": {}, \"peak_tensor_mb_median\": {:.2f}, "
         "\"ms_step_median\": {:.3f}, \"ms_step_min\": {:.3f}, "
         "\"tokens_per_s\": {:.0f}, \"peak_rss_mb\": {:.1f}, \"matmul_gflop_per_step\": {:.3f}, "
-        "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}{}}}\n",
+        "\"live_mb_after_step\": {:.2f}, \"memory_flat\": {}, \"page_faults_per_step_median\": {:.0f}{}{}}}\n",
         name, order, ag::kernels_name(ag::kernels()), chosen.bf16 ? "bf16" : "fp32", reference_ops, ag::blas_kernels(),
         threads, steps, median_of(peak_mb), median, sorted.front(), tokens / (median / 1000), peak_rss_mb(),
-        matmul_gflop(c), static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", communication);
+        matmul_gflop(c), static_cast<double>(live_bytes.back()) / 1e6, flat ? "true" : "false", median_of(faults),
+        communication,
+        profile_json);
   } catch (const ag::examples::Refused& e) {  // --precision bf16 where it cannot run: before any work
     std::cerr << "gpt_train_step: " << e.what() << "\n";
     return 2;

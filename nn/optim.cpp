@@ -13,6 +13,7 @@
 #include "../ops/reference/reference.h"
 #include "../ops/route.h"
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
 
 namespace ag::optim {
 
@@ -156,6 +157,7 @@ std::size_t Optimizer::parameter_count() const {
 }
 
 void Optimizer::zero_grad() {
+  profile::Scope scope(profile::Family::Optimizer);
   for (auto& params : group_params_)
     for (Tensor& p : params) p.zero_grad();
 }
@@ -236,6 +238,7 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : OptimizerWith("SGD", st
 }
 
 void SGD::step() {
+  profile::Scope scope(profile::Family::Optimizer);
   NoGradGuard no_grad;
   for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, std::size_t group) {
     const SGDOptions& o = group_options_[group];
@@ -273,6 +276,7 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : AdamW(one_group(std::
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam("AdamW", std::move(groups), as_adam(o), true) {}
 
 void Adam::step() {
+  profile::Scope scope(profile::Family::Optimizer);
   NoGradGuard no_grad;
   ++steps_;
   double t = static_cast<double>(steps_);
@@ -317,6 +321,7 @@ void Adam::step() {
 namespace {
 // The gradients' global norm, summed in double with the SIMD lane sums, and one scaling pass.
 double clip_grad_norm_fast(const std::vector<Tensor>& params, double max_norm) {
+  profile::Scope scope(profile::Family::Optimizer);
   double total = 0.0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();

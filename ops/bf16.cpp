@@ -21,6 +21,7 @@
 
 #include "../runtime/allocator.h"
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
 
 #if AG_HAVE_DNNL
 #include <omp.h>
@@ -73,6 +74,7 @@ void convert_range(const float* src, std::int64_t n, std::uint16_t* dst) {
 }  // namespace
 
 void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
+  profile::Scope scope(profile::Family::Rounding);
   parallel_for(n, std::int64_t{1} << 16,
                [&](std::int64_t begin, std::int64_t end) { convert_range(src + begin, end - begin, dst + begin); });
 }
@@ -111,6 +113,7 @@ struct Packed {
 constexpr std::int64_t kScratch = std::int64_t{1} << 17;  // 256 KiB of bf16
 
 Packed packed(const blas::Matrix<const float>& m, int operand) {
+  profile::Scope scope(profile::Family::Rounding);
   std::int64_t count = m.rows * m.cols;
   Buffer owner;
   std::uint16_t* out;
@@ -274,6 +277,7 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
   blas::check_fit("bf16::gemm", a, b, c);
   std::int64_t m = c.m(), n = c.n(), k = a.n();
   if (m == 0 || n == 0) return;
+  profile::Scope scope(profile::Family::Products);
   if (k == 0) {  // an empty sum: C = beta C
     for (std::int64_t r = 0; r < m; ++r)
       for (std::int64_t j = 0; j < n; ++j) c.data[r * c.ld + j] = beta == 0.0f ? 0.0f : beta * c.data[r * c.ld + j];

@@ -14,6 +14,7 @@
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
 #include "route.h"
 
 namespace ag {
@@ -80,6 +81,7 @@ void for_each_broadcast(const Shape& out_shape, const std::vector<std::int64_t>&
 template <class F>
 Tensor broadcast_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_same_floating(op, a, b);
+  profile::Scope scope(profile::Family::Elementwise);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor y = detail::empty_for(op, shape, a.dtype());
   dispatch_floating(a.dtype(), op, [&](auto tag) {

@@ -19,6 +19,7 @@
 #include "../autograd/error.h"
 #include "../runtime/blas_setup.h"
 #include "../runtime/parallel.h"
+#include "../runtime/profile.h"
 
 namespace ag::blas {
 
@@ -135,6 +136,7 @@ void gemm(Matrix<const std::type_identity_t<T>> a, Matrix<const std::type_identi
           T alpha = T(1)) {
   check_fit("blas::gemm", a, b, c);
   if (c.m() == 0 || c.n() == 0) return;
+  profile::Scope scope(profile::Family::Products);
   static const bool blas_ready = (setup_blas(), true);  // done at load already; kept for a static link
   (void)blas_ready;
   for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {

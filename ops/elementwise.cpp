@@ -13,6 +13,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../runtime/profile.h"
 #include "binary.h"
 #include "fast_math.h"
 #include "route.h"
@@ -43,6 +44,7 @@ Tensor unary_backward(const char* op, const Tensor& dy, const Tensor& saved, DF 
 template <class F, class DF, class DFGraph>
 Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGraph df_graph) {
   check_floating(op, x);
+  profile::Scope scope(profile::Family::Elementwise);
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

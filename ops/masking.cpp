@@ -2,6 +2,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
+#include "../runtime/profile.h"
 #include "binary.h"
 #include "route.h"
 
@@ -40,6 +41,7 @@ Tensor masked_fill_backward(const Tensor& dy, const Tensor& m) {
 }  // namespace
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  profile::Scope scope(profile::Family::Elementwise);
   check_floating("masked_fill", x);
   check_bool("masked_fill", mask);
   const Tensor m = expand_mask("masked_fill", mask, x.shape());  // const: reading it is not a write

@@ -12,6 +12,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../runtime/profile.h"
 #include "binary.h"
 #include "dim_layout.h"
 #include "route.h"
@@ -51,6 +52,7 @@ Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape&
 // y = sum_k x_k:     dx_k = dy   (dy copied back along the reduced dim)     ẏ = sum_k ẋ_k
 // y = mean_k x_k:    dx_k = dy / n                                          ẏ = mean_k ẋ_k
 Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdim, bool is_mean) {
+  profile::Scope scope(profile::Family::Reduction);
   check_floating(op, x);
   Tensor y = sum_kernel(op, x, l, keepdim ? l.kept : l.reduced);
   if (is_mean) {
@@ -100,6 +102,7 @@ Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, con
 
 // y[o, i] = x[o, k*, i] with k* = argmax_k:   dx[o, k*, i] = dy[o, i], zero elsewhere;  ẏ[o, i] = ẋ[o, k*, i]
 Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, Tensor* indices) {
+  profile::Scope scope(profile::Family::Reduction);
   check_floating(op, x);
   if (l.n == 0) throw_invalid(op, "max over an empty dim (shape {}) has no value", shape_str(x.shape()));
   const Shape& out_shape = keepdim ? l.kept : l.reduced;

@@ -10,6 +10,7 @@
 #include "../autograd/forward.h"
 #include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
+#include "../runtime/profile.h"
 #include "autocast.h"
 #include "shape.h"
 
@@ -131,7 +132,11 @@ Routed route(const RoutedOp& op) {
   // 2. Autocast: the product policy, fixed now and kept by the kernels for their backward.
   Products products =
       op.bf16_products && !op.inputs.empty() && detail::autocasts(op.inputs[0]) ? Products::bf16() : Products();
-  FastRun run = op.fast(products);
+  FastRun run;
+  {
+    profile::Scope scope(profile::family_of(op.name));
+    run = op.fast(products);
+  }
 
   // 3. create_graph: chosen by the backward pass when it runs this node.
   ComposedBackward composed = op.composed;

@@ -7,6 +7,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
+#include "../runtime/profile.h"
 #include "dim_layout.h"
 
 namespace ag {
@@ -19,6 +20,7 @@ namespace {
 // so each outer index is one memcpy; a slice along the last dim is otherwise a copy per element.
 void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, const Tensor& src, std::int64_t src_begin,
                 std::int64_t src_step, std::int64_t count, std::size_t dim) {
+  profile::Scope scope(profile::Family::Reduction);
   DimLayout d = dim_layout("copy", dst.shape(), static_cast<std::int64_t>(dim));
   DimLayout s = dim_layout("copy", src.shape(), static_cast<std::int64_t>(dim));
   if (count == 0 || d.outer == 0 || d.inner == 0) return;  // nothing to move (and no null pointer to memcpy)
@@ -80,6 +82,7 @@ Tensor reshape(const Tensor& x, Shape shape) { return reshape_for("reshape", x, 
 
 Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   check_defined("permute", x);
+  profile::Scope scope(profile::Family::Reduction);
   const Shape& s = x.shape();
   std::size_t rank = s.size();
   if (dims.size() != rank)

@@ -24,6 +24,7 @@
 #include <limits>
 
 #include "../autograd/node.h"
+#include "../runtime/profile.h"
 #include "binary.h"
 #include "dim_layout.h"
 #include "elementwise.h"
@@ -42,6 +43,7 @@ bool fully_masked(T max_value) {
 
 // One forward for both: log_softmax when `log` is set.
 Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool log) {
+  profile::Scope scope(profile::Family::Softmax);
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

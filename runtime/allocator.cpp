@@ -1,4 +1,5 @@
 #include "allocator.h"
+#include "profile.h"
 
 #include <cstdlib>
 #include <limits>
@@ -38,6 +39,7 @@ Cache& cache() {
 }  // namespace
 
 void* allocate_block(std::size_t nbytes) {
+  profile::Scope scope(profile::Family::Allocation);
   std::size_t size = rounded(nbytes);
   Cache& c = cache();
   {
@@ -60,6 +62,7 @@ void* allocate_block(std::size_t nbytes) {
 }
 
 void free_block(void* block, std::size_t nbytes) {
+  profile::Scope scope(profile::Family::Allocation);
   std::size_t size = rounded(nbytes);
   Cache& c = cache();
   {

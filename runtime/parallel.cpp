@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "blas_setup.h"
+#include "profile.h"
 
 namespace ag {
 
@@ -77,8 +78,12 @@ class Pool {
     done_.store(0, std::memory_order_relaxed);
     std::uint64_t generation = (ticket_.load(std::memory_order_relaxed) >> 32) + 1;
     ticket_.store(generation << 32 | std::uint64_t(chunks) << 16, std::memory_order_release);
-    post();
+    {
+      profile::Scope scope(profile::Family::Pool);
+      post();
+    }
     claim_and_run();
+    profile::Scope scope(profile::Family::Pool);  // until the other threads' chunks are done
     for (int spins = 0; done_.load(std::memory_order_acquire) != chunks; ++spins)
       if (spins < 4096)
         cpu_relax();

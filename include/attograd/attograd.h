@@ -49,5 +49,6 @@
 #include "runtime/allocator.h"
 #include "runtime/blas_setup.h"
 #include "runtime/parallel.h"
+#include "runtime/profile.h"
 #include "text/data.h"
 #include "text/generate.h"
