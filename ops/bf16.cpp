@@ -17,6 +17,7 @@
 #include <map>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "../runtime/allocator.h"
@@ -165,9 +166,13 @@ memory::desc describe(std::int64_t rows_read, std::int64_t cols_read, std::int64
   return memory::desc({rows_read, cols_read}, type, strides);
 }
 
+// A shape's matmul with its three memory objects and its argument list, made once: a call only
+// points the memory objects at its operands (set_data_handle), so no oneDNN object is built
+// per product.
 struct Primitive {
   dnnl::matmul matmul;
-  memory::desc a, b, c;
+  memory a, b, c;
+  std::unordered_map<int, memory> args;
 };
 
 // One band, on this thread alone: oneDNN's matmul, created once per shape and kept per thread.
@@ -186,10 +191,15 @@ void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<
     auto it = cache.find(key);
     if (it == cache.end()) {
       if (cache.size() >= 4096) cache.clear();  // shapes of a run repeat; a sweep over sizes may not
+      memory::desc da = describe(m, k, a.ld, a.transposed, memory::data_type::bf16),
+                   db = describe(k, n, b.ld, b.transposed, memory::data_type::bf16),
+                   dc = describe(m, n, c.ld, false, memory::data_type::f32);
       Primitive p{{},
-                  describe(m, k, a.ld, a.transposed, memory::data_type::bf16),
-                  describe(k, n, b.ld, b.transposed, memory::data_type::bf16),
-                  describe(m, n, c.ld, false, memory::data_type::f32)};
+                  memory(da, engine(), DNNL_MEMORY_NONE),
+                  memory(db, engine(), DNNL_MEMORY_NONE),
+                  memory(dc, engine(), DNNL_MEMORY_NONE),
+                  {}};
+      p.args = {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
       dnnl::primitive_attr attr;
       if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
       if (beta != 0.0f) {
@@ -197,15 +207,16 @@ void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<
         ops.append_sum(beta);
         attr.set_post_ops(ops);
       }
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(da, db, dc), attr, engine());
       p.matmul = dnnl::matmul(pd);
       it = cache.emplace(key, std::move(p)).first;
     }
     thread_local dnnl::stream stream(engine());
-    const Primitive& p = it->second;
-    p.matmul.execute(stream, {{DNNL_ARG_SRC, memory(p.a, engine(), const_cast<std::uint16_t*>(a.data))},
-                              {DNNL_ARG_WEIGHTS, memory(p.b, engine(), const_cast<std::uint16_t*>(b.data))},
-                              {DNNL_ARG_DST, memory(p.c, engine(), c.data)}});
+    Primitive& p = it->second;
+    p.a.set_data_handle(const_cast<std::uint16_t*>(a.data));
+    p.b.set_data_handle(const_cast<std::uint16_t*>(b.data));
+    p.c.set_data_handle(c.data);
+    p.matmul.execute(stream, p.args);
     stream.wait();
   } catch (const dnnl::error& e) {  // oneDNN's own words, with the product they were about
     throw std::runtime_error(fmt::format("bf16 matrix product [{}, {}] x [{}, {}]{}: oneDNN failed: {}", c.rows, a.n(),
