@@ -145,6 +145,20 @@ struct FusedSaved {
   Products products;  // the forward's product policy, which backward keeps
 };
 
+// Under bf16 products, `products` with q, k and v (and `also`, dout in backward) rounded whole
+// once for this call, so that the tile products read the rounded copies instead of rounding
+// their operands each time. Forward pays for it with several query blocks (each would round K
+// and V again); with one, a tile rounding its own operands into a per-thread scratch costs less
+// than a pass over the whole tensors. Backward always does: each block reads Q twice (the scores
+// again, dK) and dO twice (dP, dV). The copies go with the call; what backward keeps is the
+// forward's own policy. Measured: docs/performance.md.
+Products rounded_once(Products products, const Dims& n, const std::vector<Tensor>& inputs, const Tensor& also = {}) {
+  if (!products.in_bf16() || (n.tq <= kQueryBlock && !also.defined())) return products;
+  for (const Tensor& t : inputs) products.keep(t);
+  if (also.defined()) products.keep(also);
+  return products;
+}
+
 // dq, dk and dv, written where q, k and v were read; only the inputs' gradients asked for are
 // allocated, the others stay undefined.
 std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& dout, const std::vector<bool>& need) {
@@ -164,7 +178,7 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
-                          grad(1), grad(2), s.products);
+                          grad(1), grad(2), rounded_once(s.products, n, s.inputs, dout));
   });
   return grads;
 }
@@ -235,7 +249,8 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
       using T = decltype(tag);
       auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
       attention_forward<T>(n, L, mask, scale, in(0), in(1), in(2), lse.mutable_data_ptr<T>(),
-                           need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(), products);
+                           need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(),
+                           rounded_once(products, n, inputs));
     });
   FusedSaved saved{inputs, at, attn_mask, lse, n, L, scale, causal, op, products};
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)

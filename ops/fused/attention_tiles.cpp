@@ -16,12 +16,6 @@ namespace ag::attention_kernels {
 
 namespace {
 
-// Queries are processed in blocks of this many rows. A block's scores are one [rows, Tk] tile,
-// so neither pass holds more than a tile per (batch, head) at a time, and under a causal mask a
-// block stops at the last key its last query may see: the masked upper triangle is never
-// multiplied, only the diagonal blocks' corners.
-constexpr std::int64_t kQueryBlock = 64;
-
 // One past the last key any query in rows [.., i_end) may attend to.
 std::int64_t key_end(const MaskReader& mask, std::int64_t i_end, std::int64_t tk) {
   return mask.causal ? std::clamp<std::int64_t>(i_end + mask.shift, 0, tk) : tk;

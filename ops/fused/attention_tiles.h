@@ -10,6 +10,12 @@
 namespace ag::attention_kernels {
 
 // Sizes: batch, heads, queries, keys, the q/k dim and the v dim.
+// Queries are processed in blocks of this many rows. A block's scores are one [rows, Tk] tile,
+// so neither pass holds more than a tile per (batch, head) at a time, and under a causal mask a
+// block stops at the last key its last query may see: the masked upper triangle is never
+// multiplied, only the diagonal blocks' corners.
+inline constexpr std::int64_t kQueryBlock = 64;
+
 struct Dims {
   std::int64_t b, h, tq, tk, d, dv;
 };
