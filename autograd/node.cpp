@@ -121,7 +121,7 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
   for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
 
   Running running(this);
-  profile::Scope scope(profile::family_of(name_));
+  profile::Scope scope{std::string_view(name_)};
   bool dual = dual_level_ != 0 && dual_level_ == detail::live_level() && !is_grad_enabled();
   std::vector<Tensor> grads = dual ? apply_dual(grad_output, needs) : backward_(grad_output, needs);
 

@@ -134,7 +134,7 @@ Routed route(const RoutedOp& op) {
       op.bf16_products && !op.inputs.empty() && detail::autocasts(op.inputs[0]) ? Products::bf16() : Products();
   FastRun run;
   {
-    profile::Scope scope(profile::family_of(op.name));
+    profile::Scope scope{std::string_view(op.name)};
     run = op.fast(products);
   }
 

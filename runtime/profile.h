@@ -68,6 +68,10 @@ class Scope {
   explicit Scope(Family f) : on_(detail::g_on.load(std::memory_order_relaxed)) {
     if (on_) detail::enter(f);
   }
+  // Charged to the family of op `op` (family_of), looked up only when recording is on.
+  explicit Scope(std::string_view op) : on_(detail::g_on.load(std::memory_order_relaxed)) {
+    if (on_) detail::enter(family_of(op));
+  }
   ~Scope() {
     if (on_) detail::leave();
   }
