@@ -516,7 +516,12 @@ int Run::after_training(std::int64_t step, bool stopping) {
   if (!main_rank) return 0;  // the pictures and the sample are rank 0's
   if (std::fclose(log.release()) != 0)
     throw std::runtime_error(fmt::format("cannot write '{}': {}", log_path, std::strerror(errno)));
-  fmt::print("trained {} in {}\n", plural(step - start, "step"), ag::examples::format_duration(bar->elapsed_seconds()));
+  // A step reads batch windows per micro-batch (under mpirun, every process's count).
+  double seconds = bar->elapsed_seconds(),
+         tokens = static_cast<double>((step - start) * o.batch * dp.micro_batches() * config.block_size);
+  fmt::print("trained {} in {} ({:.2f} s, {:.0f} tokens a second, evaluations and checkpoints included)\n",
+             plural(step - start, "step"), ag::examples::format_duration(seconds), seconds,
+             seconds > 0 ? tokens / seconds : 0.0);
   if (!pictures_and_sample(step)) return 130;
   if (!history.val_losses.empty())
     fmt::print("\nfinal validation loss: {:.4f} (perplexity {:.2f})\n", history.val_losses.back(),

@@ -16,6 +16,13 @@ for f in minigpt.safetensors minigpt.train.safetensors loss.png attention_layer0
   [ -s "$dir/out/$f" ] || { echo "train did not write $f"; cat "$dir/train.log"; exit 1; }
 done
 grep -q "final validation loss" "$dir/train.log" || { echo "no validation loss reported"; exit 1; }
+# Its throughput line: 60 steps of 8 windows of 16 tokens in the seconds it names.
+line=$(grep -E '^trained 60 steps in [0-9:]+ \([0-9.]+ s, [0-9]+ tokens a second' "$dir/train.log") ||
+  { echo "no throughput line"; cat "$dir/train.log"; exit 1; }
+read -r seconds rate < <(sed -E 's/.*\(([0-9.]+) s, ([0-9]+) tokens a second.*/\1 \2/' <<< "$line")
+# The seconds are shown to 0.01 s, so the rate lies between 7680 / (s + 0.005) and 7680 / (s - 0.005).
+/usr/bin/env awk -v s="$seconds" -v r="$rate" 'BEGIN { t = 60 * 8 * 16; exit !(r >= t / (s + 0.005) - 1 && (s < 0.01 || r <= t / (s - 0.005) + 1)) }' ||
+  { echo "tokens a second $rate does not match 7680 tokens in $seconds s: $line"; exit 1; }
 
 # --resume continues from the last checkpoint (step 60) to the new --steps.
 "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/out" --steps 70 --eval-interval 30 --eval-batches 2 \
