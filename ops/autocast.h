@@ -20,9 +20,16 @@
 // parameter is written (its version moves, as every optimizer step does) or the outermost guard
 // ends: forward and backward, and every use in between, share one copy.
 //
+// An activation linear or linear_gelu reads (their x) is rounded once, and its bf16 copy is what
+// the node keeps for dW: the float32 tensor is not held by the node, so it is freed as soon as
+// the caller drops it (a saved activation costs half its float32 size). A backward with
+// create_graph, which reads x itself, reads it while the caller keeps it and otherwise a float32
+// tensor made from the copy, in x's place in the graph: the values the forward's products read.
+// A forward inside a DualLevel (forward mode, ag::hvp) keeps x as every op does.
+//
 // The reference kernels (ops/kernels.h) are float32/float64 and stay so: under Kernels::Reference
 // their compositions call matmul, which does autocast. Building a graph of the gradient
-// (create_graph) runs the backward as float32 compositions.
+// (create_graph) runs the backward with the fused rules or as float32 compositions.
 #pragma once
 
 #include <cstdint>

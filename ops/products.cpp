@@ -1,6 +1,8 @@
 // The matrix-product policy (products.h).
 #include "products.h"
 
+#include <stdexcept>
+
 #include "autocast.h"
 
 namespace ag {
@@ -12,6 +14,14 @@ Products& Products::keep(const Tensor& t) {
     if (k.base == base && k.size == t.numel()) return *this;
   kept_.push_back(Kept{base, t.numel(), detail::bf16_copy(t), detail::is_parameter(t)});
   return *this;
+}
+
+std::shared_ptr<const bf16::Buffer> Products::copy_of(const Tensor& t) const {
+  if (!bf16_ || t.dtype() != kFloat32 || t.numel() == 0) return nullptr;
+  const float* base = t.const_data_ptr<float>();
+  for (const Kept& k : kept_)
+    if (k.base == base && k.size == t.numel()) return k.copy;
+  return nullptr;
 }
 
 Products Products::parameters_only() const {
@@ -35,19 +45,27 @@ blas::Matrix<const U> same_view(const blas::Matrix<const float>& m, const U* dat
 }
 }  // namespace
 
+// The kept copy of the view m, when all of it lies in one kept tensor; else null.
+const std::uint16_t* Products::kept_view(const blas::Matrix<const float>& m) const {
+  for (const Kept& k : kept_)
+    if (inside(m, k.base, k.size)) return k.copy->data.get() + (m.data - k.base);
+  return nullptr;
+}
+
 void Products::bf16_gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
                          float alpha) const {
-  // A view reads the kept copy only when all of it lies in one kept tensor.
-  auto copy_of = [&](const blas::Matrix<const float>& m) -> const std::uint16_t* {
-    for (const Kept& k : kept_)
-      if (inside(m, k.base, k.size)) return k.copy->data.get() + (m.data - k.base);
-    return nullptr;
-  };
-  const std::uint16_t *a16 = copy_of(a), *b16 = copy_of(b);
+  const std::uint16_t *a16 = kept_view(a), *b16 = kept_view(b);
   if (a16 && b16) return bf16::gemm(same_view(a, a16), same_view(b, b16), c, beta, alpha);
   if (a16) return bf16::gemm(same_view(a, a16), b, c, beta, alpha);
   if (b16) return bf16::gemm(a, same_view(b, b16), c, beta, alpha);
   bf16::gemm(a, b, c, beta, alpha);  // each operand rounded on the way in
+}
+
+void Products::gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
+                    float beta, float alpha) const {
+  if (!bf16_) throw std::logic_error("Products::gemm: a bf16 operand under the BLAS policy");
+  if (const std::uint16_t* a16 = kept_view(a)) return bf16::gemm(same_view(a, a16), b, c, beta, alpha);
+  bf16::gemm(a, b, c, beta, alpha);
 }
 
 }  // namespace ag

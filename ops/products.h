@@ -44,6 +44,10 @@ class Products {
   // after the forward holds on to (an activation is cheaper to round again than to keep).
   Products parameters_only() const;
 
+  // The copy keep(t) made, which a backward may hold on to after t itself is gone (null when
+  // none was made: not under bf16, or t empty).
+  std::shared_ptr<const bf16::Buffer> copy_of(const Tensor& t) const;
+
   template <class T>
   void gemm(blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c, T beta = T(0), T alpha = T(1)) const {
     if constexpr (std::is_same_v<T, float>) {
@@ -51,6 +55,9 @@ class Products {
     }
     blas::gemm(a, b, c, beta, alpha);
   }
+  // Under bf16, with b a bf16 copy held by the caller (copy_of); a is read as above.
+  void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
+            float beta = 0.0f, float alpha = 1.0f) const;
 
  private:
   struct Kept {
@@ -59,6 +66,7 @@ class Products {
     std::shared_ptr<const bf16::Buffer> copy;
     bool parameter;
   };
+  const std::uint16_t* kept_view(const blas::Matrix<const float>& m) const;
   void bf16_gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
                  float alpha) const;
 

@@ -29,16 +29,41 @@ namespace {
 // so a Hessian-vector product by reverse over reverse runs the fused kernels and keeps no more
 // than the first pass did (attention: the log-sum-exp, no [Tq, Tk] scores). Differentiated with
 // create_graph in turn, it falls back to `composed`, the backward as differentiable ops.
+// The op's inputs as the node's closures hold them (FastRun::released), and back as tensors.
+std::vector<detail::Held> hold(const std::vector<Tensor>& inputs,
+                               const std::vector<std::shared_ptr<const bf16::Buffer>>& released) {
+  std::vector<detail::Held> held;
+  for (std::size_t i = 0; i < inputs.size(); ++i) held.emplace_back(inputs[i], i < released.size() ? released[i] : nullptr);
+  return held;
+}
+std::vector<std::weak_ptr<TensorImpl>> weakly(const Saved& saved) {
+  std::vector<std::weak_ptr<TensorImpl>> out;
+  for (const Tensor& t : saved)
+    if (t.defined()) out.push_back(t.impl());
+  return out;
+}
+std::vector<Tensor> resolve(const std::vector<detail::Held>& held) {
+  std::vector<Tensor> inputs;
+  for (const detail::Held& h : held) inputs.push_back(h.get());
+  return inputs;
+}
+
 struct GradientsInGraph {
   std::string name;  // the node's: "<op>_backward"
-  std::vector<Tensor> inputs;
-  Saved saved;
+  std::vector<detail::Held> held;
+  // The first node's saved tensors, for the new node's version checks: held weakly, like the
+  // record of every node (a released input must not be kept alive here either).
+  std::vector<std::weak_ptr<TensorImpl>> saved;
   BackwardFn fast;
   ForwardFn forward;
   GradientTangentRule gradient_tangent;
   ComposedBackward composed;
 
   std::vector<Tensor> operator()(const Tensor& dy, const std::vector<bool>& need) const {
+    return run(resolve(held), dy, need);
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const Tensor& dy, const std::vector<bool>& need) const {
     std::vector<Tensor> grads;
     {
       NoGradGuard no_grad;
@@ -61,7 +86,9 @@ struct GradientsInGraph {
     }
     std::vector<Tensor> node_inputs = inputs;
     node_inputs.push_back(dy);
-    Saved node_saved = saved;
+    Saved node_saved;
+    for (const std::weak_ptr<TensorImpl>& w : saved)
+      if (std::shared_ptr<TensorImpl> impl = w.lock()) node_saved.emplace_back(std::move(impl));
     node_saved.push_back(dy);
     // A packed cotangent (or tangent), one part per gradient, back into one tensor per input.
     auto unpack = [inputs = inputs, parts](const Tensor& c) {
@@ -81,16 +108,16 @@ struct GradientsInGraph {
                                               : zeros({inputs[i].numel()}, inputs[i].dtype()));
       return flat.size() == 1 ? flat[0] : cat(flat, 0);
     };
-    BackwardFn second = [self = *this, unpack, dy](const Tensor& c, const std::vector<bool>& need2) {
+    BackwardFn second = [self = *this, inputs, unpack, dy](const Tensor& c, const std::vector<bool>& need2) {
       std::vector<Tensor> directions = unpack(c);
-      std::size_t n = self.inputs.size();
+      std::size_t n = inputs.size();
       std::vector<Tensor> out(n + 1);
       std::vector<bool> need_x(need2.begin(), need2.begin() + static_cast<std::ptrdiff_t>(n));
       if (std::find(need_x.begin(), need_x.end(), true) != need_x.end()) {
         std::vector<Tensor> t = self.gradient_tangent(dy, Tensor(), directions, need_x);
         t.resize(n);
         for (std::size_t i = 0; i < n; ++i)
-          if (need_x[i]) out[i] = t[i].defined() ? t[i] : zeros_like(self.inputs[i]);
+          if (need_x[i]) out[i] = t[i].defined() ? t[i] : zeros_like(inputs[i]);
       }
       if (need2[n]) {
         Tensor jc = self.forward(directions);
@@ -147,8 +174,10 @@ Routed route(const RoutedOp& op) {
                                              inputs, dy, need);
     };
   }
-  BackwardFn by_ops = [inputs = op.inputs, composed](const Tensor& dy, const std::vector<bool>& need) {
-    return composed(inputs, dy, need);
+  // Every closure below holds the inputs as the fast run allows (FastRun::released).
+  std::vector<detail::Held> held = hold(op.inputs, run.released);
+  BackwardFn by_ops = [held, composed](const Tensor& dy, const std::vector<bool>& need) {
+    return composed(resolve(held), dy, need);
   };
   // The composed backward reads every input, so each one's version is checked, whichever
   // backward runs.
@@ -158,7 +187,8 @@ Routed route(const RoutedOp& op) {
   // ops, run on dual copies of the inputs.
   ForwardFn forward = std::move(run.tangent);
   if (!forward)
-    forward = [reference = op.reference, rule = op.tangent, inputs = op.inputs](const std::vector<Tensor>& t) {
+    forward = [reference = op.reference, rule = op.tangent, held](const std::vector<Tensor>& t) {
+      std::vector<Tensor> inputs = resolve(held);
       if (rule) return rule(inputs, t);
       return detail::jvp_by_composition([&](const std::vector<Tensor>& in) { return reference(in).output; }, inputs,
                                         t);
@@ -166,8 +196,8 @@ Routed route(const RoutedOp& op) {
   // With the gradients' tangents, create_graph records the fused gradients as one node (3.).
   if (run.gradient_tangent)
     by_ops = GradientsInGraph{fmt::format("{}_backward", op.name),
-                              op.inputs,
-                              saved,
+                              held,
+                              weakly(saved),
                               run.backward,
                               forward,
                               run.gradient_tangent,
@@ -176,15 +206,49 @@ Routed route(const RoutedOp& op) {
                          std::move(saved), BackwardOrder::AnyOrder, std::move(forward));
   if (run.gradient_tangent && output.grad_fn())
     output.grad_fn()->set_dual_backward(
-        [name = op.name, inputs = op.inputs, backward = run.backward, rule = run.gradient_tangent](
+        [name = op.name, held, backward = run.backward, rule = run.gradient_tangent](
             const Tensor& dy, const Tensor& dy_t, const std::vector<bool>& need) {
-          std::vector<Tensor> moving(inputs.size());
+          std::vector<Tensor> inputs = resolve(held), moving(inputs.size());
           for (std::size_t i = 0; i < inputs.size(); ++i)
             if (inputs[i].defined()) moving[i] = detail::live_tangent(inputs[i], name);
           return DualGrads{backward(dy, need), rule(dy, dy_t, moving, need)};
         });
   return {output, run.aside};
 }
+
+namespace detail {
+
+Held::Held(const Tensor& t, std::shared_ptr<const bf16::Buffer> rounded) {
+  if (!rounded || !t.defined()) {
+    strong_ = t;
+    return;
+  }
+  weak_ = t.impl();
+  rounded_ = std::move(rounded);
+  shape_ = t.shape();
+  grad_fn_ = t.grad_fn();  // a leaf is held by the node's own edge, so it never needs rebuilding
+}
+
+Tensor Held::get() const {
+  if (!rounded_) return strong_;
+  if (std::shared_ptr<TensorImpl> impl = weak_.lock()) return Tensor(std::move(impl));
+  Tensor t = empty(shape_, kFloat32);
+  float* p = t.mutable_data_ptr<float>();
+  const std::uint16_t* r = rounded_->data.get();
+  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = bf16::to_float(r[i]);
+  if (grad_fn_) {
+    t.impl()->grad_fn = grad_fn_;
+    t.impl()->requires_grad = true;
+  }
+  return t;
+}
+
+bool may_release_inputs(const std::vector<Tensor>& inputs) {
+  if (!is_grad_enabled() || fwad::is_active()) return false;
+  return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
+}  // namespace detail
 
 BackwardFn fast_or_composed(BackwardFn fast, BackwardFn composed) {
   return [fast = std::move(fast), composed = std::move(composed)](const Tensor& dy, const std::vector<bool>& need) {

@@ -21,7 +21,8 @@
 //   1. the kernel switch (ops/kernels.h): under Kernels::Reference, or with the op listed in
 //      set_reference_ops, the reference runs instead, and its own ops build the graph;
 //   2. autocast (ops/autocast.h): a float32 op whose products may be bf16 gets Products::bf16()
-//      while autocast is on, every other op the BLAS policy (ops/products.h);
+//      while autocast is on, every other op the BLAS policy (ops/products.h); a fast run whose
+//      backward reads only a bf16 copy of an input releases the float32 one (FastRun::released);
 //   3. create_graph (autograd/grad.h): a backward pass that builds a graph needs gradients that
 //      can be differentiated again. An op whose fast run has a forward rule and its gradients'
 //      tangents (FastRun::gradient_tangent) computes them with the fast backward and records
@@ -41,6 +42,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -73,6 +75,36 @@ using GradientTangentRule = std::function<std::vector<Tensor>(const Tensor& dy, 
                                                               const std::vector<Tensor>& input_tangents,
                                                               const std::vector<bool>& need)>;
 
+namespace detail {
+
+// A tensor a node's closures read only on the rarer paths (a backward with create_graph): held,
+// or, when the fast backward kept a bf16 copy of it to read instead (under autocast, linear's x),
+// held weakly beside that copy, so that the float32 tensor lives only as long as the caller keeps
+// it. get() then returns the tensor while it lives, and after that a float32 tensor made from the
+// copy, in the tensor's place in the graph (the same grad_fn): the values the forward's bf16
+// products read.
+class Held {
+ public:
+  Held() = default;
+  Held(const Tensor& t, std::shared_ptr<const bf16::Buffer> rounded);
+  Tensor get() const;
+
+ private:
+  Tensor strong_;
+  std::weak_ptr<TensorImpl> weak_;
+  std::shared_ptr<const bf16::Buffer> rounded_;
+  Shape shape_;
+  std::shared_ptr<Node> grad_fn_;
+};
+
+// Whether an op that runs its products in bf16 may keep a bf16 copy of an activation in place
+// of the activation (Held): a backward will run (grad mode, and an input that requires grad) and
+// no DualLevel is live, whose backward passes (forward over reverse, ag::hvp's route) read the
+// inputs' tangents, which only the tensors themselves carry.
+bool may_release_inputs(const std::vector<Tensor>& inputs);
+
+}  // namespace detail
+
 // What the fast forward computed: the output, the backward that goes with it (the hand-derived
 // formula, run when the pass does not build a graph), the tensors that backward reads, and what
 // the op hands out beside the output.
@@ -87,6 +119,11 @@ struct FastRun {
   // The gradients' tangents (below). Unset: forward over reverse runs the composed backward,
   // whose ops carry them, and a backward pass with create_graph differentiates the composition.
   GradientTangentRule gradient_tangent = {};
+  // Per input (by position), the bf16 copy the fast backward reads in place of the float32 input
+  // (under autocast, linear's x, read by dW = dy^T x), or null: the router's own closures then
+  // hold that input as a detail::Held too, so its float32 data is freed as soon as the caller
+  // drops it. Empty: every input is held.
+  std::vector<std::shared_ptr<const bf16::Buffer>> released = {};
 };
 
 using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,

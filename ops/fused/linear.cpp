@@ -58,6 +58,15 @@ void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* 
     for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
 }
 
+// x as linear's backward reads it: the float32 tensor, or under bf16 products only its rounded
+// copy, which is all dW = r(dy)^T r(x) reads (the float32 x is then released: FastRun::released).
+struct LinearInput {
+  Tensor x;                                 // undefined when released
+  std::shared_ptr<const bf16::Buffer> x16;  // x rounded, when released
+  Shape shape;                              // x's
+};
+LinearInput whole(const Tensor& x) { return {x, nullptr, x.shape()}; }
+
 // y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
 // `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
 // and the product is added on top (beta = 1); without one the product is written (beta = 0).
@@ -90,14 +99,15 @@ void linear_forward(const Products& products, const Tensor& x, const Tensor& wei
 // each thread then reads only the rows of dy and x it computed itself, and packs only those.
 // Split instead over dW's rows, both threads read every row and pack all of x; the tiny and
 // small GPT steps ran 6 % slower that way on two threads.
+// x may be undefined when dW is not wanted.
 std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, const Tensor& w,
                                          const std::vector<bool>& need) {
-  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
+  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
   Tensor dx, dw, db;
   bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
   dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    blas::Matrix<const T> dys{dy.data_ptr<T>(), rows, out}, xs{x.data_ptr<T>(), rows, in};
+    blas::Matrix<const T> dys{dy.data_ptr<T>(), rows, out}, xs{x.defined() ? x.data_ptr<T>() : nullptr, rows, in};
     if (need[0]) {
       dx = full_work ? empty(x.shape(), dy.dtype()) : zeros(x.shape(), dy.dtype());
       if (full_work)
@@ -145,13 +155,14 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
 
 // The same under bf16 products (float32, W kept rounded by the forward): dy is rounded once and
 // read by both products, dx = r(dy) r(W) and dW = r(dy)^T r(x), each one gemm cutting its own
-// bands (dW by its rows or columns, not by the rows summed over); db sums the float32 dy.
-std::vector<Tensor> linear_backward_bf16(Products products, const Tensor& dy, const Tensor& x, const Tensor& w,
+// bands (dW by its rows or columns, not by the rows summed over), r(x) the forward's copy when it
+// kept one; db sums the float32 dy.
+std::vector<Tensor> linear_backward_bf16(Products products, const Tensor& dy, const LinearInput& x, const Tensor& w,
                                          const std::vector<bool>& need) {
-  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(x);
+  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
   bool full_work = rows * in * out > 0;
   Tensor dx, dw, db;
-  if (need[0]) dx = full_work ? empty(x.shape(), kFloat32) : zeros(x.shape(), kFloat32);
+  if (need[0]) dx = full_work ? empty(x.shape, kFloat32) : zeros(x.shape, kFloat32);
   if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
   if (full_work && (need[0] || need[1])) {
     products.keep(dy);
@@ -159,24 +170,26 @@ std::vector<Tensor> linear_backward_bf16(Products products, const Tensor& dy, co
     if (need[0])
       products.gemm(dys, blas::Matrix<const float>{w.const_data_ptr<float>(), out, in},
                     blas::Matrix<float>{dx.mutable_data_ptr<float>(), rows, in});
-    if (need[1])
-      products.gemm(dys.t(), blas::Matrix<const float>{x.const_data_ptr<float>(), rows, in},
-                    blas::Matrix<float>{dw.mutable_data_ptr<float>(), out, in});
+    blas::Matrix<float> dws{need[1] ? dw.mutable_data_ptr<float>() : nullptr, out, in};
+    if (need[1] && x.x16)
+      products.gemm(dys.t(), blas::Matrix<const std::uint16_t>{x.x16->data.get(), rows, in}, dws);
+    else if (need[1])
+      products.gemm(dys.t(), blas::Matrix<const float>{x.x.const_data_ptr<float>(), rows, in}, dws);
   }
-  if (need[2]) db = linear_backward_blas(dy, x, w, {false, false, true})[2];
+  if (need[2]) db = linear_backward_blas(dy, Tensor(), w, {false, false, true})[2];
   return {dx, dw, db};
 }
 
 // dx, dW and db under the forward's product policy.
-std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, const Tensor& x, const Tensor& w,
+std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, const LinearInput& x, const Tensor& w,
                                     const std::vector<bool>& need) {
-  return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, need) : linear_backward_blas(dy, x, w, need);
+  return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, need) : linear_backward_blas(dy, x.x, w, need);
 }
 
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
-std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const Tensor& x, const Tensor& w,
-                                         const Tensor& slope, const std::vector<bool>& need) {
+std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const LinearInput& x,
+                                         const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
   Tensor dh = empty_like(slope);
   dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
@@ -208,10 +221,11 @@ std::vector<Tensor> linear_gradient_tangent(const Products& products, const Tens
                                             const Tensor& x, const Tensor& w, const Tensor& x_t, const Tensor& w_t,
                                             const std::vector<bool>& need) {
   std::vector<Tensor> r(3);
-  if (dy_t.defined()) r = linear_backward(products, dy_t, x, w, need);
+  if (dy_t.defined()) r = linear_backward(products, dy_t, whole(x), w, need);
   std::vector<bool> second{need[0] && w_t.defined(), need[1] && x_t.defined(), false};
   if (second[0] || second[1]) {
-    std::vector<Tensor> s = linear_backward(products, dy, x_t.defined() ? x_t : x, w_t.defined() ? w_t : w, second);
+    std::vector<Tensor> s =
+        linear_backward(products, dy, whole(x_t.defined() ? x_t : x), w_t.defined() ? w_t : w, second);
     for (std::size_t i : {0u, 1u})
       if (second[i]) r[i] = r[i].defined() ? r[i] + s[i] : s[i];
   }
@@ -219,29 +233,51 @@ std::vector<Tensor> linear_gradient_tangent(const Products& products, const Tens
 }
 
 // The fused forwards, W kept rounded for backward under bf16 products (one copy per parameter
-// version, ops/autocast.h).
+// version, ops/autocast.h). There, with a backward to come, x is rounded whole once: the
+// forward's bands read that copy, backward's dW reads it again, and the node keeps no float32 x
+// (FastRun::released), so a saved activation costs half its float32 size and is rounded once.
+// What reads x itself (a backward with create_graph) reaches it through `held`.
+struct SavedInput {
+  Products forward;  // the policy the forward's products run under (x's copy kept too)
+  LinearInput x;     // what backward reads
+  detail::Held held;
+};
+SavedInput save_input(const Products& products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Products forward = products;
+  if (!products.in_bf16() || x.numel() == 0 || !detail::may_release_inputs({x, weight, bias}))
+    return {forward, whole(x), detail::Held(x, nullptr)};
+  forward.keep(x);
+  std::shared_ptr<const bf16::Buffer> x16 = forward.copy_of(x);
+  return {forward, LinearInput{Tensor(), x16, x.shape()}, detail::Held(x, x16)};
+}
+
 FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   products.keep(weight);
+  SavedInput in = save_input(products, x, weight, bias);
   Tensor y = detail::empty_for("linear", linear_shape(x, weight), x.dtype());
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    linear_forward<T>(products, x, weight, bias, y.mutable_data_ptr<T>(), [](std::int64_t, std::int64_t) {});
+    linear_forward<T>(in.forward, x, weight, bias, y.mutable_data_ptr<T>(), [](std::int64_t, std::int64_t) {});
   });
-  auto backward = [products, x, weight](const Tensor& dy, const std::vector<bool>& need) {
+  auto backward = [products, x = in.x, weight](const Tensor& dy, const std::vector<bool>& need) {
     return linear_backward(products, dy, x, weight, need);
   };
-  auto tangent = [x, weight](const std::vector<Tensor>& t) { return linear_tangent(x, weight, t); };
-  auto gradient_tangent = [products, x, weight](const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
-                                                const std::vector<bool>& need) {
-    return linear_gradient_tangent(products, dy, dy_t, x, weight, in_t[0], in_t[1], need);
+  auto tangent = [held = in.held, weight](const std::vector<Tensor>& t) { return linear_tangent(held.get(), weight, t); };
+  auto gradient_tangent = [products, held = in.held, weight](const Tensor& dy, const Tensor& dy_t,
+                                                             const std::vector<Tensor>& in_t,
+                                                             const std::vector<bool>& need) {
+    return linear_gradient_tangent(products, dy, dy_t, held.get(), weight, in_t[0], in_t[1], need);
   };
-  return {y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};
+  FastRun run{y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};
+  if (in.x.x16) run.released = {in.x.x16, nullptr, nullptr};
+  return run;
 }
 
 // The same with GELU applied to each band as it leaves the product, GELU'(h) saved for backward.
 FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          GeluApproximation approximate) {
   products.keep(weight);
+  SavedInput in = save_input(products, x, weight, bias);
   bool need_slope =
       (is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) ||
       detail::any_tangent({x, weight, bias});
@@ -250,18 +286,21 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     T *py = y.mutable_data_ptr<T>(), *ps = need_slope ? slope.mutable_data_ptr<T>() : nullptr;
-    linear_forward<T>(products, x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
+    linear_forward<T>(in.forward, x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
       detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
     });
   });
-  auto backward = [products, x, weight, slope](const Tensor& dy, const std::vector<bool>& need) {
+  auto backward = [products, x = in.x, weight, slope](const Tensor& dy, const std::vector<bool>& need) {
     return linear_gelu_backward(products, dy, x, weight, slope, need);
   };
-  auto tangent = [x, weight, slope](const std::vector<Tensor>& t) { return slope * linear_tangent(x, weight, t); };
+  auto tangent = [held = in.held, weight, slope](const std::vector<Tensor>& t) {
+    return slope * linear_tangent(held.get(), weight, t);
+  };
   // Forward over reverse: dh = dy GELU'(h) moves with dy and with h, then linear's rule.
-  auto gradient_tangent = [products, x, weight, bias, slope, approximate](
+  auto gradient_tangent = [products, held = in.held, weight, bias, slope, approximate](
                               const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
                               const std::vector<bool>& need) {
+    Tensor x = held.get();
     Tensor dh = dy * slope, dh_t = dy_t.defined() ? dy_t * slope : Tensor();
     Tensor h_t = linear_tangent(x, weight, in_t);
     if (h_t.defined()) {
@@ -270,7 +309,9 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
     }
     return linear_gradient_tangent(products, dh, dh_t, x, weight, in_t[0], in_t[1], need);
   };
-  return {y, backward, Saved{x, weight, slope}, Tensor(), tangent, gradient_tangent};
+  FastRun run{y, backward, Saved{x, weight, slope}, Tensor(), tangent, gradient_tangent};
+  if (in.x.x16) run.released = {in.x.x16, nullptr, nullptr};
+  return run;
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include "../test_util.h"
 
@@ -206,6 +208,71 @@ TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
           EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
         }
       }
+}
+
+// Under autocast, linear and linear_gelu keep only the bf16 copy of an input activation for
+// backward: the float32 tensor is freed once the caller drops it, and the gradients are what
+// the by-hand float64 formula gives (dW = r(dh)^T r(x)) and what the run that keeps the float32
+// input gives (inside a DualLevel, whose backward passes read it). A backward with create_graph,
+// which reads the input itself, works while the caller keeps it and is refused, naming the op,
+// once it is gone.
+TEST(Autocast, LinearKeepsOnlyTheBf16CopyOfAnActivation) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(21);
+  for (bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "linear_gelu" : "linear");
+    Tensor x = leaf({3, 9, 13}, gen), w = leaf({11, 13}, gen), b = leaf({11}, gen);
+    Tensor dy = randn({3, 9, 11}, gen);
+    auto run = [&](bool keep_alive, bool in_dual_level) {
+      for (Tensor* p : {&x, &w, &b}) p->zero_grad();
+      std::optional<fwad::DualLevel> level;
+      if (in_dual_level) level.emplace();
+      Tensor y, a = x * 2.0;  // the activation: a temporary with history
+      std::weak_ptr<TensorImpl> a_impl = a.impl();
+      {
+        AutocastGuard autocast;
+        y = gelu ? linear_gelu(a, w, b) : linear(a, w, b);
+      }
+      if (!keep_alive) a = Tensor();
+      bool freed = a_impl.expired();
+      y.backward(dy);
+      return std::tuple{freed, x.grad().clone(), w.grad().clone(), b.grad().clone()};
+    };
+    auto [freed, dx, dw, db] = run(false, false);
+    EXPECT_TRUE(freed);  // the node holds no float32 copy of the activation
+    auto [held, dx_held, dw_held, db_held] = run(false, true);
+    EXPECT_FALSE(held);  // a DualLevel keeps it: its backward may read it
+    EXPECT_EQ(rel_error(dx, dx_held), 0.0);
+    EXPECT_EQ(rel_error(dw, dw_held), 0.0);
+    EXPECT_EQ(rel_error(db, db_held), 0.0);
+    // By hand in float64, as in the test above.
+    Tensor a2 = rounded64(x * 2.0).reshape({-1, 13}), w64 = rounded64(w);
+    Tensor h_leaf = (a2.matmul(w64.t()) + to64(b)).detach().requires_grad_();
+    (gelu ? ag::gelu(h_leaf) : h_leaf * 1.0).backward(to64(dy).reshape({-1, 11}));
+    Tensor dh2 = rounded64(h_leaf.grad().to(kFloat32));
+    EXPECT_LT(rel_error(w.grad(), dh2.t().matmul(a2)), 2e-5);
+    EXPECT_LT(rel_error(x.grad(), (dh2.matmul(w64) * 2.0).reshape({3, 9, 13})), 2e-5);
+
+    // A backward with create_graph reads the activation itself: the tensor while the caller
+    // keeps it, and once it is gone a float32 tensor made from the bf16 copy, in its place in
+    // the graph. Inside the guard the products round both to the same values, so the second
+    // derivative through x (which linear_gelu's curvature reads x for) agrees exactly.
+    Tensor v = randn({11, 13}, gen);
+    std::vector<Tensor> second;
+    for (bool keep_alive : {true, false}) {
+      AutocastGuard autocast;
+      Tensor a = x * 2.0;
+      std::weak_ptr<TensorImpl> a_impl = a.impl();
+      Tensor y = gelu ? linear_gelu(a, w, b) : linear(a, w, b);
+      if (!keep_alive) a = Tensor();
+      EXPECT_EQ(a_impl.expired(), !keep_alive);
+      Tensor g = grad({(y * dy).sum()}, {w}, {}, {.create_graph = true})[0];
+      EXPECT_LT(rel_error(g, dw), 1e-6);
+      second.push_back(grad({(g * v).sum()}, {x})[0]);
+    }
+    EXPECT_GT((second[0] * second[0]).sum().item(), 0.0);
+    EXPECT_EQ(rel_error(second[0], second[1]), 0.0);
+  }
 }
 
 // The fused attention in its three layouts, with padding and causal masks, B=2, H=3, Tq != Tk:
