@@ -117,7 +117,7 @@ def last_json_line(text):
 # PyTorch worker: one fresh process per measurement
 
 
-def build_model(torch, block, n_layer, n_head, n_embd):
+def build_model(torch, block, n_layer, n_head, n_embd, vocab=VOCAB):
     nn = torch.nn
     F = torch.nn.functional
 
@@ -169,11 +169,11 @@ def build_model(torch, block, n_layer, n_head, n_embd):
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte = nn.Embedding(VOCAB, n_embd)
+            self.wte = nn.Embedding(vocab, n_embd)
             self.wpe = nn.Embedding(block, n_embd)
             self.blocks = nn.ModuleList(Block() for _ in range(n_layer))
             self.ln_f = nn.LayerNorm(n_embd, eps=1e-5)
-            self.head = nn.Linear(n_embd, VOCAB, bias=False)
+            self.head = nn.Linear(n_embd, vocab, bias=False)
             self.head.weight = self.wte.weight  # tied: logits = h wte^T
             self.register_buffer("positions", torch.arange(block), persistent=False)
             residual_std = 0.02 / math.sqrt(2 * n_layer)
