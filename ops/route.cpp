@@ -18,22 +18,12 @@ namespace ag {
 
 namespace {
 
-// An op's gradients under create_graph (route.h, 3.), from its fused rules. The fast backward
-// computes dx_i = backward(x, dy)_i outside the graph; the wanted ones are laid end to end in one
-// tensor, the output of a node with inputs (x..., dy), and each gradient handed out is a slice of
-// it. That node's backward, for a cotangent c (one part c_i per gradient), is
-//
-//   d<c, dx>/dx = the gradients' tangents along c with dy held   (gradient_tangent)
-//   d<c, dx>/dy = J(x) c                                          (the forward rule along c)
-//
-// so a Hessian-vector product by reverse over reverse runs the fused kernels and keeps no more
-// than the first pass did (attention: the log-sum-exp, no [Tq, Tk] scores). Differentiated with
-// create_graph in turn, it falls back to `composed`, the backward as differentiable ops.
 // The op's inputs as the node's closures hold them (FastRun::released), and back as tensors.
 std::vector<detail::Held> hold(const std::vector<Tensor>& inputs,
                                const std::vector<std::shared_ptr<const bf16::Buffer>>& released) {
   std::vector<detail::Held> held;
-  for (std::size_t i = 0; i < inputs.size(); ++i) held.emplace_back(inputs[i], i < released.size() ? released[i] : nullptr);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    held.emplace_back(inputs[i], i < released.size() ? released[i] : nullptr);
   return held;
 }
 std::vector<std::weak_ptr<TensorImpl>> weakly(const Saved& saved) {
@@ -48,6 +38,17 @@ std::vector<Tensor> resolve(const std::vector<detail::Held>& held) {
   return inputs;
 }
 
+// An op's gradients under create_graph (route.h, 3.), from its fused rules. The fast backward
+// computes dx_i = backward(x, dy)_i outside the graph; the wanted ones are laid end to end in one
+// tensor, the output of a node with inputs (x..., dy), and each gradient handed out is a slice of
+// it. That node's backward, for a cotangent c (one part c_i per gradient), is
+//
+//   d<c, dx>/dx = the gradients' tangents along c with dy held   (gradient_tangent)
+//   d<c, dx>/dy = J(x) c                                          (the forward rule along c)
+//
+// so a Hessian-vector product by reverse over reverse runs the fused kernels and keeps no more
+// than the first pass did (attention: the log-sum-exp, no [Tq, Tk] scores). Differentiated with
+// create_graph in turn, it falls back to `composed`, the backward as differentiable ops.
 struct GradientsInGraph {
   std::string name;  // the node's: "<op>_backward"
   std::vector<detail::Held> held;
