@@ -217,9 +217,10 @@ def pytorch_run(args, precision, threads):
 
 
 def bf16_available(args):
-    probe = subprocess.run([str(args.minigpt), "train", "--steps", "1", "--precision", "bf16", "--out",
-                            tempfile.mkdtemp(prefix="train_compare_probe_"), "--overwrite", "--corpus", *args.corpus],
-                           capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="train_compare_probe_") as d:
+        probe = subprocess.run([str(args.minigpt), "train", "--steps", "1", "--precision", "bf16", "--out", d,
+                                "--overwrite", "--sample-tokens", "1", "--corpus", *args.corpus],
+                               capture_output=True, text=True)
     return probe.returncode == 0
 
 
