@@ -9,8 +9,11 @@
 //   experiments self-test   the study notes' self-test questions, answered by running code
 //   experiments heads       multi-head against single-head attention at the same width
 //   experiments importance  attention weights against gradient and leave-one-out importance
+//   experiments bottleneck  a decoder that sees one fixed vector against cross-attention, by length
+//   experiments bidirectional  an encoder without the causal mask against causal models
 //   experiments precision   what bf16 costs each step of attention, and a Mini-GPT trained with it
 //   experiments sharpness   the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr
+//   experiments long-range  bigram, window MLP and GPT by how far back the answer lies
 //
 // docs/experiments.md has the measured tables and what each does and does not show.
 #include <boost/program_options.hpp>
