@@ -32,6 +32,7 @@
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "nn/positional.h"
+#include "nn/recurrent.h"
 #include "nn/sequential.h"
 #include "nn/transformer.h"
 #include "ops/attention.h"
