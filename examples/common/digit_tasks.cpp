@@ -63,6 +63,14 @@ Batch make_batch(const Task& task, const std::vector<Sequence>& sources) {
 
 double train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
              const Forward& forward) {
+  if (forward) return train(static_cast<nn::Module&>(model), task, s, data, label, forward);
+  return train(static_cast<nn::Module&>(model), task, s, data, label,
+               [&model](const Batch& b) { return model.forward(b.src, b.tgt_in, b.src_mask); });
+}
+
+double train(nn::Module& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
+             const Forward& forward) {
+  if (!forward) throw std::invalid_argument("digits::train: a model other than a Transformer needs its forward");
   optim::AdamW opt(optim::decay_groups(model, 0.01), {.lr = s.lr, .beta2 = 0.98});
   optim::WarmupCosine schedule{
       .warmup = std::min<std::int64_t>(100, s.steps), .total = s.steps, .max_lr = s.lr, .min_lr = s.lr / 20};
@@ -101,7 +109,7 @@ double train(nn::Transformer& model, const Task& task, const TrainSettings& s, G
     for (std::size_t i = 0; i < batches.size(); ++i) {
       const Batch& b = batches[i];
       dp.begin_micro_batch();
-      Tensor logits = forward ? forward(b) : model.forward(b.src, b.tgt_in, b.src_mask);
+      Tensor logits = forward(b);
       Tensor loss = cross_entropy(logits, b.tgt_out, kPad);
       double weight = micro == 1 ? 1.0 : targets[i] / all_targets;
       loss.backward(dp.loss_weight(loss, weight));
@@ -119,6 +127,27 @@ double train(nn::Transformer& model, const Task& task, const TrainSettings& s, G
   if (bar) bar->finish();
   model.eval();
   return loss_value;
+}
+
+Accuracy teacher_forced_accuracy(const Task& task, const std::vector<Sequence>& sequences, const Forward& forward) {
+  NoGradGuard no_grad;
+  Batch b = make_batch(task, sequences);
+  Tensor predicted = argmax(forward(b), -1);  // [N, L + 1]
+  const auto* p = predicted.data_ptr<std::int64_t>();
+  const auto* y = b.tgt_out.data_ptr<std::int64_t>();
+  std::int64_t n = predicted.size(0), t = predicted.size(1), digits_right = 0, digits_total = 0, whole = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    bool all = true;
+    for (std::int64_t j = 0; j < t; ++j) {
+      if (y[i * t + j] == kPad) continue;
+      bool right = p[i * t + j] == y[i * t + j];
+      all = all && right;
+      if (y[i * t + j] != kEos) digits_right += right, ++digits_total;
+    }
+    whole += all;
+  }
+  return {static_cast<double>(digits_right) / static_cast<double>(digits_total),
+          static_cast<double>(whole) / static_cast<double>(n)};
 }
 
 Sequence decode(nn::Transformer& model, const Sequence& source, std::vector<Tensor>* cross) {

@@ -52,6 +52,18 @@ using Forward = std::function<Tensor(const Batch&)>;
 // progress bar labelled `label` (rank 0's only, under mpirun). Returns the last step's loss.
 double train(nn::Transformer& model, const Task& task, const TrainSettings& s, Generator& data,
              const std::string& label = "", const Forward& forward = {});
+// The same for any model, `forward` required: a recurrent encoder-decoder, say.
+double train(nn::Module& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
+             const Forward& forward);
+
+// Teacher-forced accuracy of `forward` on `sequences` (the model in evaluation mode, no graph):
+// the share of output digits predicted right, and the share of sequences with every digit and
+// the end marker right. The second is exactly what greedy decoding gets right, since a greedy
+// decoder that has made no mistake so far sees the same input as teacher forcing.
+struct Accuracy {
+  double per_digit = 0, whole = 0;
+};
+Accuracy teacher_forced_accuracy(const Task& task, const std::vector<Sequence>& sequences, const Forward& forward);
 
 // Greedy decoding of one source sequence; `cross` receives the last step's cross-attention.
 Sequence decode(nn::Transformer& model, const Sequence& source, std::vector<Tensor>* cross = nullptr);

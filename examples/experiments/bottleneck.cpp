@@ -47,31 +47,12 @@ Tensor forward(ag::nn::Transformer& model, const digits::Batch& b, bool fixed_ve
   return model.decode(b.tgt_in, mean_over_source(memory, b.src_mask));
 }
 
-struct Accuracy {
-  double per_digit = 0, whole = 0;
-};
-
 // Teacher-forced accuracy on `sequences`, all of one length.
-Accuracy accuracy(ag::nn::Transformer& model, const digits::Task& task, const std::vector<digits::Sequence>& sequences,
-                  bool fixed_vector) {
-  ag::NoGradGuard no_grad;
+digits::Accuracy accuracy(ag::nn::Transformer& model, const digits::Task& task,
+                          const std::vector<digits::Sequence>& sequences, bool fixed_vector) {
   model.eval();
-  digits::Batch b = digits::make_batch(task, sequences);
-  Tensor predicted = ag::argmax(forward(model, b, fixed_vector), -1);  // [N, L + 1]
-  const auto* p = predicted.data_ptr<std::int64_t>();
-  const auto* y = b.tgt_out.data_ptr<std::int64_t>();
-  std::int64_t n = predicted.size(0), t = predicted.size(1), digits_right = 0, digits_total = 0, whole = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    bool all = true;
-    for (std::int64_t j = 0; j < t; ++j) {
-      bool right = p[i * t + j] == y[i * t + j];
-      all = all && right;
-      if (y[i * t + j] != digits::kEos) digits_right += right, ++digits_total;
-    }
-    whole += all;
-  }
-  return {static_cast<double>(digits_right) / static_cast<double>(digits_total),
-          static_cast<double>(whole) / static_cast<double>(n)};
+  return digits::teacher_forced_accuracy(task, sequences,
+                                         [&](const digits::Batch& b) { return forward(model, b, fixed_vector); });
 }
 
 }  // namespace
@@ -96,7 +77,7 @@ int bottleneck(const Options& o) {
     std::string label;
     bool fixed_vector;
     std::int64_t params = 0;
-    std::vector<Accuracy> by_length;
+    std::vector<digits::Accuracy> by_length;
   };
   std::vector<Run> runs{{"cross-attention", false, 0, {}}, {"fixed vector", true, 0, {}}};
   std::vector<std::vector<digits::Sequence>> held_out;  // per length, the same for both models
@@ -116,7 +97,7 @@ int bottleneck(const Options& o) {
   auto pct = [](double v) { return fmt::format("{:.1f} %", 100 * v); };
   std::vector<std::vector<std::string>> rows;
   for (std::size_t i = 0; i < held_out.size(); ++i) {
-    const Accuracy &a = runs[0].by_length[i], &f = runs[1].by_length[i];
+    const digits::Accuracy &a = runs[0].by_length[i], &f = runs[1].by_length[i];
     rows.push_back({fmt::format("{}", kShortest + static_cast<std::int64_t>(i)), pct(a.per_digit), pct(a.whole),
                     pct(f.per_digit), pct(f.whole)});
   }
@@ -143,7 +124,7 @@ int bottleneck(const Options& o) {
   fmt::print("\nwrote {}\n\n", png);
 
   if (o.check) {
-    const Accuracy &attention_long = runs[0].by_length.back(), &fixed_short = runs[1].by_length.front(),
+    const digits::Accuracy &attention_long = runs[0].by_length.back(), &fixed_short = runs[1].by_length.front(),
                    &fixed_long = runs[1].by_length.back();
     expect(runs[0].params == runs[1].params, "both decoders have the same parameters");
     expect(

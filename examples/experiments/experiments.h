@@ -113,5 +113,6 @@ int long_range(const Options& o);     // accuracy by how far back the answer is;
 int precision(const Options& o);      // what bf16 costs each step; a Mini-GPT trained with bf16 products
 int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT on a middle character
 int sharpness(const Options& o);      // the largest Hessian eigenvalue during training, against 2/lr and 38/lr
+int rnn_bottleneck(const Options& o);  // the GRU encoder-decoder's last state against additive attention and the Transformer
 
 }  // namespace experiments

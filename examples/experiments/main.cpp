@@ -10,6 +10,7 @@
 //   experiments heads       multi-head against single-head attention at the same width
 //   experiments importance  attention weights against gradient and leave-one-out importance
 //   experiments bottleneck  a decoder that sees one fixed vector against cross-attention, by length
+//   experiments rnn-bottleneck  a GRU encoder-decoder's last state against additive attention and a Transformer
 //   experiments bidirectional  an encoder without the causal mask against causal models
 //   experiments precision   what bf16 costs each step of attention, and a Mini-GPT trained with it
 //   experiments sharpness   the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
        {precision, "bf16: a long sum, attention weights, layer norm, the loss; a Mini-GPT in fp32 vs bf16"}},
       {"sharpness",
        {sharpness, "the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr (and AdamW's 38/lr)"}},
+      {"rnn-bottleneck",
+       {rnn_bottleneck, "a GRU encoder-decoder's last state against additive attention and the Transformer, by length"}},
       {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;
