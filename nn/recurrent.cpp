@@ -100,11 +100,13 @@ RecurrentOutput RecurrentWeights::run(const Tensor& x, const LSTMState& initial,
       length[static_cast<std::size_t>(b)] = pl[b];
     }
   }
-  // The input's share of every step at once: one product for all T steps.
+  // The input's share of every step at once: one product for all T steps, then cut into the
+  // T steps' pieces (by halves: ops/shape.h).
   Tensor xp = linear(x, weight_ih, bias_ih);  // [B, T, G H]
+  std::vector<Tensor> pieces = steps > 0 ? split(xp, 1, 1) : std::vector<Tensor>{};
   std::vector<Tensor> states;
   for (std::int64_t t = 0; t < steps; ++t) {
-    LSTMState next = step(xp.slice(1, t, t + 1).reshape({batch, -1}), {h, c});
+    LSTMState next = step(pieces[static_cast<std::size_t>(t)].reshape({batch, -1}), {h, c});
     std::vector<double> active(static_cast<std::size_t>(batch));
     bool all = true;
     for (std::int64_t b = 0; b < batch; ++b) {

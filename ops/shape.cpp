@@ -205,7 +205,10 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     if (t.dtype() != first.dtype())
       throw_invalid("cat", "tensor {} is {} but tensor 0 is {} ({})", k, dtype_name(t.dtype()),
                     dtype_name(first.dtype()), to_hint(first.dtype(), t.dtype()));
-    out_shape[d] = checked_add("cat", out_shape[d], t.shape()[d], "the sizes along dim " + std::to_string(d));
+    std::int64_t sum = 0;  // the message only on overflow, as in split
+    if (__builtin_add_overflow(out_shape[d], t.shape()[d], &sum))
+      checked_add("cat", out_shape[d], t.shape()[d], "the sizes along dim " + std::to_string(d));  // throws
+    out_shape[d] = sum;
   }
   Tensor y = detail::empty_for("cat", out_shape, first.dtype());
   std::vector<std::int64_t> offsets;  // where each input starts along dim
@@ -233,24 +236,42 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
       });
 }
 
+namespace {
+
+// The pieces of x along dim d, by halves: x is cut in two, each half in two, and so on down to the
+// pieces. A slice's backward writes its gradient into zeros the size of what it was cut from, so
+// cutting all T pieces straight from x would cost T passes over x in backward (quadratic in T for
+// a recurrent network's T steps); by halves it costs one pass over x per level, log2 T of them.
+std::vector<Tensor> split_in_halves(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t d) {
+  if (sizes.size() == 1) return {x};
+  if (sizes.size() == 2)
+    return {slice(x, d, 0, sizes[0]), slice(x, d, sizes[0], sizes[0] + sizes[1])};
+  auto middle = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() / 2);
+  std::vector<std::int64_t> left(sizes.begin(), middle), right(middle, sizes.end());
+  std::int64_t cut = std::accumulate(left.begin(), left.end(), std::int64_t{0});
+  std::vector<Tensor> pieces = split_in_halves(slice(x, d, 0, cut), left, d);
+  for (Tensor& t : split_in_halves(slice(x, d, cut, x.size(d)), right, d)) pieces.push_back(std::move(t));
+  return pieces;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t dim) {
   check_defined("split", x);
   auto d = normalize_dim("split", dim, x.dim());
   std::int64_t total = 0;
   for (auto s : sizes) {
     if (s < 0) throw_invalid("split", "sizes {} include a negative size", shape_str(sizes));
-    total = checked_add("split", total, s, "sizes " + shape_str(sizes));
+    // The message is built only when the sum overflows: for every piece it would cost
+    // O(pieces) each, quadratic for a recurrent network's T steps.
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(total, s, &sum)) checked_add("split", total, s, "sizes " + shape_str(sizes));  // throws
+    total = sum;
   }
   if (total != x.size(d))
     throw_invalid("split", "sizes {} add up to {}, but dim {} of shape {} has size {}", shape_str(sizes), total, d,
                   shape_str(x.shape()), x.size(d));
-  std::vector<Tensor> pieces;
-  std::int64_t start = 0;
-  for (auto s : sizes) {  // each piece is a slice, with the slice's backward
-    pieces.push_back(slice(x, d, start, start + s));
-    start += s;
-  }
-  return pieces;
+  return split_in_halves(x, sizes, d);
 }
 
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim) {

@@ -1,4 +1,8 @@
 // Checks ops/shape.cpp: reshape, permute, transpose, slice, cat, split, (un)squeeze.
+#include <functional>
+#include <numeric>
+#include <set>
+
 #include "../test_util.h"
 
 namespace ag {
@@ -52,6 +56,45 @@ TEST(Shape, SliceWithStepAndNegativeBounds) {
   for (std::int64_t dim : {0, 1, 2})
     EXPECT_TRUE(testing::gradcheck(
         [&](const std::vector<Tensor>& in) { return slice(in[0], dim, 1, in[0].size(dim), 2); }, {leaf}));
+}
+
+// Many pieces are cut by halves (ops/shape.h): each is the same slice, the gradient is right,
+// and a piece is at most ceil(log2 n) slices from x, so that backward costs log2 n passes over x
+// and not n (a recurrent network cuts its input into T steps).
+TEST(Shape, SplitIntoManyPiecesIsCutByHalves) {
+  Generator gen(9);
+  Tensor x = normal_leaf({3, 37, 2}, gen);
+  std::vector<Tensor> pieces = split(x, 1, 1);
+  ASSERT_EQ(pieces.size(), 37u);
+  for (std::int64_t t = 0; t < 37; ++t) {
+    const Tensor& p = pieces[static_cast<std::size_t>(t)];
+    EXPECT_TRUE(all_close(p, x.slice(1, t, t + 1), 0)) << "piece " << t;
+  }
+  // What backward writes: each slice's gradient is the size of the tensor it was cut from. Cut
+  // straight from x that is 37 times x; by halves, two cuts of each tensor on each of
+  // ceil(log2 37) = 6 levels, at most 12 times x.
+  std::set<const Node*> seen;
+  std::vector<std::shared_ptr<Node>> todo;
+  for (const Tensor& p : pieces) todo.push_back(p.grad_fn());
+  std::int64_t written = 0;
+  while (!todo.empty()) {
+    std::shared_ptr<Node> n = todo.back();
+    todo.pop_back();
+    if (!n || !seen.insert(n.get()).second) continue;
+    EXPECT_EQ(n->name(), "slice");
+    const Edge& e = n->next_edges().at(0);
+    written += std::accumulate(e.shape.begin(), e.shape.end(), std::int64_t{1}, std::multiplies<>());
+    todo.push_back(e.node);
+  }
+  EXPECT_LE(written, 12 * x.numel());
+  std::vector<std::int64_t> sizes{5, 1, 0, 9, 2, 7, 3, 10};
+  EXPECT_TRUE(testing::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> parts = split(in[0], sizes, 1);
+        for (std::size_t k = 0; k < parts.size(); ++k) parts[k] = parts[k] * static_cast<double>(k + 1);
+        return cat(parts, 1);
+      },
+      {x}));
 }
 
 TEST(Shape, CatAndSplitAreInverse) {
