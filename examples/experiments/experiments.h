@@ -26,6 +26,7 @@ struct Options {
   double gd_lr = 0.05;                // sharpness: gradient descent's step size
   double adam_lr = 3e-3;              // sharpness: AdamW's
   std::int64_t sharpness_every = 20;  // sharpness: steps between two measurements
+  std::vector<std::int64_t> lengths{16, 32, 64, 128, 256, 512, 1024, 2048, 4096};  // sequential: the T timed
 };
 
 // A character-level corpus: the first --corpus-chars characters of --corpus (any UTF-8 text,
@@ -114,5 +115,6 @@ int precision(const Options& o);      // what bf16 costs each step; a Mini-GPT t
 int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT on a middle character
 int sharpness(const Options& o);      // the largest Hessian eigenvalue during training, against 2/lr and 38/lr
 int rnn_bottleneck(const Options& o);  // the GRU encoder-decoder's last state against additive attention and the Transformer
+int sequential(const Options& o);      // a GRU against self-attention: time by T, path length, gradient reach
 
 }  // namespace experiments

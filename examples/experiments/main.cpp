@@ -14,6 +14,7 @@
 //   experiments bidirectional  an encoder without the causal mask against causal models
 //   experiments precision   what bf16 costs each step of attention, and a Mini-GPT trained with it
 //   experiments sharpness   the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr
+//   experiments sequential  a GRU against self-attention: time per step by T, path length, gradient reach
 //   experiments long-range  bigram, window MLP and GPT by how far back the answer lies
 //
 // docs/experiments.md has the measured tables and what each does and does not show.
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
        {sharpness, "the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr (and AdamW's 38/lr)"}},
       {"rnn-bottleneck",
        {rnn_bottleneck, "a GRU encoder-decoder's last state against additive attention and the Transformer, by length"}},
+      {"sequential",
+       {sequential, "a GRU against self-attention: time per step by length, path length, gradient reach by distance"}},
       {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;
@@ -76,6 +79,8 @@ int main(int argc, char** argv) {
       "lr", ag::examples::with_default(&o.gd_lr), "sharpness: gradient descent's step size")(
       "adam-lr", ag::examples::with_default(&o.adam_lr), "sharpness: AdamW's step size")(
       "every", ag::examples::with_default(&o.sharpness_every), "sharpness: steps between two measurements")(
+      "lengths", po::value(&o.lengths)->multitoken()->value_name("T..."),
+      "sequential: the sequence lengths timed, each from 2 to 4096 (default 16 32 ... 4096, the powers of 2)")(
       "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports");
   po::options_description hidden;
   hidden.add_options()("command", po::value(&command));
@@ -121,6 +126,12 @@ int main(int argc, char** argv) {
     if (!(o.gd_lr > 0) || !(o.adam_lr > 0) || !std::isfinite(o.gd_lr) || !std::isfinite(o.adam_lr))
       refuse("--lr and --adam-lr must be positive, got {} and {}", o.gd_lr, o.adam_lr);
     if (o.sharpness_every < 1) refuse("--every must be positive, got {}", o.sharpness_every);
+    if (vm.count("lengths") && command != "sequential") refuse("--lengths is for sequential, not {}", command);
+    if (o.lengths.empty()) refuse("--lengths: give at least one length");
+    for (std::int64_t t : o.lengths)
+      if (t < 2 || t > 4096) refuse("--lengths: {} is not between 2 and 4096", t);
+    std::sort(o.lengths.begin(), o.lengths.end());
+    o.lengths.erase(std::unique(o.lengths.begin(), o.lengths.end()), o.lengths.end());
     if (o.distances.empty()) refuse("--distances: give at least one distance");
     for (std::int64_t k : o.distances)
       if (k < 1 || k > 63) refuse("--distances: {} is not between 1 and 63 (sequences are 64 tokens long)", k);
