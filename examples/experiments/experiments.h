@@ -116,5 +116,6 @@ int bidirectional(const Options& o);  // BERT-style encoder against a causal GPT
 int sharpness(const Options& o);      // the largest Hessian eigenvalue during training, against 2/lr and 38/lr
 int rnn_bottleneck(const Options& o);  // the GRU encoder-decoder's last state against additive attention and the Transformer
 int sequential(const Options& o);      // a GRU against self-attention: time by T, path length, gradient reach
+int coreference(const Options& o);     // which noun "it" names: accuracy, each head's attention, each head zeroed
 
 }  // namespace experiments

@@ -15,6 +15,7 @@
 //   experiments precision   what bf16 costs each step of attention, and a Mini-GPT trained with it
 //   experiments sharpness   the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr
 //   experiments sequential  a GRU against self-attention: time per step by T, path length, gradient reach
+//   experiments coreference  which noun "it" names: accuracy, each head's attention, and each head zeroed
 //   experiments long-range  bigram, window MLP and GPT by how far back the answer lies
 //
 // docs/experiments.md has the measured tables and what each does and does not show.
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
        {rnn_bottleneck, "a GRU encoder-decoder's last state against additive attention and the Transformer, by length"}},
       {"sequential",
        {sequential, "a GRU against self-attention: time per step by length, path length, gradient reach by distance"}},
+      {"coreference",
+       {coreference, "which noun \"it\" names (a Winograd-style grammar): accuracy, each head's attention, heads zeroed"}},
       {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;
