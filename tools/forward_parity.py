@@ -21,12 +21,10 @@ kernel. Tolerances (RTOL 1e-10, ATOL 1e-13), the reading of the relative error, 
 (0 all agree, 1 any mismatch, 77 skipped without PyTorch) and the .npy helpers are those of
 tools/pytorch_parity.py and tools/second_order_parity.py.
 """
-import argparse
 import math
 import os
 import subprocess
 import sys
-import tempfile
 
 try:
     import torch
@@ -37,7 +35,7 @@ except ImportError:
 
 sys.dont_write_bytecode = True
 from pytorch_parity import compare  # noqa: E402
-from second_order_parity import attention_allowed, print_summary, read_npy, write_npy  # noqa: E402
+from second_order_parity import attention_allowed, read_npy, run_all, write_npy  # noqa: E402
 
 
 def normal(generator, *shape, std=1.0):
@@ -167,10 +165,6 @@ BUILDERS = {"attention": attention_case, "layer_norm": layer_norm_case, "cross_e
             "gelu": gelu_case, "block": block_case}
 
 
-def describe(case):
-    return ", ".join(f"{k} {v}" for k, v in case.items() if k not in ("name", "kind", "seed"))
-
-
 def run_case(case, program, workdir):
     """Prints one row per file; returns [(label, elements, max abs, max rel, ok)] for each route."""
     generator = torch.Generator().manual_seed(case["seed"])
@@ -206,20 +200,8 @@ def run_case(case, program, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--forward-grads", required=True, help="path to the forward_grads program")
-    args = parser.parse_args()
-    if not os.access(args.forward_grads, os.X_OK):
-        print(f"forward_parity: program '{args.forward_grads}' not found or not executable")
-        return 1
-    summary = []
-    with tempfile.TemporaryDirectory(prefix="forward_parity_") as workdir:
-        for case in CASES:
-            print(f"{case['name']}: {describe(case)}")
-            print(f"  {'':<20} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
-            summary += run_case(case, args.forward_grads, workdir)
-            print()
-    return print_summary("forward_parity", summary, f"torch {torch.__version__}'s forward AD", width=52)
+    return run_all("forward_parity", "--forward-grads", __doc__, CASES, run_case, 20,
+                   f"torch {torch.__version__}'s forward AD", summary_width=52)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,10 @@ Tolerances (RTOL 1e-10, ATOL 1e-13), the exit codes (0 all agree, 1 any mismatch
 without PyTorch) and the .npy helpers are those of tools/pytorch_parity.py and
 tools/second_order_parity.py.
 """
-import argparse
 import math
 import os
 import subprocess
 import sys
-import tempfile
 
 try:
     import torch
@@ -36,7 +34,7 @@ except ImportError:
 
 sys.dont_write_bytecode = True
 from pytorch_parity import compare  # noqa: E402
-from second_order_parity import print_summary, read_npy, write_npy  # noqa: E402
+from second_order_parity import read_npy, run_all, write_npy  # noqa: E402
 
 MODULES = {"rnn": torch.nn.RNN, "gru": torch.nn.GRU, "lstm": torch.nn.LSTM,
            "rnn_cell": torch.nn.RNNCell, "gru_cell": torch.nn.GRUCell, "lstm_cell": torch.nn.LSTMCell}
@@ -108,12 +106,8 @@ CASES = [
 ]
 
 
-def describe(case):
-    return ", ".join(f"{k} {v}" for k, v in case.items() if k not in ("name", "kind", "seed"))
-
-
 def run_case(case, program, workdir):
-    """Prints one row per tensor; returns (label, elements, max abs, max rel, ok)."""
+    """Prints one row per tensor; returns [(label, elements, max abs, max rel, ok)]."""
     inputs, wanted = torch_side(case, torch.Generator().manual_seed(case["seed"]))
     in_dir, out_dir = (os.path.join(workdir, f"{case['seed']}-{side}") for side in ("in", "out"))
     os.makedirs(in_dir)
@@ -123,7 +117,7 @@ def run_case(case, program, workdir):
     run = subprocess.run([program, case["kind"], in_dir, out_dir], capture_output=True, text=True)
     if run.returncode != 0:
         print(f"  recurrent_grads exited with {run.returncode}: {run.stderr.strip()}")
-        return case["name"], 0, math.nan, math.nan, False
+        return [(case["name"], 0, math.nan, math.nan, False)]
     all_ok, elements, max_abs, max_rel = True, 0, 0.0, 0.0
     written = sorted(f.removesuffix(".npy") for f in os.listdir(out_dir))
     if written != sorted(wanted):
@@ -144,24 +138,12 @@ def run_case(case, program, workdir):
         shape = "x".join(str(s) for s in want.shape)
         print(f"  {name:<16} {shape:>10} {want.abs().max().item():10.3e} {abs_err:10.2e} {rel_err:10.2e}  "
               f"{'ok' if ok else 'MISMATCH'}")
-    return case["name"], elements, max_abs, max_rel, all_ok
+    return [(case["name"], elements, max_abs, max_rel, all_ok)]
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--recurrent-grads", required=True, help="path to the recurrent_grads program")
-    args = parser.parse_args()
-    if not os.access(args.recurrent_grads, os.X_OK):
-        print(f"recurrent_parity: program '{args.recurrent_grads}' not found or not executable")
-        return 1
-    summary = []
-    with tempfile.TemporaryDirectory(prefix="recurrent_parity_") as workdir:
-        for case in CASES:
-            print(f"{case['name']}: {describe(case)}")
-            print(f"  {'':<16} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
-            summary.append(run_case(case, args.recurrent_grads, workdir))
-            print()
-    return print_summary("recurrent_parity", summary, f"torch {torch.__version__}'s torch.nn", width=24)
+    return run_all("recurrent_parity", "--recurrent-grads", __doc__, CASES, run_case, 16,
+                   f"torch {torch.__version__}'s torch.nn", summary_width=24)
 
 
 if __name__ == "__main__":

@@ -273,22 +273,28 @@ def run_case(case, program, workdir):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--second-order-grads", required=True, help="path to the second_order_grads program")
-    args = parser.parse_args()
-    if not os.access(args.second_order_grads, os.X_OK):
-        print(f"second_order_parity: program '{args.second_order_grads}' not found or not executable")
+    return run_all("second_order_parity", "--second-order-grads", __doc__, CASES, run_case, 26,
+                   f"torch {torch.__version__}")
+
+
+def run_all(program, flag, doc, cases, run_case, label_width, reference, summary_width=42):
+    """The main of a parity script: reads the path of the attograd program from `flag`, runs every
+    case through run_case(case, program_path, workdir) -> [(label, elements, max abs, max rel, ok)],
+    printing each case's header, and ends with print_summary's table and exit code."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument(flag, required=True, help=f"path to the {flag[2:].replace('-', '_')} program")
+    path = getattr(parser.parse_args(), flag[2:].replace("-", "_"))
+    if not os.access(path, os.X_OK):
+        print(f"{program}: program '{path}' not found or not executable")
         return 1
-
     summary = []
-    with tempfile.TemporaryDirectory(prefix="second_order_parity_") as workdir:
-        for case in CASES:
+    with tempfile.TemporaryDirectory(prefix=program + "_") as workdir:
+        for case in cases:
             print(f"{case['name']}: {describe(case)}")
-            print(f"  {'':<26} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
-            summary += run_case(case, args.second_order_grads, workdir)
+            print(f"  {'':<{label_width}} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
+            summary += run_case(case, path, workdir)
             print()
-
-    return print_summary("second_order_parity", summary, f"torch {torch.__version__}")
+    return print_summary(program, summary, reference, width=summary_width)
 
 
 def print_summary(program, summary, reference, width=42):
