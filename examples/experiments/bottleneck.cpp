@@ -21,6 +21,7 @@
 #include <filesystem>
 
 #include "../common/digit_tasks.h"
+#include "reversal.h"
 #include "../common/plot.h"
 #include "experiments.h"
 
@@ -31,7 +32,8 @@ namespace digits = ag::examples::digits;
 
 namespace {
 
-constexpr std::int64_t kShortest = 4, kLongest = 16;
+using reversal::kLongest;
+using reversal::kShortest;
 
 // The encoder's states averaged over the real (not padded) source positions:
 //   memory [B, S, D], src_mask bool [B, 1, 1, S]  ->  [B, 1, D]
@@ -58,15 +60,8 @@ digits::Accuracy accuracy(ag::nn::Transformer& model, const digits::Task& task,
 }  // namespace
 
 int bottleneck(const Options& o) {
-  const digits::Task task{.kind = "reverse", .min_len = kShortest, .max_len = kLongest};
-  const ag::nn::TransformerConfig config{.src_vocab = digits::kVocab,
-                                         .tgt_vocab = digits::kVocab,
-                                         .d_model = 64,
-                                         .n_heads = 4,
-                                         .d_ff = 128,
-                                         .n_encoder_layers = 2,
-                                         .n_decoder_layers = 2,
-                                         .max_len = kLongest + 2};
+  const digits::Task& task = reversal::kTask;
+  const ag::nn::TransformerConfig config = reversal::transformer();
   const std::int64_t batch = 4 * o.batch;
   fmt::print(
       "Reversing {}-{} digits: the decoder reads every encoder state (cross-attention) or their mean (one fixed\n"
@@ -80,11 +75,7 @@ int bottleneck(const Options& o) {
     std::vector<digits::Accuracy> by_length;
   };
   std::vector<Run> runs{{"cross-attention", false, 0, {}}, {"fixed vector", true, 0, {}}};
-  std::vector<std::vector<digits::Sequence>> held_out;  // per length, the same for both models
-  for (std::int64_t len = kShortest; len <= kLongest; ++len) {
-    ag::Generator gen(o.seed + 500 + static_cast<std::uint64_t>(len));
-    held_out.push_back(digits::held_out_set({.kind = "reverse", .min_len = len, .max_len = len}, 200, gen));
-  }
+  const std::vector<std::vector<digits::Sequence>> held_out = reversal::held_out_by_length(o.seed);
   for (Run& run : runs) {
     ag::Generator init(o.seed), data(o.seed + 1);
     ag::nn::Transformer model(config, init);

@@ -25,6 +25,7 @@
 #include <map>
 
 #include "../common/digit_tasks.h"
+#include "reversal.h"
 #include "../common/plot.h"
 #include "experiments.h"
 
@@ -35,7 +36,9 @@ namespace digits = ag::examples::digits;
 
 namespace {
 
-constexpr std::int64_t kShortest = 4, kLongest = 16, kEmbed = 32;
+using reversal::kLongest;
+using reversal::kShortest;
+constexpr std::int64_t kEmbed = 32;
 
 // The lengths of the padded sources [B, S] as int64 [B].
 Tensor source_lengths(const Tensor& src) {
@@ -111,15 +114,8 @@ std::int64_t hidden_for(std::int64_t budget, bool attend) {
 }  // namespace
 
 int rnn_bottleneck(const Options& o) {
-  const digits::Task task{.kind = "reverse", .min_len = kShortest, .max_len = kLongest};
-  const ag::nn::TransformerConfig config{.src_vocab = digits::kVocab,
-                                         .tgt_vocab = digits::kVocab,
-                                         .d_model = 64,
-                                         .n_heads = 4,
-                                         .d_ff = 128,
-                                         .n_encoder_layers = 2,
-                                         .n_decoder_layers = 2,
-                                         .max_len = kLongest + 2};
+  const digits::Task& task = reversal::kTask;
+  const ag::nn::TransformerConfig config = reversal::transformer();
   const std::int64_t batch = 4 * o.batch;
   ag::Generator probe(o.seed);
   const std::int64_t budget = ag::nn::Transformer(config, probe).parameter_count();
@@ -134,11 +130,7 @@ int rnn_bottleneck(const Options& o) {
       kShortest, kLongest, budget, ag::examples::plural(o.steps, "step"), batch, plain_hidden, attend_hidden, config.d_model,
       config.n_decoder_layers);
 
-  std::vector<std::vector<digits::Sequence>> held_out;  // per length, the same for every model
-  for (std::int64_t len = kShortest; len <= kLongest; ++len) {
-    ag::Generator gen(o.seed + 500 + static_cast<std::uint64_t>(len));
-    held_out.push_back(digits::held_out_set({.kind = "reverse", .min_len = len, .max_len = len}, 200, gen));
-  }
+  const std::vector<std::vector<digits::Sequence>> held_out = reversal::held_out_by_length(o.seed);
   struct Run {
     std::string label;
     std::int64_t params = 0;
