@@ -80,22 +80,19 @@ void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
                [&](std::int64_t begin, std::int64_t end) { convert_range(src + begin, end - begin, dst + begin); });
 }
 
+void convert_here(const float* src, std::int64_t n, std::uint16_t* dst) { convert_range(src, n, dst); }
+
 void BlockFree::operator()(std::uint16_t* p) const { free_block(p, nbytes); }
 
-namespace {
-
-// n uninitialised bf16 values from the block cache.
-Buffer allocate(std::int64_t n) {
+Buffer uninitialised(std::int64_t n) {
   std::size_t nbytes = static_cast<std::size_t>(n) * sizeof(std::uint16_t);
   return {std::unique_ptr<std::uint16_t[], BlockFree>(static_cast<std::uint16_t*>(allocate_block(nbytes)),
                                                       BlockFree{nbytes}),
           n};
 }
 
-}  // namespace
-
 Buffer convert(const float* src, std::int64_t n) {
-  Buffer b = allocate(n);
+  Buffer b = uninitialised(n);
   convert(src, n, b.data.get());
   return b;
 }
@@ -124,7 +121,7 @@ Packed packed(const blas::Matrix<const float>& m, int operand) {
     if (mine.size() < static_cast<std::size_t>(count)) mine.resize(static_cast<std::size_t>(count));
     out = mine.data();
   } else {
-    owner = allocate(count);
+    owner = uninitialised(count);
     out = owner.data.get();
   }
   auto rows = [&](std::int64_t r0, std::int64_t r1) {

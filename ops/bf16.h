@@ -46,6 +46,8 @@ inline float round(float f) { return to_float(from_float(f)); }
 // CPU's own conversion instruction where it has one (AVX512-BF16's, which also flushes float32
 // subnormals, below 1.2e-38, to zero).
 void convert(const float* src, std::int64_t n, std::uint16_t* dst);
+// The same on the calling thread alone, for a loop already split across the pool.
+void convert_here(const float* src, std::int64_t n, std::uint16_t* dst);
 
 // A bf16 copy of a float32 matrix or tensor, contiguous. Its memory comes from the tensors'
 // block cache (runtime/allocator.h): a training step's copies, the same sizes every step, then
@@ -59,6 +61,8 @@ struct Buffer {
   std::int64_t size = 0;
 };
 Buffer convert(const float* src, std::int64_t n);
+// n bf16 values from the block cache, not yet written.
+Buffer uninitialised(std::int64_t n);
 
 // Whether bf16 matrix products can run here, on which unit, and if not, why not.
 struct Support {

@@ -68,4 +68,17 @@ void Products::gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_
   bf16::gemm(a, b, c, beta, alpha);
 }
 
+void Products::gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c,
+                    float beta, float alpha) const {
+  if (!bf16_) throw std::logic_error("Products::gemm: a bf16 operand under the BLAS policy");
+  if (const std::uint16_t* b16 = kept_view(b)) return bf16::gemm(a, same_view(b, b16), c, beta, alpha);
+  bf16::gemm(a, b, c, beta, alpha);
+}
+
+void Products::gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
+                    float beta, float alpha) const {
+  if (!bf16_) throw std::logic_error("Products::gemm: a bf16 operand under the BLAS policy");
+  bf16::gemm(a, b, c, beta, alpha);
+}
+
 }  // namespace ag

@@ -58,6 +58,12 @@ class Products {
   // Under bf16, with b a bf16 copy held by the caller (copy_of); a is read as above.
   void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
             float beta = 0.0f, float alpha = 1.0f) const;
+  // Under bf16, with a already rounded by the caller (a kernel that wrote it in bf16 as it made
+  // it); b is read as above, or is a bf16 copy too.
+  void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c,
+            float beta = 0.0f, float alpha = 1.0f) const;
+  void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
+            float beta = 0.0f, float alpha = 1.0f) const;
 
  private:
   struct Kept {

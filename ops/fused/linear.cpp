@@ -186,10 +186,54 @@ std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, 
   return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, need) : linear_backward_blas(dy, x.x, w, need);
 }
 
+// linear_gelu's backward under bf16 products. dh = dy GELU'(h) is read only rounded (by both
+// products) and summed (db), so one pass over dy and the slope, a few rows at a time through a
+// small float32 buffer, adds db's partial sums and writes r(dh); the float32 dh is never stored.
+// The values are those of the unfused path: the same float32 dh, rounded the same way.
+std::vector<Tensor> linear_gelu_backward_bf16(const Products& products, const Tensor& dy, const LinearInput& x,
+                                              const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
+  constexpr std::int64_t kRows = 8;  // rows of dh per block: 8 x 4 C floats stay in the cache
+  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
+  bool full_work = rows * in * out > 0;
+  Tensor dx, dw, db;
+  if (need[0]) dx = full_work ? empty(x.shape, kFloat32) : zeros(x.shape, kFloat32);
+  if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
+  if (need[2]) db = zeros({out}, kFloat32);
+  if (rows * out == 0) return {dx, dw, db};
+  bool products_needed = full_work && (need[0] || need[1]);
+  bf16::Buffer dh16 = products_needed ? bf16::uninitialised(rows * out) : bf16::Buffer{};
+  const float *pdy = dy.const_data_ptr<float>(), *ps = slope.const_data_ptr<float>();
+  std::int64_t blocks = (rows + kRows - 1) / kRows;
+  ChunkPartials<float> db_parts(need[2] ? chunk_count(blocks, 1) : 0, out);
+  parallel_for_chunks(blocks, 1, [&](std::int64_t c, std::int64_t b0, std::int64_t b1) {
+    thread_local std::vector<float> dh;
+    dh.resize(static_cast<std::size_t>(kRows * out));
+    for (std::int64_t b = b0; b < b1; ++b) {
+      std::int64_t r0 = b * kRows, n = (std::min(rows, r0 + kRows) - r0) * out;
+      for (std::int64_t i = 0; i < n; ++i) dh[static_cast<std::size_t>(i)] = pdy[r0 * out + i] * ps[r0 * out + i];
+      if (need[2]) column_sums(dh.data(), n / out, out, db_parts[c]);
+      if (products_needed) bf16::convert_here(dh.data(), n, dh16.data.get() + r0 * out);
+    }
+  });
+  if (need[2]) db_parts.add_to(db.mutable_data_ptr<float>());
+  if (!products_needed) return {dx, dw, db};
+  blas::Matrix<const std::uint16_t> dhs{dh16.data.get(), rows, out};
+  if (need[0])  // dx = r(dh) r(W), W's copy the one the forward kept
+    products.gemm(dhs, blas::Matrix<const float>{w.const_data_ptr<float>(), out, in},
+                  blas::Matrix<float>{dx.mutable_data_ptr<float>(), rows, in});
+  blas::Matrix<float> dws{need[1] ? dw.mutable_data_ptr<float>() : nullptr, out, in};
+  if (need[1] && x.x16)  // dW = r(dh)^T r(x)
+    products.gemm(dhs.t(), blas::Matrix<const std::uint16_t>{x.x16->data.get(), rows, in}, dws);
+  else if (need[1])
+    products.gemm(dhs.t(), blas::Matrix<const float>{x.x.const_data_ptr<float>(), rows, in}, dws);
+  return {dx, dw, db};
+}
+
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
 std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const LinearInput& x,
                                          const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
+  if (products.in_bf16() && dy.dtype() == kFloat32) return linear_gelu_backward_bf16(products, dy, x, w, slope, need);
   Tensor dh = empty_like(slope);
   dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
