@@ -238,19 +238,28 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
 
 namespace {
 
-// The pieces of x along dim d, by halves: x is cut in two, each half in two, and so on down to the
-// pieces. A slice's backward writes its gradient into zeros the size of what it was cut from, so
-// cutting all T pieces straight from x would cost T passes over x in backward (quadratic in T for
-// a recurrent network's T steps); by halves it costs one pass over x per level, log2 T of them.
-std::vector<Tensor> split_in_halves(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t d) {
-  if (sizes.size() == 1) return {x};
-  if (sizes.size() == 2)
-    return {slice(x, d, 0, sizes[0]), slice(x, d, sizes[0], sizes[0] + sizes[1])};
+// The pieces of x along dim d. A slice's backward writes its gradient into zeros the size of what
+// it was cut from, so n pieces cut straight from x cost n passes over x in backward: quadratic in
+// T for a recurrent network's T steps. Past kStraight pieces x is cut in two first, each half in
+// two, and so on: each level costs a copy of x in forward and two passes over it in backward,
+// about log2(n / kStraight) levels. A few pieces (attention's q, k and v, a cell's gates) are cut
+// straight, which is cheaper there.
+constexpr std::size_t kStraight = 8;
+std::vector<Tensor> cut(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t d) {
+  std::vector<Tensor> pieces;
+  if (sizes.size() <= kStraight) {
+    std::int64_t start = 0;
+    for (std::int64_t size : sizes) {
+      pieces.push_back(slice(x, d, start, start + size));
+      start += size;
+    }
+    return pieces;
+  }
   auto middle = sizes.begin() + static_cast<std::ptrdiff_t>(sizes.size() / 2);
   std::vector<std::int64_t> left(sizes.begin(), middle), right(middle, sizes.end());
-  std::int64_t cut = std::accumulate(left.begin(), left.end(), std::int64_t{0});
-  std::vector<Tensor> pieces = split_in_halves(slice(x, d, 0, cut), left, d);
-  for (Tensor& t : split_in_halves(slice(x, d, cut, x.size(d)), right, d)) pieces.push_back(std::move(t));
+  std::int64_t at = std::accumulate(left.begin(), left.end(), std::int64_t{0});
+  pieces = cut(slice(x, d, 0, at), left, d);
+  for (Tensor& t : cut(slice(x, d, at, x.size(d)), right, d)) pieces.push_back(std::move(t));
   return pieces;
 }
 
@@ -271,7 +280,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
   if (total != x.size(d))
     throw_invalid("split", "sizes {} add up to {}, but dim {} of shape {} has size {}", shape_str(sizes), total, d,
                   shape_str(x.shape()), x.size(d));
-  return split_in_halves(x, sizes, d);
+  return cut(x, sizes, d);
 }
 
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t dim) {

@@ -59,8 +59,8 @@ TEST(Shape, SliceWithStepAndNegativeBounds) {
 }
 
 // Many pieces are cut by halves (ops/shape.h): each is the same slice, the gradient is right,
-// and a piece is at most ceil(log2 n) slices from x, so that backward costs log2 n passes over x
-// and not n (a recurrent network cuts its input into T steps).
+// and backward writes a few times x, not n times (a recurrent network cuts its input into T
+// steps). No sizes at all give no pieces.
 TEST(Shape, SplitIntoManyPiecesIsCutByHalves) {
   Generator gen(9);
   Tensor x = normal_leaf({3, 37, 2}, gen);
@@ -71,8 +71,8 @@ TEST(Shape, SplitIntoManyPiecesIsCutByHalves) {
     EXPECT_TRUE(all_close(p, x.slice(1, t, t + 1), 0)) << "piece " << t;
   }
   // What backward writes: each slice's gradient is the size of the tensor it was cut from. Cut
-  // straight from x that is 37 times x; by halves, two cuts of each tensor on each of
-  // ceil(log2 37) = 6 levels, at most 12 times x.
+  // straight from x that is 37 times x. By halves, 37 -> 18 + 19 -> four of 9 or 10, each cut
+  // in two once more, then at most 5 straight: 2 + 2 + 2 + 5 = 11 times x, at most 12.
   std::set<const Node*> seen;
   std::vector<std::shared_ptr<Node>> todo;
   for (const Tensor& p : pieces) todo.push_back(p.grad_fn());
@@ -87,6 +87,10 @@ TEST(Shape, SplitIntoManyPiecesIsCutByHalves) {
     todo.push_back(e.node);
   }
   EXPECT_LE(written, 12 * x.numel());
+  EXPECT_TRUE(split(zeros({2, 0}), std::vector<std::int64_t>{}, 1).empty());
+  // One piece is a new tensor, not x itself: writing into it leaves x alone.
+  Tensor one = split(x, std::vector<std::int64_t>{37}, 1).at(0);
+  EXPECT_NE(one.impl(), x.impl());
   std::vector<std::int64_t> sizes{5, 1, 0, 9, 2, 7, 3, 10};
   EXPECT_TRUE(testing::gradcheck(
       [&](const std::vector<Tensor>& in) {
