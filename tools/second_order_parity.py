@@ -277,24 +277,24 @@ def main():
                    f"torch {torch.__version__}")
 
 
-def run_all(program, flag, doc, cases, run_case, label_width, reference, summary_width=42):
-    """The main of a parity script: reads the path of the attograd program from `flag`, runs every
-    case through run_case(case, program_path, workdir) -> [(label, elements, max abs, max rel, ok)],
-    printing each case's header, and ends with print_summary's table and exit code."""
+def run_all(script, flag, doc, cases, run_case, label_width, reference, summary_width=42):
+    """The main of the parity script `script`: reads the path of the attograd program from `flag`,
+    runs every case through run_case(case, program_path, workdir) -> [(label, elements, max abs,
+    max rel, ok)], printing each case's header, and ends with print_summary's table and exit code."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument(flag, required=True, help=f"path to the {flag[2:].replace('-', '_')} program")
     path = getattr(parser.parse_args(), flag[2:].replace("-", "_"))
     if not os.access(path, os.X_OK):
-        print(f"{program}: program '{path}' not found or not executable")
+        print(f"{script}: program '{path}' not found or not executable")
         return 1
     summary = []
-    with tempfile.TemporaryDirectory(prefix=program + "_") as workdir:
+    with tempfile.TemporaryDirectory(prefix=script + "_") as workdir:
         for case in cases:
             print(f"{case['name']}: {describe(case)}")
             print(f"  {'':<{label_width}} {'shape':>10} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
             summary += run_case(case, path, workdir)
             print()
-    return print_summary(program, summary, reference, width=summary_width)
+    return print_summary(script, summary, reference, width=summary_width)
 
 
 def print_summary(program, summary, reference, width=42):

@@ -56,7 +56,8 @@ double train(nn::Transformer& model, const Task& task, const TrainSettings& s, G
 double train(nn::Module& model, const Task& task, const TrainSettings& s, Generator& data, const std::string& label,
              const Forward& forward);
 
-// Teacher-forced accuracy of `forward` on `sequences` (the model in evaluation mode, no graph):
+// Teacher-forced accuracy of `forward` on `sequences`, run without a graph (the caller puts the
+// model in evaluation mode; train() leaves it there):
 // the share of output digits predicted right, and the share of sequences with every digit and
 // the end marker right. The second is exactly what greedy decoding gets right, since a greedy
 // decoder that has made no mistake so far sees the same input as teacher forcing.

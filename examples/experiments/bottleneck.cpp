@@ -21,9 +21,9 @@
 #include <filesystem>
 
 #include "../common/digit_tasks.h"
-#include "reversal.h"
 #include "../common/plot.h"
 #include "experiments.h"
+#include "reversal.h"
 
 namespace experiments {
 

@@ -25,9 +25,9 @@
 #include <map>
 
 #include "../common/digit_tasks.h"
-#include "reversal.h"
 #include "../common/plot.h"
 #include "experiments.h"
+#include "reversal.h"
 
 namespace experiments {
 

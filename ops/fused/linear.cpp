@@ -189,10 +189,11 @@ std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, 
 // linear_gelu's backward under bf16 products. dh = dy GELU'(h) is read only rounded (by both
 // products) and summed (db), so one pass over dy and the slope, a few rows at a time through a
 // small float32 buffer, adds db's partial sums and writes r(dh); the float32 dh is never stored.
-// The values are those of the unfused path: the same float32 dh, rounded the same way.
+// dx and dW are the unfused path's exactly (the same float32 dh, rounded the same way); db adds
+// the same values grouped by other row blocks, so it may differ in the last bits.
 std::vector<Tensor> linear_gelu_backward_bf16(const Products& products, const Tensor& dy, const LinearInput& x,
                                               const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
-  constexpr std::int64_t kRows = 8;  // rows of dh per block: 8 x 4 C floats stay in the cache
+  constexpr std::int64_t kRows = 8;  // rows of dh per block: 8 x out floats stay in the cache
   std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
   bool full_work = rows * in * out > 0;
   Tensor dx, dw, db;
