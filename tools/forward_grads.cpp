@@ -27,17 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "npy_case.h"
+
 namespace {
 
-struct Case {
-  std::string in_dir, out_dir;
-
-  bool has(const std::string& name) const { return std::filesystem::exists(path(in_dir, name)); }
-  ag::Tensor read(const std::string& name) const { return ag::io::load_npy(path(in_dir, name)); }
-  void write(const std::string& name, const ag::Tensor& t) const { ag::io::save_npy(path(out_dir, name), t); }
-
-  static std::string path(const std::string& dir, const std::string& name) { return dir + "/" + name + ".npy"; }
-};
+using tools::Case;
 
 using Function = std::function<ag::Tensor(const std::vector<ag::Tensor>&)>;
 
