@@ -23,7 +23,6 @@ tools/pytorch_parity.py and tools/second_order_parity.py.
 """
 import math
 import os
-import subprocess
 import sys
 
 try:
@@ -35,7 +34,7 @@ except ImportError:
 
 sys.dont_write_bytecode = True
 from pytorch_parity import compare  # noqa: E402
-from second_order_parity import attention_allowed, read_npy, run_all, write_npy  # noqa: E402
+from second_order_parity import attention_allowed, read_npy, run_all, run_program  # noqa: E402
 
 
 def normal(generator, *shape, std=1.0):
@@ -169,15 +168,9 @@ def run_case(case, program, workdir):
     """Prints one row per file; returns [(label, elements, max abs, max rel, ok)] for each route."""
     generator = torch.Generator().manual_seed(case["seed"])
     inputs, (output, tangent) = BUILDERS[case["kind"]](case, generator)
-    in_dir, out_dir = (os.path.join(workdir, f"{case['seed']}-{side}") for side in ("in", "out"))
-    os.makedirs(in_dir)
-    os.makedirs(out_dir)
-    for name, t in inputs.items():
-        write_npy(os.path.join(in_dir, name + ".npy"), t)
-    run = subprocess.run([program, case["kind"], in_dir, out_dir], capture_output=True, text=True)
+    out_dir = run_program(case, inputs, program, workdir)
     routes = {"": "fast kernels", "reference_": "reference twins"}
-    if run.returncode != 0:
-        print(f"  forward_grads exited with {run.returncode}: {run.stderr.strip()}")
+    if out_dir is None:
         return [(f"{case['name']}, {label}", 0, math.nan, math.nan, False) for label in routes.values()]
     results = []
     for prefix, label in routes.items():

@@ -22,7 +22,6 @@ tools/second_order_parity.py.
 """
 import math
 import os
-import subprocess
 import sys
 
 try:
@@ -34,7 +33,7 @@ except ImportError:
 
 sys.dont_write_bytecode = True
 from pytorch_parity import compare  # noqa: E402
-from second_order_parity import read_npy, run_all, write_npy  # noqa: E402
+from second_order_parity import read_npy, run_all, run_program  # noqa: E402
 
 MODULES = {"rnn": torch.nn.RNN, "gru": torch.nn.GRU, "lstm": torch.nn.LSTM,
            "rnn_cell": torch.nn.RNNCell, "gru_cell": torch.nn.GRUCell, "lstm_cell": torch.nn.LSTMCell}
@@ -109,14 +108,8 @@ CASES = [
 def run_case(case, program, workdir):
     """Prints one row per tensor; returns [(label, elements, max abs, max rel, ok)]."""
     inputs, wanted = torch_side(case, torch.Generator().manual_seed(case["seed"]))
-    in_dir, out_dir = (os.path.join(workdir, f"{case['seed']}-{side}") for side in ("in", "out"))
-    os.makedirs(in_dir)
-    os.makedirs(out_dir)
-    for name, t in inputs.items():
-        write_npy(os.path.join(in_dir, name + ".npy"), t)
-    run = subprocess.run([program, case["kind"], in_dir, out_dir], capture_output=True, text=True)
-    if run.returncode != 0:
-        print(f"  recurrent_grads exited with {run.returncode}: {run.stderr.strip()}")
+    out_dir = run_program(case, inputs, program, workdir)
+    if out_dir is None:
         return [(case["name"], 0, math.nan, math.nan, False)]
     all_ok, elements, max_abs, max_rel = True, 0, 0.0, 0.0
     written = sorted(f.removesuffix(".npy") for f in os.listdir(out_dir))

@@ -231,10 +231,9 @@ def describe(case):
     return ", ".join(f"{k} {v}" for k, v in case.items() if k not in skip)
 
 
-def run_case(case, program, workdir):
-    """Prints one row per tensor; returns [(label, elements, max abs, max rel, ok)], one per variant."""
-    generator = torch.Generator().manual_seed(case["seed"])
-    inputs, variants, notes = BUILDERS[case["kind"]](case, generator)
+def run_program(case, inputs, program, workdir):
+    """Writes the case's inputs as .npy files, runs `program KIND IN_DIR OUT_DIR` on them and returns
+    OUT_DIR, or None (having said why) when the program failed."""
     in_dir, out_dir = (os.path.join(workdir, f"{case['seed']}-{side}") for side in ("in", "out"))
     os.makedirs(in_dir)
     os.makedirs(out_dir)
@@ -242,7 +241,17 @@ def run_case(case, program, workdir):
         write_npy(os.path.join(in_dir, name + ".npy"), t)
     run = subprocess.run([program, case["kind"], in_dir, out_dir], capture_output=True, text=True)
     if run.returncode != 0:
-        print(f"  second_order_grads exited with {run.returncode}: {run.stderr.strip()}")
+        print(f"  {os.path.basename(program)} exited with {run.returncode}: {run.stderr.strip()}")
+        return None
+    return out_dir
+
+
+def run_case(case, program, workdir):
+    """Prints one row per tensor; returns [(label, elements, max abs, max rel, ok)], one per variant."""
+    generator = torch.Generator().manual_seed(case["seed"])
+    inputs, variants, notes = BUILDERS[case["kind"]](case, generator)
+    out_dir = run_program(case, inputs, program, workdir)
+    if out_dir is None:
         return [(case["name"] + VARIANT_LABELS[p], 0, math.nan, math.nan, False) for p in variants]
 
     results = []
