@@ -61,6 +61,12 @@ std::pair<T, T> gelu_tanh(T v) {
 AG_SIMD_CLONES void gelu_exact_loop(const float* x, float* y, float* slope, std::int64_t n) {
   value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_exact(v); });
 }
+AG_SIMD_CLONES void gelu_exact_bf16_loop(const float* x, float* y, float* slope, std::int64_t n) {
+  value_and_slope_loop(x, y, slope, n, [](float v) {
+    auto [cdf, pdf] = fast::normal_bf16(v);
+    return std::pair<float, float>{v * cdf, cdf + v * pdf};
+  });
+}
 AG_SIMD_CLONES void gelu_tanh_loop(const float* x, float* y, float* slope, std::int64_t n) {
   value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_tanh(v); });
 }
@@ -77,6 +83,12 @@ void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluAppro
     gelu_exact_loop(x, y, slope, n);
   else
     gelu_tanh_loop(x, y, slope, n);
+}
+void gelu_loop_bf16(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::None)
+    gelu_exact_bf16_loop(x, y, slope, n);
+  else
+    gelu_loop(x, y, slope, n, approximate);
 }
 void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate) {
   if (approximate == GeluApproximation::None)

@@ -13,7 +13,8 @@
 // The readable twins are in ops/reference/linear.cpp; what the bands below buy is measured in
 // docs/performance.md. The three products run under the policy the router hands the kernels
 // (ops/route.h, ops/products.h): under autocast they take bf16 inputs (W rounded once per step)
-// and add in float32; GELU, the bias and db stay float32.
+// and add in float32; GELU, the bias and db stay float32, GELU to a relative 3e-5 there since
+// its output and slope are rounded to bf16 next (fast::normal_bf16).
 #include <algorithm>
 
 #include "../../autograd/dispatch.h"
@@ -331,7 +332,10 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     T *py = y.mutable_data_ptr<T>(), *ps = need_slope ? slope.mutable_data_ptr<T>() : nullptr;
+    bool bf16 = in.forward.in_bf16();
     linear_forward<T>(in.forward, x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
+      if constexpr (std::is_same_v<T, float>)
+        if (bf16) return detail::gelu_loop_bf16(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
       detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
     });
   });

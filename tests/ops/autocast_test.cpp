@@ -12,6 +12,7 @@
 #include <thread>
 #include <tuple>
 
+#include "../../ops/fast_math.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -199,8 +200,24 @@ TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
         Tensor y64 = gelu ? ag::gelu(h_leaf) : h_leaf * 1.0;
         y64.backward(to64(dy).reshape({-1, 11}));
         EXPECT_LT(rel_error(y, y64), 2e-6);
-        // The library's dh is float32 before it is rounded: round that float32 value.
+        // The library's dh is float32 before it is rounded: round that float32 value. Under bf16
+        // products GELU is fast::normal_bf16's, a relative 3e-5 from the exact function
+        // (FastMath.NormalBf16RelativeErrorIncludingTheTail), so each y is that close to the
+        // float64 GELU of h, and dh is made here as the kernel makes it, dy GELU'(h) in float32
+        // with that slope: otherwise a dh lying near a bf16 rounding boundary would round the other
+        // way and the products below could not be matched to float32's precision.
         Tensor dh32 = h_leaf.grad().to(kFloat32);
+        if (gelu) {
+          std::vector<double> slope_dy;
+          std::vector<float> hs = h.to(kFloat32).to_vector<float>(), dys = dy.to_vector<float>();
+          std::vector<double> ys = y.to(kFloat64).to_vector<double>(), exact = y64.to_vector<double>();
+          for (std::size_t i = 0; i < hs.size(); ++i) {
+            auto [cdf, pdf] = fast::normal_bf16(hs[i]);
+            slope_dy.push_back(dys[i] * (cdf + hs[i] * pdf));
+            EXPECT_NEAR(ys[i], exact[i], 3e-5 * std::abs(exact[i]) + 1e-6) << "at h = " << hs[i];
+          }
+          dh32 = tensor(slope_dy, dh32.shape());
+        }
         Tensor dh2 = rounded64(dh32);
         EXPECT_LT(rel_error(x.grad(), dh2.matmul(w64)), 2e-5);
         EXPECT_LT(rel_error(w.grad(), dh2.t().matmul(x2)), 2e-5);
