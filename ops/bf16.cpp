@@ -163,12 +163,12 @@ memory::desc describe(std::int64_t rows_read, std::int64_t cols_read, std::int64
   return memory::desc({rows_read, cols_read}, type, strides);
 }
 
-// A shape's matmul with its three memory objects and its argument list, made once: a call only
-// points the memory objects at its operands (set_data_handle), so no oneDNN object is built
-// per product.
+// A shape's matmul with its memory objects (the bias's only when it has one) and its argument
+// list, made once: a call only points the memory objects at its operands (set_data_handle), so
+// no oneDNN object is built per product.
 struct Primitive {
   dnnl::matmul matmul;
-  memory a, b, c;
+  memory a, b, c, bias;
   std::unordered_map<int, memory> args;
 };
 
@@ -176,27 +176,30 @@ struct Primitive {
 // Per thread because oneDNN's default ("library") scratchpad lets primitives run in parallel
 // only on the thread that created them.
 void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<const std::uint16_t>& b,
-                 const blas::Matrix<float>& c, float beta, float alpha) {
+                 const blas::Matrix<float>& c, float beta, float alpha, const float* bias) {
   try {
     thread_local const bool one_thread = (omp_set_num_threads(1), true);
     (void)one_thread;
     using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, bool,
-                           std::int64_t, float, float>;
+                           std::int64_t, float, float, bool>;
     thread_local std::map<Key, Primitive> cache;
     std::int64_t m = c.rows, n = c.cols, k = a.n();
-    Key key{m, n, k, a.ld, a.transposed, b.ld, b.transposed, c.ld, beta, alpha};
+    Key key{m, n, k, a.ld, a.transposed, b.ld, b.transposed, c.ld, beta, alpha, bias != nullptr};
     auto it = cache.find(key);
     if (it == cache.end()) {
       if (cache.size() >= 4096) cache.clear();  // shapes of a run repeat; a sweep over sizes may not
       memory::desc da = describe(m, k, a.ld, a.transposed, memory::data_type::bf16),
                    db = describe(k, n, b.ld, b.transposed, memory::data_type::bf16),
-                   dc = describe(m, n, c.ld, false, memory::data_type::f32);
+                   dc = describe(m, n, c.ld, false, memory::data_type::f32),
+                   dbias = bias ? describe(1, n, n, false, memory::data_type::f32) : memory::desc();
       Primitive p{{},
                   memory(da, engine(), DNNL_MEMORY_NONE),
                   memory(db, engine(), DNNL_MEMORY_NONE),
                   memory(dc, engine(), DNNL_MEMORY_NONE),
+                  bias ? memory(dbias, engine(), DNNL_MEMORY_NONE) : memory(),
                   {}};
       p.args = {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+      if (bias) p.args.emplace(DNNL_ARG_BIAS, p.bias);
       dnnl::primitive_attr attr;
       if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
       if (beta != 0.0f) {
@@ -204,7 +207,8 @@ void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<
         ops.append_sum(beta);
         attr.set_post_ops(ops);
       }
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(da, db, dc), attr, engine());
+      dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(da, db, dbias, dc) : dnnl::matmul::desc(da, db, dc),
+                                      attr, engine());
       p.matmul = dnnl::matmul(pd);
       it = cache.emplace(key, std::move(p)).first;
     }
@@ -213,6 +217,7 @@ void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<
     p.a.set_data_handle(const_cast<std::uint16_t*>(a.data));
     p.b.set_data_handle(const_cast<std::uint16_t*>(b.data));
     p.c.set_data_handle(c.data);
+    if (bias) p.bias.set_data_handle(const_cast<float*>(bias));
     p.matmul.execute(stream, p.args);
     stream.wait();
   } catch (const dnnl::error& e) {  // oneDNN's own words, with the product they were about
@@ -280,20 +285,22 @@ const Support& support() {
 }
 
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
-          float alpha) {
+          float alpha, const float* bias) {
   check_available();
   blas::check_fit("bf16::gemm", a, b, c);
   std::int64_t m = c.m(), n = c.n(), k = a.n();
   if (m == 0 || n == 0) return;
   profile::Scope scope(profile::Family::Products);
-  if (k == 0) {  // an empty sum: C = beta C
+  if (k == 0) {  // an empty sum: C = bias + beta C
     for (std::int64_t r = 0; r < m; ++r)
-      for (std::int64_t j = 0; j < n; ++j) c.data[r * c.ld + j] = beta == 0.0f ? 0.0f : beta * c.data[r * c.ld + j];
+      for (std::int64_t j = 0; j < n; ++j)
+        c.data[r * c.ld + j] = (bias ? bias[j] : 0.0f) + (beta == 0.0f ? 0.0f : beta * c.data[r * c.ld + j]);
     return;
   }
 #if AG_HAVE_DNNL
   blas::for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
-    product_one(a_band, b_band, c_band, beta, alpha);
+    // A band of columns starts that many columns into C, and into the bias.
+    product_one(a_band, b_band, c_band, beta, alpha, bias ? bias + (c_band.data - c.data) % c.ld : nullptr);
   });
 #else
   (void)alpha;  // unreachable: check_available() has thrown
@@ -301,20 +308,21 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
 }
 
 void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
-          float alpha) {
+          float alpha, const float* bias) {
   check_available();
-  gemm(packed(a, 0).view, b, c, beta, alpha);
+  gemm(packed(a, 0).view, b, c, beta, alpha, bias);
 }
 
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
-          float alpha) {
+          float alpha, const float* bias) {
   check_available();
-  gemm(a, packed(b, 1).view, c, beta, alpha);
+  gemm(a, packed(b, 1).view, c, beta, alpha, bias);
 }
 
-void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta, float alpha) {
+void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta, float alpha,
+          const float* bias) {
   check_available();
-  gemm(a, packed(b, 1).view, c, beta, alpha);
+  gemm(a, packed(b, 1).view, c, beta, alpha, bias);
 }
 
 }  // namespace ag::bf16

@@ -86,16 +86,18 @@ int onednn_primitive_cache_capacity();
 // C = alpha op(A) op(B) + beta C with bf16 A and B and float32 C, accumulated in float32: the
 // views are read exactly like blas::gemm's (row-major, strided, transposed for free). Cut into
 // bands of C across the thread pool like blas::gemm when large and not already inside a
-// parallel_for. Throws std::runtime_error (support().reason) where bf16 cannot run.
+// parallel_for. With a bias (n float32 values, n = C's columns), bias[j] is added to every row's
+// column j by oneDNN as it writes C: C = alpha op(A) op(B) + bias + beta C, in one pass over C.
+// Throws std::runtime_error (support().reason) where bf16 cannot run.
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
-          float beta = 0.0f, float alpha = 1.0f);
+          float beta = 0.0f, float alpha = 1.0f, const float* bias = nullptr);
 // The same with float32 operands, each rounded to bf16 first (into a per-thread scratch buffer,
 // only the rows and columns the view reads). Either operand may already be bf16.
 void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta = 0.0f,
-          float alpha = 1.0f);
+          float alpha = 1.0f, const float* bias = nullptr);
 void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta = 0.0f,
-          float alpha = 1.0f);
+          float alpha = 1.0f, const float* bias = nullptr);
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta = 0.0f,
-          float alpha = 1.0f);
+          float alpha = 1.0f, const float* bias = nullptr);
 
 }  // namespace ag::bf16

@@ -53,12 +53,12 @@ const std::uint16_t* Products::kept_view(const blas::Matrix<const float>& m) con
 }
 
 void Products::bf16_gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
-                         float alpha) const {
+                         float alpha, const float* bias) const {
   const std::uint16_t *a16 = kept_view(a), *b16 = kept_view(b);
-  if (a16 && b16) return bf16::gemm(same_view(a, a16), same_view(b, b16), c, beta, alpha);
-  if (a16) return bf16::gemm(same_view(a, a16), b, c, beta, alpha);
-  if (b16) return bf16::gemm(a, same_view(b, b16), c, beta, alpha);
-  bf16::gemm(a, b, c, beta, alpha);  // each operand rounded on the way in
+  if (a16 && b16) return bf16::gemm(same_view(a, a16), same_view(b, b16), c, beta, alpha, bias);
+  if (a16) return bf16::gemm(same_view(a, a16), b, c, beta, alpha, bias);
+  if (b16) return bf16::gemm(a, same_view(b, b16), c, beta, alpha, bias);
+  bf16::gemm(a, b, c, beta, alpha, bias);  // each operand rounded on the way in
 }
 
 void Products::gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,

@@ -13,6 +13,7 @@
 // (ops/autocast.h), so a weight is rounded once per step however often it is multiplied.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
@@ -55,6 +56,18 @@ class Products {
     }
     blas::gemm(a, b, c, beta, alpha);
   }
+  // C = A B + bias, bias[j] added to every row's column j (bias holds C's column count; null for
+  // none): linear's forward. Under bf16 oneDNN adds the bias as it writes C, so C is written once;
+  // under BLAS C's rows start as the bias and the product is added on top (beta = 1).
+  template <class T>
+  void gemm_bias(blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c, const T* bias) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_) return bf16_gemm(a, b, c, 0.0f, 1.0f, bias);
+    }
+    if (bias)
+      for (std::int64_t r = 0; r < c.rows; ++r) std::copy(bias, bias + c.cols, c.data + r * c.ld);
+    blas::gemm(a, b, c, bias ? T(1) : T(0));
+  }
   // Under bf16, with b a bf16 copy held by the caller (copy_of); a is read as above.
   void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
             float beta = 0.0f, float alpha = 1.0f) const;
@@ -74,7 +87,7 @@ class Products {
   };
   const std::uint16_t* kept_view(const blas::Matrix<const float>& m) const;
   void bf16_gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
-                 float alpha) const;
+                 float alpha, const float* bias = nullptr) const;
 
   bool bf16_ = false;
   std::vector<Kept> kept_;  // a few entries at most

@@ -69,9 +69,10 @@ struct LinearInput {
 LinearInput whole(const Tensor& x) { return {x, nullptr, x.shape()}; }
 
 // y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
-// `epilogue(first_element, count)` on the same thread. With a bias every band starts as b's rows
-// and the product is added on top (beta = 1); without one the product is written (beta = 0).
-// Under bf16 products W is kept rounded whole, and each band rounds its own rows of x.
+// `epilogue(first_element, count)` on the same thread. The bias goes with the product
+// (Products::gemm_bias: under bf16 oneDNN adds it as it writes y; in float32 the band starts as
+// b's rows and the product is added on top). Under bf16 products W is kept rounded whole, and x
+// is read from its kept copy, or each band rounds its own rows of x.
 template <class T, class Epilogue>
 void linear_forward(const Products& products, const Tensor& x, const Tensor& weight, const Tensor& bias, T* py,
                     Epilogue epilogue) {
@@ -84,12 +85,12 @@ void linear_forward(const Products& products, const Tensor& x, const Tensor& wei
   bool split = blas::worth_splitting(rows, out, std::max<std::int64_t>(in, 1)) && rows >= 2 * blas::kBand;
   blas::for_row_bands(blas::detail::to_int(rows), split, [&](int r0, int r1) {
     std::int64_t count = std::int64_t{r1 - r0} * out;
-    if (pb)
-      for (int r = r0; r < r1; ++r) std::copy(pb, pb + out, py + std::int64_t{r} * out);
     if (in > 0)
-      products.gemm(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb ? T(1) : T(0));
-    else if (!pb)
-      std::fill(py + std::int64_t{r0} * out, py + std::int64_t{r0} * out + count, T(0));  // an empty sum, no bias
+      products.gemm_bias(xs.row_band(r0, r1), w.t(), ys.row_band(r0, r1), pb);
+    else if (pb)  // an empty sum: the bias alone
+      for (int r = r0; r < r1; ++r) std::copy(pb, pb + out, py + std::int64_t{r} * out);
+    else
+      std::fill(py + std::int64_t{r0} * out, py + std::int64_t{r0} * out + count, T(0));
     epilogue(std::int64_t{r0} * out, count);
   });
 }

@@ -227,6 +227,25 @@ TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
       }
 }
 
+// Under bf16 oneDNN adds linear's bias as it writes y. A product with few rows and many columns
+// is cut into bands of columns across two threads; each band must add its own columns' bias.
+TEST(Autocast, LinearBiasReachesEveryBandOfColumns) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(14);
+  test::ThreadCount threads(2);
+  for (Shape xs : {Shape{5, 64}, Shape{70, 64}}) {  // 5 rows: bands of columns; 70: of rows
+    SCOPED_TRACE(shape_str(xs));
+    Tensor x = leaf(xs, gen), w = leaf({1000, 64}, gen), b = leaf({1000}, gen);
+    Tensor y;
+    {
+      AutocastGuard autocast;
+      y = linear(x, w, b);
+    }
+    Tensor expect = rounded64(x).matmul(rounded64(w).t()) + to64(b);
+    EXPECT_LT(rel_error(y, expect), 2e-6);
+  }
+}
+
 // Under autocast, linear and linear_gelu keep only the bf16 copy of an input activation for
 // backward: the float32 tensor is freed once the caller drops it, and the gradients are what
 // the by-hand float64 formula gives (dW = r(dh)^T r(x)) and what the run that keeps the float32
