@@ -288,6 +288,8 @@ void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t>
           float alpha, const float* bias) {
   check_available();
   blas::check_fit("bf16::gemm", a, b, c);
+  if (bias && alpha != 1.0f)
+    throw std::invalid_argument(fmt::format("bf16::gemm: a bias is added unscaled, so alpha must be 1, got {}", alpha));
   std::int64_t m = c.m(), n = c.n(), k = a.n();
   if (m == 0 || n == 0) return;
   profile::Scope scope(profile::Family::Products);

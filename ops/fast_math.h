@@ -16,7 +16,7 @@
 //   its relative error in the far tail too, where 1 - erf(z) computed from an erf would have
 //   cancelled to nothing. The same substitution as Numerical Recipes' "erfcc" (2nd ed., section
 //   6.2), which fits the exponent instead and so needs a second exp. Q's polynomials are fitted
-//   by tools/fit_normal_tail.py: degree 8, relative error 1.9e-7 evaluated in float, for
+//   by tools/fit_normal_tail.py: degree 8, relative error about 2e-7 evaluated in float, for
 //   normal(); degree 5, 2.5e-5, for normal_bf16(). GELU needs e^(-z^2) = e^(-x^2/2) for the
 //   density anyway, so Phi and phi together cost one exp.
 //
@@ -112,7 +112,7 @@ inline Normal<float> normal(float x) {
 // The same to a relative 3e-5, for values that are rounded to bf16 next (a relative error of up
 // to 2^-9 = 2e-3, 60 times as large): linear_gelu's output and slope under bf16 products. The
 // exponent -x^2/2 is rounded once (a relative error below 91 * 2^-24 = 5.4e-6 in e^(-x^2/2))
-// instead of split, and Q has degree 5: about half normal()'s arithmetic.
+// instead of split, and Q has degree 5; in a loop it runs in 0.85 of normal()'s time.
 inline Normal<float> normal_bf16(float x) {
   constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
   float xc = x > 13.5f ? 13.5f : x;

@@ -333,10 +333,11 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
     T *py = y.mutable_data_ptr<T>(), *ps = need_slope ? slope.mutable_data_ptr<T>() : nullptr;
-    bool bf16 = in.forward.in_bf16();
+    bool rounded_next = in.forward.in_bf16();  // y and the slope are read rounded to bf16
     linear_forward<T>(in.forward, x, weight, bias, py, [&](std::int64_t first, std::int64_t count) {
       if constexpr (std::is_same_v<T, float>)
-        if (bf16) return detail::gelu_loop_bf16(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
+        if (rounded_next)
+          return detail::gelu_loop_bf16(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
       detail::gelu_loop(py + first, py + first, ps ? ps + first : nullptr, count, approximate);
     });
   });

@@ -32,6 +32,21 @@ Tensor to64(const Tensor& t) {
   return tensor(std::vector<double>(t.to(kFloat64).to_vector<double>()), t.shape(), kFloat64);
 }
 
+// dh = dy GELU'(h), in float32, as linear_gelu makes it under bf16 products: with the slope of
+// fast::normal_bf16, a relative 3e-5 from the exact one (FastMath.NormalBf16RelativeError...).
+// Made the kernel's way, so that a dh lying near a bf16 rounding boundary rounds the same way;
+// from the exact slope it could round the other way, and the products of dh could then not be
+// matched to float32's precision. h as float64 (rounded to float32 here), dy with h's count.
+Tensor gelu_dh_for_bf16(const Tensor& h, const Tensor& dy) {
+  std::vector<float> hs = h.to(kFloat32).to_vector<float>(), dys = dy.to_vector<float>();
+  std::vector<double> dh;
+  for (std::size_t i = 0; i < hs.size(); ++i) {
+    auto [cdf, pdf] = fast::normal_bf16(hs[i]);
+    dh.push_back(dys[i] * (cdf + hs[i] * pdf));  // float32 arithmetic, as the kernel's
+  }
+  return tensor(dh, h.shape(), kFloat32);
+}
+
 // max |a - b| / max |b|, both read as float64.
 double rel_error(const Tensor& a, const Tensor& b) {
   std::vector<double> x = a.to(kFloat64).to_vector<double>(), y = b.to(kFloat64).to_vector<double>();
@@ -201,22 +216,13 @@ TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
         y64.backward(to64(dy).reshape({-1, 11}));
         EXPECT_LT(rel_error(y, y64), 2e-6);
         // The library's dh is float32 before it is rounded: round that float32 value. Under bf16
-        // products GELU is fast::normal_bf16's, a relative 3e-5 from the exact function
-        // (FastMath.NormalBf16RelativeErrorIncludingTheTail), so each y is that close to the
-        // float64 GELU of h, and dh is made here as the kernel makes it, dy GELU'(h) in float32
-        // with that slope: otherwise a dh lying near a bf16 rounding boundary would round the other
-        // way and the products below could not be matched to float32's precision.
-        Tensor dh32 = h_leaf.grad().to(kFloat32);
+        // products GELU is fast::normal_bf16's, so each y is within its 3e-5 of the float64 GELU
+        // of h, and dh is made the kernel's way (gelu_dh_for_bf16).
+        Tensor dh32 = gelu ? gelu_dh_for_bf16(h, dy) : h_leaf.grad().to(kFloat32);
         if (gelu) {
-          std::vector<double> slope_dy;
-          std::vector<float> hs = h.to(kFloat32).to_vector<float>(), dys = dy.to_vector<float>();
           std::vector<double> ys = y.to(kFloat64).to_vector<double>(), exact = y64.to_vector<double>();
-          for (std::size_t i = 0; i < hs.size(); ++i) {
-            auto [cdf, pdf] = fast::normal_bf16(hs[i]);
-            slope_dy.push_back(dys[i] * (cdf + hs[i] * pdf));
-            EXPECT_NEAR(ys[i], exact[i], 3e-5 * std::abs(exact[i]) + 1e-6) << "at h = " << hs[i];
-          }
-          dh32 = tensor(slope_dy, dh32.shape());
+          for (std::size_t i = 0; i < ys.size(); ++i)
+            EXPECT_NEAR(ys[i], exact[i], 3e-5 * std::abs(exact[i]) + 1e-6) << "at element " << i;
         }
         Tensor dh2 = rounded64(dh32);
         EXPECT_LT(rel_error(x.grad(), dh2.matmul(w64)), 2e-5);
@@ -243,6 +249,18 @@ TEST(Autocast, LinearBiasReachesEveryBandOfColumns) {
     }
     Tensor expect = rounded64(x).matmul(rounded64(w).t()) + to64(b);
     EXPECT_LT(rel_error(y, expect), 2e-6);
+  }
+  // A bias is added unscaled: with alpha other than 1 the product refuses, naming itself.
+  std::vector<std::uint16_t> ones(4, bf16::from_float(1.0f));
+  float c[4], bias[2] = {1.0f, 2.0f};
+  blas::Matrix<const std::uint16_t> m{ones.data(), 2, 2};
+  try {
+    bf16::gemm(m, m, blas::Matrix<float>{c, 2, 2}, 0.0f, 2.0f, bias);
+    ADD_FAILURE() << "alpha 2 with a bias was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bf16::gemm: a bias is added unscaled, so alpha must be 1, got 2"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -285,7 +303,7 @@ TEST(Autocast, LinearKeepsOnlyTheBf16CopyOfAnActivation) {
     Tensor a2 = rounded64(x * 2.0).reshape({-1, 13}), w64 = rounded64(w);
     Tensor h_leaf = (a2.matmul(w64.t()) + to64(b)).detach().requires_grad_();
     (gelu ? ag::gelu(h_leaf) : h_leaf * 1.0).backward(to64(dy).reshape({-1, 11}));
-    Tensor dh2 = rounded64(h_leaf.grad().to(kFloat32));
+    Tensor dh2 = rounded64(gelu ? gelu_dh_for_bf16(h_leaf.detach(), dy) : h_leaf.grad().to(kFloat32));
     EXPECT_LT(rel_error(w.grad(), dh2.t().matmul(a2)), 2e-5);
     EXPECT_LT(rel_error(x.grad(), (dh2.matmul(w64) * 2.0).reshape({3, 9, 13})), 2e-5);
 

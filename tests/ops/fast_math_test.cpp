@@ -78,9 +78,9 @@ TEST(FastMath, TanhSpecialValuesAndTheArrayLoop) {
 }
 
 // The largest relative error of `normal`'s CDF over [-13, 10) and of its density over [-13, 13),
-// against the C library in double. Down to x = -13, where Phi(x) = 6e-39 is still a normal float:
-// the tail is computed from erfc directly, so it keeps its relative accuracy instead of
-// cancelling in 1 + erf.
+// against the C library in double. Down to x = -13, where Phi(x) = 6e-39 is below the smallest
+// normal float (1.2e-38) yet keeps its relative accuracy: the tail is computed from erfc directly
+// instead of cancelling in 1 + erf.
 template <class Normal>
 void expect_normal_within(Normal normal, double cdf_bound, double pdf_bound) {
   double worst_cdf = 0.0, worst_pdf = 0.0;
