@@ -1,6 +1,7 @@
 // bf16 conversions and matrix products (bf16.h). The products are oneDNN's matmul primitive,
 // the one file that includes oneDNN: built only with it (AG_HAVE_DNNL), else support() says so
-// and gemm throws.
+// and gemm throws. Small products, where oneDNN's per-call cost would outweigh the work, run on
+// the kernel of bf16_small.h instead.
 //
 // Threads: oneDNN runs on OpenMP, attograd on its own pool (runtime/parallel.h). Two pools
 // spinning against each other on two cores cost more than they give, so oneDNN is only ever
@@ -17,12 +18,14 @@
 #include <map>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "../runtime/allocator.h"
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
+#include "bf16_small.h"
 
 #if AG_HAVE_DNNL
 #include <omp.h>
@@ -284,47 +287,72 @@ const Support& support() {
   return s;
 }
 
-void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
-          float alpha, const float* bias) {
+namespace {
+
+// Every gemm below: the checks, the empty cases, then a small product on bf16_small's kernel
+// straight from the operands as they are, or each float32 operand rounded into a bf16 copy and
+// the product cut into bands for oneDNN.
+template <class TA, class TB>
+void product(blas::Matrix<const TA> a, blas::Matrix<const TB> b, blas::Matrix<float> c, float beta, float alpha,
+             const float* bias) {
   check_available();
   blas::check_fit("bf16::gemm", a, b, c);
   if (bias && alpha != 1.0f)
     throw std::invalid_argument(fmt::format("bf16::gemm: a bias is added unscaled, so alpha must be 1, got {}", alpha));
   std::int64_t m = c.m(), n = c.n(), k = a.n();
   if (m == 0 || n == 0) return;
-  profile::Scope scope(profile::Family::Products);
+  // A band of columns starts that many columns into C, and into the bias.
+  auto bias_of = [&](const blas::Matrix<float>& c_band) { return bias ? bias + (c_band.data - c.data) % c.ld : nullptr; };
   if (k == 0) {  // an empty sum: C = bias + beta C
+    profile::Scope scope(profile::Family::Products);
     for (std::int64_t r = 0; r < m; ++r)
       for (std::int64_t j = 0; j < n; ++j)
         c.data[r * c.ld + j] = (bias ? bias[j] : 0.0f) + (beta == 0.0f ? 0.0f : beta * c.data[r * c.ld + j]);
     return;
   }
+  if (small::takes(m, n, k)) {
+    profile::Scope scope(profile::Family::Products);
+    blas::for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
+      small::gemm(a_band, b_band, c_band, beta, alpha, bias_of(c_band));
+    });
+    return;
+  }
+  if constexpr (std::is_same_v<TA, float>) {
+    Packed a16 = packed(a, 0);
+    product(a16.view, b, c, beta, alpha, bias);
+  } else if constexpr (std::is_same_v<TB, float>) {
+    Packed b16 = packed(b, 1);
+    product(a, b16.view, c, beta, alpha, bias);
+  } else {
 #if AG_HAVE_DNNL
-  blas::for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
-    // A band of columns starts that many columns into C, and into the bias.
-    product_one(a_band, b_band, c_band, beta, alpha, bias ? bias + (c_band.data - c.data) % c.ld : nullptr);
-  });
-#else
-  (void)alpha;  // unreachable: check_available() has thrown
+    profile::Scope scope(profile::Family::Products);
+    blas::for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
+      product_one(a_band, b_band, c_band, beta, alpha, bias_of(c_band));
+    });
 #endif
+  }
+}
+
+}  // namespace
+
+void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
+          float alpha, const float* bias) {
+  product(a, b, c, beta, alpha, bias);
 }
 
 void gemm(blas::Matrix<const float> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c, float beta,
           float alpha, const float* bias) {
-  check_available();
-  gemm(packed(a, 0).view, b, c, beta, alpha, bias);
+  product(a, b, c, beta, alpha, bias);
 }
 
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta,
           float alpha, const float* bias) {
-  check_available();
-  gemm(a, packed(b, 1).view, c, beta, alpha, bias);
+  product(a, b, c, beta, alpha, bias);
 }
 
 void gemm(blas::Matrix<const float> a, blas::Matrix<const float> b, blas::Matrix<float> c, float beta, float alpha,
           const float* bias) {
-  check_available();
-  gemm(a, packed(b, 1).view, c, beta, alpha, bias);
+  product(a, b, c, beta, alpha, bias);
 }
 
 }  // namespace ag::bf16

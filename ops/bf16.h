@@ -9,7 +9,8 @@
 //
 // attograd uses bf16 only for the inputs of matrix products under ag::AutocastGuard
 // (ops/autocast.h): the products multiply bf16 numbers and add in float32, on the CPU's bf16
-// unit (AMX tiles or AVX512-BF16 dot products) through oneDNN. docs/mixed_precision.md says what
+// unit (AMX tiles or AVX512-BF16 dot products) through oneDNN, or for small ones through
+// attograd's own AVX512-BF16 kernel (bf16_small.h). docs/mixed_precision.md says what
 // that costs in accuracy and why everything else stays float32.
 #pragma once
 
@@ -86,7 +87,8 @@ int onednn_primitive_cache_capacity();
 // C = alpha op(A) op(B) + beta C with bf16 A and B and float32 C, accumulated in float32: the
 // views are read exactly like blas::gemm's (row-major, strided, transposed for free). Cut into
 // bands of C across the thread pool like blas::gemm when large and not already inside a
-// parallel_for. With a bias (n float32 values, n = C's columns), bias[j] is added to every row's
+// parallel_for. Small products (bf16_small.h: attention's tiles) run on attograd's own
+// AVX512-BF16 kernel, the rest on oneDNN's matmul. With a bias (n float32 values, n = C's columns), bias[j] is added to every row's
 // column j by oneDNN as it writes C: C = op(A) op(B) + bias + beta C, in one pass over C; alpha
 // must then be 1 (oneDNN would scale the bias with the product), else std::invalid_argument.
 // Throws std::runtime_error (support().reason) where bf16 cannot run.
