@@ -87,13 +87,6 @@ void convert_here(const float* src, std::int64_t n, std::uint16_t* dst) { conver
 
 void BlockFree::operator()(std::uint16_t* p) const { free_block(p, nbytes); }
 
-namespace {
-struct BlockFree32 {
-  std::size_t nbytes = 0;
-  void operator()(float* p) const { free_block(p, nbytes); }
-};
-}  // namespace
-
 Buffer uninitialised(std::int64_t n) {
   std::size_t nbytes = static_cast<std::size_t>(n) * sizeof(std::uint16_t);
   return {std::unique_ptr<std::uint16_t[], BlockFree>(static_cast<std::uint16_t*>(allocate_block(nbytes)),
@@ -236,38 +229,6 @@ void product_one(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<
   }
 }
 
-// A weight's gradient, dW = dY^T X, sums over a batch's rows: k is long, and A is read transposed.
-// Bands of C's rows would read a band of dY's columns, a strided view, for which oneDNN gives up
-// its brgemm kernel for gemm:jit (310 against 355 GFLOP/s for a medium GPT's [384, 4096] x
-// [4096, 192] band on Zen 5). Bands of k keep every view whole rows: thread t multiplies rows
-// [k_t, k_t+1) of dY and X, the first into C, the others into a scratch each, and the scratches
-// are added to C after.
-void product_split_k(const blas::Matrix<const std::uint16_t>& a, const blas::Matrix<const std::uint16_t>& b,
-                     const blas::Matrix<float>& c, float beta, float alpha, const float* bias) {
-  std::int64_t m = c.m(), n = c.n(), k = a.n(), parts = get_num_threads();
-  std::int64_t step = (k + parts - 1) / parts;
-  std::size_t nbytes = static_cast<std::size_t>((parts - 1) * m * n) * sizeof(float);
-  std::unique_ptr<float, BlockFree32> scratch(static_cast<float*>(allocate_block(nbytes)), BlockFree32{nbytes});
-  parallel_for(parts, 1, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t t = first; t < last; ++t) {
-      std::int64_t k0 = std::min(k, t * step), k1 = std::min(k, k0 + step);
-      blas::Matrix<float> out = t == 0 ? c : blas::Matrix<float>{scratch.get() + (t - 1) * m * n, m, n};
-      if (k1 > k0)
-        product_one(a.col_band(k0, k1), b.row_band(k0, k1), out, t == 0 ? beta : 0.0f, alpha, t == 0 ? bias : nullptr);
-      else if (t > 0)
-        std::fill(out.data, out.data + m * n, 0.0f);
-    }
-  });
-  parallel_for(m, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(n, 1)), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t t = 1; t < parts; ++t)
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const float* add = scratch.get() + (t - 1) * m * n + r * n;
-        float* row = c.data + r * c.ld;
-        for (std::int64_t j = 0; j < n; ++j) row[j] += add[j];
-      }
-  });
-}
-
 Support detect() {
   Support s;
   auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
@@ -365,8 +326,6 @@ void product(blas::Matrix<const TA> a, blas::Matrix<const TB> b, blas::Matrix<fl
   } else {
 #if AG_HAVE_DNNL
     profile::Scope scope(profile::Family::Products);
-    if (a.transposed && !b.transposed && k >= m && k >= n && blas::worth_splitting(m, n, k))
-      return product_split_k(a, b, c, beta, alpha, bias);
     blas::for_bands(a, b, c, [&](const auto& a_band, const auto& b_band, const auto& c_band) {
       product_one(a_band, b_band, c_band, beta, alpha, bias_of(c_band));
     });
