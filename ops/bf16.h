@@ -88,9 +88,10 @@ int onednn_primitive_cache_capacity();
 // views are read exactly like blas::gemm's (row-major, strided, transposed for free). Cut into
 // bands of C across the thread pool like blas::gemm when large and not already inside a
 // parallel_for. Small products (bf16_small.h: attention's tiles) run on attograd's own
-// AVX512-BF16 kernel, the rest on oneDNN's matmul. With a bias (n float32 values, n = C's columns), bias[j] is added to every row's
-// column j by oneDNN as it writes C: C = op(A) op(B) + bias + beta C, in one pass over C; alpha
-// must then be 1 (oneDNN would scale the bias with the product), else std::invalid_argument.
+// AVX512-BF16 kernel, the rest on oneDNN's matmul. With a bias (n float32 values, n = C's
+// columns), bias[j] is added to every row's column j as C is written: C = op(A) op(B) + bias +
+// beta C, in one pass over C; alpha must then be 1 (oneDNN would scale the bias with the
+// product), else std::invalid_argument.
 // Throws std::runtime_error (support().reason) where bf16 cannot run.
 void gemm(blas::Matrix<const std::uint16_t> a, blas::Matrix<const std::uint16_t> b, blas::Matrix<float> c,
           float beta = 0.0f, float alpha = 1.0f, const float* bias = nullptr);

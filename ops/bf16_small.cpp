@@ -21,11 +21,9 @@ constexpr std::int64_t kMaxWork = std::int64_t{1} << 19;
 // The packed operands live in per-thread scratch, at most this many 32-bit pairs each.
 constexpr std::int64_t kMaxPacked = std::int64_t{1} << 17;
 
-constexpr int kRows = 8;     // a tile of C: 8 rows ...
-constexpr int kCols = 32;    // ... by 32 columns, two vectors of 16 float32
+constexpr int kRows = 8;   // a tile of C: 8 rows ...
+constexpr int kCols = 32;  // ... by 32 columns, two vectors of 16 float32
 constexpr int kLanes = 16;
-
-std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
@@ -33,36 +31,44 @@ std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / t
 
 namespace {
 
+std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+
 bool cpu_has_it() {
-  static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("avx512bf16") &&
-                                                     __builtin_cpu_supports("avx512bw") &&
-                                                     __builtin_cpu_supports("avx512vl"));
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+  }();
   return has;
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+// Every function from here to the end of this namespace is compiled for AVX512-BF16 (and is only
+// called where the CPU has it). The attribute, unlike GCC's target pragma, is one both g++ and
+// clang++ (the fuzz build's compiler) understand.
+#define AG_BF16_KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 // g++ 12's AVX-512 headers start many intrinsics (the unpacks, shuffles, widenings) from a vector
 // they leave undefined on purpose, and then warn that it is uninitialised.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
-__mmask16 first(std::int64_t count) {
+AG_BF16_KERNEL __mmask16 first(std::int64_t count) {
   return count >= kLanes ? __mmask16(0xffff) : __mmask16((1u << std::max<std::int64_t>(count, 0)) - 1u);
 }
 
 // 32 consecutive values x[0 .. count) as 32 bf16 (rounded to nearest even), zeros past count:
 // read as 32-bit lanes, 16 pairs (x[0], x[1]), (x[2], x[3]), ... with the even one low, where
 // VDPBF16PS takes the even k.
-__m512i load32(const float* x, std::int64_t count) {
+AG_BF16_KERNEL __m512i load32(const float* x, std::int64_t count) {
   __m512bh h = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first(count - kLanes), x + kLanes),
                                    _mm512_maskz_loadu_ps(first(count), x));
   __m512i out;
   std::memcpy(&out, &h, sizeof out);
   return out;
 }
-__m512i load32(const std::uint16_t* x, std::int64_t count) {
+AG_BF16_KERNEL __m512i load32(const std::uint16_t* x, std::int64_t count) {
   __mmask32 in = count >= 2 * kLanes ? ~__mmask32(0) : (__mmask32(1) << std::max<std::int64_t>(count, 0)) - 1;
   return _mm512_maskz_loadu_epi16(in, x);
 }
@@ -70,12 +76,12 @@ __m512i load32(const std::uint16_t* x, std::int64_t count) {
 // Two rows' values side by side: lane j = (lo[j], hi[j]) for j < 16, zeros past count (and for
 // all of hi when it is null, past the end of k).
 template <class T>
-__m512i load_pairs(const T* lo, const T* hi, std::int64_t count) {
+AG_BF16_KERNEL __m512i load_pairs(const T* lo, const T* hi, std::int64_t count) {
   // Both rows' 16 values as one vector, lo's in the low half ...
   __m512i both;
   if constexpr (std::is_same_v<T, float>) {
-    __m512 l = _mm512_maskz_loadu_ps(first(count), lo), h = hi ? _mm512_maskz_loadu_ps(first(count), hi)
-                                                               : _mm512_setzero_ps();
+    __m512 l = _mm512_maskz_loadu_ps(first(count), lo),
+           h = hi ? _mm512_maskz_loadu_ps(first(count), hi) : _mm512_setzero_ps();
     __m512bh b = _mm512_cvtne2ps_pbh(h, l);
     std::memcpy(&both, &b, sizeof both);
   } else {
@@ -84,29 +90,30 @@ __m512i load_pairs(const T* lo, const T* hi, std::int64_t count) {
     both = _mm512_shuffle_i64x2(_mm512_zextsi256_si512(l), _mm512_zextsi256_si512(h), 0x44);
   }
   // ... then interleaved 16-bit element by element: 0, 16, 1, 17, ...
-  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                         5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(order, both);
 }
 
 // Row-contiguous values x[0 .. k) as kp = ceil(k / 2) pairs (the last one padded with a zero).
 template <class T>
-void pack_pairs(const T* x, std::int64_t k, std::uint32_t* out) {
+AG_BF16_KERNEL void pack_pairs(const T* x, std::int64_t k, std::uint32_t* out) {
   std::int64_t kp = (k + 1) / 2;
-  for (std::int64_t p = 0; p < kp; p += kLanes) _mm512_mask_storeu_epi32(out + p, first(kp - p), load32(x + 2 * p, k - 2 * p));
+  for (std::int64_t p = 0; p < kp; p += kLanes)
+    _mm512_mask_storeu_epi32(out + p, first(kp - p), load32(x + 2 * p, k - 2 * p));
 }
 
 // Pairs of two rows, k and k + 1 (hi null past the end of k), for columns [0, n), padded with
 // zeros up to `width` (a multiple of 16).
 template <class T>
-void pack_row_pair(const T* lo, const T* hi, std::int64_t n, std::int64_t width, std::uint32_t* out) {
+AG_BF16_KERNEL void pack_row_pair(const T* lo, const T* hi, std::int64_t n, std::int64_t width, std::uint32_t* out) {
   for (std::int64_t j = 0; j < width; j += kLanes)
     _mm512_storeu_si512(out + j, load_pairs(lo + j, hi ? hi + j : nullptr, n - j));
 }
 
 // The 16 x 16 matrix of 32-bit lanes r[0 .. 16) transposed in place: four rounds of shuffles,
 // each pairing lanes twice as far apart as the last.
-void transpose16(__m512i r[kLanes]) {
+AG_BF16_KERNEL void transpose16(__m512i r[kLanes]) {
   __m512i t[kLanes];
   for (int i = 0; i < kLanes; i += 2) {  // rows 2i, 2i+1 interleaved: (r0[c], r1[c]) for c in each 128-bit lane
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -139,7 +146,7 @@ struct PackedA {
 };
 
 template <class T>
-PackedA pack_a(const blas::Matrix<const T>& a, std::vector<std::uint32_t>& buf) {
+AG_BF16_KERNEL PackedA pack_a(const blas::Matrix<const T>& a, std::vector<std::uint32_t>& buf) {
   std::int64_t m = a.m(), k = a.n(), kp = (k + 1) / 2;
   if constexpr (std::is_same_v<T, std::uint16_t>) {
     // bf16 rows with an even k, each starting on a pair's boundary, are already pairs: no copy.
@@ -163,7 +170,7 @@ PackedA pack_a(const blas::Matrix<const T>& a, std::vector<std::uint32_t>& buf) 
 
 // B [k, n] as read, packed as kp rows of `width` pairs: pair p of column j at out[p * width + j].
 template <class T>
-void pack_b(const blas::Matrix<const T>& b, std::int64_t width, std::vector<std::uint32_t>& buf) {
+AG_BF16_KERNEL void pack_b(const blas::Matrix<const T>& b, std::int64_t width, std::vector<std::uint32_t>& buf) {
   std::int64_t k = b.m(), n = b.n(), kp = (k + 1) / 2;
   buf.resize(static_cast<std::size_t>(kp * width));
   if (!b.transposed) {  // rows k and k + 1 side by side, as for a transposed A
@@ -189,8 +196,8 @@ void pack_b(const blas::Matrix<const T>& b, std::int64_t width, std::vector<std:
 // One tile: rows [0, R) of A's packing against B's 32 packed columns, then
 // C = alpha acc + bias + beta C for its `cols` (at most 32) columns.
 template <int R>
-void tile(const PackedA& a, const std::uint32_t* b, std::int64_t width, std::int64_t kp, float* c, std::int64_t ldc,
-          std::int64_t cols, float beta, float alpha, const float* bias) {
+AG_BF16_KERNEL void tile(const PackedA& a, const std::uint32_t* b, std::int64_t width, std::int64_t kp, float* c,
+                         std::int64_t ldc, std::int64_t cols, float beta, float alpha, const float* bias) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (std::int64_t p = 0; p < kp; ++p) {
@@ -221,8 +228,8 @@ void tile(const PackedA& a, const std::uint32_t* b, std::int64_t width, std::int
 }
 
 template <class TA, class TB>
-void product(const blas::Matrix<const TA>& a, const blas::Matrix<const TB>& b, const blas::Matrix<float>& c,
-             float beta, float alpha, const float* bias) {
+AG_BF16_KERNEL void product(const blas::Matrix<const TA>& a, const blas::Matrix<const TB>& b,
+                            const blas::Matrix<float>& c, float beta, float alpha, const float* bias) {
   thread_local std::vector<std::uint32_t> a_buf, b_buf;
   std::int64_t m = c.m(), n = c.n(), kp = (a.n() + 1) / 2, width = round_up(n, kCols);
   PackedA pa = pack_a(a, a_buf);
@@ -235,13 +242,15 @@ void product(const blas::Matrix<const TA>& a, const blas::Matrix<const TB>& b, c
     for (std::int64_t i = 0; i < m; i += kRows) {
       PackedA rows{pa.data + i * pa.row, pa.row, pa.step};
       tiles[std::min<std::int64_t>(kRows, m - i)](rows, b_buf.data() + j, width, kp, c.data + i * c.ld + j, c.ld,
-                                                   std::min<std::int64_t>(kCols, n - j), beta, alpha,
-                                                   bias ? bias + j : nullptr);
+                                                  std::min<std::int64_t>(kCols, n - j), beta, alpha,
+                                                  bias ? bias + j : nullptr);
     }
 }
 
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+#endif
+#undef AG_BF16_KERNEL
 
 }  // namespace
 

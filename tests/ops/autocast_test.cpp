@@ -268,47 +268,61 @@ TEST(Autocast, LinearBiasReachesEveryBandOfColumns) {
 
 // bf16::gemm on small products (attention's tiles) runs the AVX512-BF16 kernel of
 // ops/bf16_small.h instead of oneDNN, packing each operand as it reads it. Over every storage
-// (float32 rounded on the way, or bf16 already), both transposes, strides, sizes off the kernel's
-// 8 x 32 tiles and its pairs of k, alpha, beta and a bias: each element equals the float64 product
-// of the rounded operands within float32's bound for a k-term sum in any order,
-// (k + 3) 2^-24 (|alpha| sum |a b| + |bias| + |beta c|). With beta 0, C starts as NaN and must not
-// be read. The last size goes to oneDNN.
+// (float32 rounded on the way, or bf16 already), both transposes, strides, start offsets, sizes
+// off the kernel's 8 x 32 tiles (every height of a last tile, 1 to 8) and its pairs of k, alpha,
+// beta and a bias: each element equals the float64 product of the rounded operands within
+// float32's bound for a k-term sum in any order, (k + 3) 2^-24 (|alpha| sum |a b| + |bias| +
+// |beta c|). Everything the views do not cover is NaN, so a read past one shows; with beta 0, C
+// starts as NaN and must not be read; nothing past C's view (columns or rows) is written. On two
+// threads, the larger products are cut into bands. The last size goes to oneDNN.
 TEST(Bf16, SmallProductsAreFloat64ProductsOfTheRoundedOperands) {
   SKIP_WITHOUT_BF16();
+  test::ThreadCount threads(2);
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   std::mt19937 rng(21);
   std::normal_distribution<float> normal;
   struct Size {
     std::int64_t m, n, k;
   };
   int cases = 0, small = 0;
-  for (Size z : {Size{1, 1, 1}, Size{7, 15, 3}, Size{8, 32, 2}, Size{9, 33, 33}, Size{17, 130, 31},
-                 Size{64, 128, 32}, Size{64, 57, 64}, Size{3, 1, 130}, Size{70, 300, 130}})
+  for (Size z : {Size{1, 1, 1}, Size{7, 15, 3}, Size{8, 32, 2}, Size{9, 33, 33}, Size{10, 40, 6}, Size{12, 33, 5},
+                 Size{13, 20, 64}, Size{14, 64, 32}, Size{17, 130, 31}, Size{64, 128, 32}, Size{64, 57, 64},
+                 Size{3, 1, 130}, Size{70, 300, 130}})
     for (int storage = 0; storage < 4; ++storage)  // bit 0: A is bf16; bit 1: B is bf16
       for (int transposes = 0; transposes < 4; ++transposes)
         for (auto [alpha, beta, with_bias] :
              {std::tuple{1.0f, 0.0f, false}, std::tuple{0.125f, 0.5f, false}, std::tuple{1.0f, -1.0f, true}}) {
-          SCOPED_TRACE(fmt::format("m {} n {} k {} storage {} transposes {} alpha {} beta {} bias {}", z.m, z.n, z.k,
-                                   storage, transposes, alpha, beta, with_bias));
+          // Stored with a leading dimension 2 or 3 past what the view reads, from the first element
+          // or the second (a bf16 A with an even k, an even stride and an even start is read in
+          // place, without packing; the others are packed).
+          std::int64_t pad = 2 + cases % 2, start = (cases / 2) % 2;
+          SCOPED_TRACE(fmt::format("m {} n {} k {} storage {} transposes {} alpha {} beta {} bias {} pad {} start {}",
+                                   z.m, z.n, z.k, storage, transposes, alpha, beta, with_bias, pad, start));
           bool ta = transposes & 1, tb = transposes & 2;
-          // Stored with a leading dimension 2 or 3 past what the view reads (a bf16 A with an even k
-          // and an even stride is read in place, without packing).
-          std::int64_t pad = 2 + cases % 2, a_rows = ta ? z.k : z.m, a_cols = ta ? z.m : z.k,
-                       b_rows = tb ? z.n : z.k, b_cols = tb ? z.k : z.n, lda = a_cols + pad, ldb = b_cols + pad,
-                       ldc = z.n + pad;
-          std::vector<float> a(static_cast<std::size_t>(a_rows * lda)), b(static_cast<std::size_t>(b_rows * ldb)),
-              c(static_cast<std::size_t>(z.m * ldc)), bias(static_cast<std::size_t>(z.n));
-          for (float& x : a) x = normal(rng);
-          for (float& x : b) x = normal(rng);
+          std::int64_t a_rows = ta ? z.k : z.m, a_cols = ta ? z.m : z.k, b_rows = tb ? z.n : z.k,
+                       b_cols = tb ? z.k : z.n, lda = a_cols + pad, ldb = b_cols + pad, ldc = z.n + pad;
+          // One row more than the view for C, and NaN wherever no view reads.
+          std::vector<float> a(static_cast<std::size_t>(start + a_rows * lda), kNaN),
+              b(static_cast<std::size_t>(start + b_rows * ldb), kNaN),
+              c(static_cast<std::size_t>(start + (z.m + 1) * ldc), kNaN), bias(static_cast<std::size_t>(z.n));
+          for (std::int64_t r = 0; r < a_rows; ++r)
+            for (std::int64_t j = 0; j < a_cols; ++j) a[start + r * lda + j] = normal(rng);
+          for (std::int64_t r = 0; r < b_rows; ++r)
+            for (std::int64_t j = 0; j < b_cols; ++j) b[start + r * ldb + j] = normal(rng);
           for (float& x : bias) x = normal(rng);
-          for (float& x : c) x = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : normal(rng);
+          if (beta != 0.0f)
+            for (std::int64_t i = 0; i < z.m; ++i)
+              for (std::int64_t j = 0; j < z.n; ++j) c[start + i * ldc + j] = normal(rng);
           std::vector<float> c0 = c;
           std::vector<std::uint16_t> a16(a.size()), b16(b.size());
           for (std::size_t i = 0; i < a.size(); ++i) a16[i] = bf16::from_float(a[i]);
           for (std::size_t i = 0; i < b.size(); ++i) b16[i] = bf16::from_float(b[i]);
-          blas::Matrix<const float> af{a.data(), a_rows, a_cols, lda, ta}, bf{b.data(), b_rows, b_cols, ldb, tb};
-          blas::Matrix<const std::uint16_t> ah{a16.data(), a_rows, a_cols, lda, ta},
-              bh{b16.data(), b_rows, b_cols, ldb, tb};
-          blas::Matrix<float> cm{c.data(), z.m, z.n, ldc};
+          blas::Matrix<const float> af{a.data() + start, a_rows, a_cols, lda, ta},
+              bf{b.data() + start, b_rows, b_cols, ldb, tb};
+          blas::Matrix<const std::uint16_t> ah{a16.data() + start, a_rows, a_cols, lda, ta},
+              bh{b16.data() + start, b_rows, b_cols, ldb, tb};
+          float* cs = c.data() + start;
+          blas::Matrix<float> cm{cs, z.m, z.n, ldc};
           const float* bp = with_bias ? bias.data() : nullptr;
           switch (storage) {
             case 0: bf16::gemm(af, bf, cm, beta, alpha, bp); break;
@@ -318,9 +332,11 @@ TEST(Bf16, SmallProductsAreFloat64ProductsOfTheRoundedOperands) {
           }
           ++cases;
           small += bf16::small::takes(z.m, z.n, z.k);
-          auto at = [](const std::vector<std::uint16_t>& x, std::int64_t r, std::int64_t col, std::int64_t ld,
-                       bool t) { return static_cast<double>(bf16::to_float(x[t ? col * ld + r : r * ld + col])); };
-          for (std::int64_t i = 0; i < z.m; ++i) {
+          auto at = [start](const std::vector<std::uint16_t>& x, std::int64_t r, std::int64_t col, std::int64_t ld,
+                            bool t) {
+            return static_cast<double>(bf16::to_float(x[start + (t ? col * ld + r : r * ld + col)]));
+          };
+          for (std::int64_t i = 0; i < z.m; ++i)
             for (std::int64_t j = 0; j < z.n; ++j) {
               double sum = 0, size = 0;
               for (std::int64_t l = 0; l < z.k; ++l) {
@@ -328,14 +344,17 @@ TEST(Bf16, SmallProductsAreFloat64ProductsOfTheRoundedOperands) {
                 sum += term;
                 size += std::abs(term);
               }
-              double before = c0[i * ldc + j], extra = with_bias ? bias[j] : 0.0;
+              double before = c0[start + i * ldc + j], extra = with_bias ? bias[j] : 0.0;
               double expect = alpha * sum + extra + (beta == 0.0f ? 0.0 : beta * before);
-              double bound = (z.k + 3) * std::ldexp(1.0, -24) *
-                             (std::abs(alpha) * size + std::abs(extra) + (beta == 0.0f ? 0.0 : std::abs(beta * before)));
-              ASSERT_LE(std::abs(c[i * ldc + j] - expect), bound) << "at C[" << i << ", " << j << "]";
+              double bound =
+                  (z.k + 3) * std::ldexp(1.0, -24) *
+                  (std::abs(alpha) * size + std::abs(extra) + (beta == 0.0f ? 0.0 : std::abs(beta * before)));
+              ASSERT_LE(std::abs(cs[i * ldc + j] - expect), bound) << "at C[" << i << ", " << j << "]";
             }
-            for (std::int64_t j = z.n; j < ldc; ++j)  // past the view, C is untouched
-              ASSERT_TRUE(std::isnan(c[i * ldc + j]) ? std::isnan(c0[i * ldc + j]) : c[i * ldc + j] == c0[i * ldc + j]);
+          for (std::size_t e = 0; e < c.size(); ++e) {  // past the view, C is untouched
+            std::int64_t at_c = static_cast<std::int64_t>(e) - start;
+            if (at_c >= 0 && at_c / ldc < z.m && at_c % ldc < z.n) continue;
+            ASSERT_TRUE(std::isnan(c[e])) << "element " << e << " of C's storage, outside the view, was written";
           }
         }
   // Where the CPU has AVX512-BF16, every size here but the last (oneDNN's) goes to the small kernel.
