@@ -32,6 +32,11 @@ std::int64_t row_end(const MaskReader& mask, std::int64_t i, std::int64_t kend) 
   return mask.causal ? std::clamp<std::int64_t>(i + mask.shift + 1, 0, kend) : kend;
 }
 
+// How far a row's exponentials run: its jend keys, rounded up to whole vectors of 16 as far as
+// the tile's row allows, so that a causal row's last few keys are not left to a scalar loop.
+// What lies past jend is overwritten with zeros right after.
+std::int64_t vector_end(std::int64_t jend, std::int64_t kend) { return std::min(kend, (jend + 15) / 16 * 16); }
+
 // The attention weights of one block of queries, in place: `tile` holds the scaled scores
 // S[i0 .. i0 + rows, 0 .. kend) and leaves as P. Each row's log-sum-exp, m + log(sum exp(S - m)),
 // goes to lse (minus infinity for a row with every key masked, whose weights are all zero).
@@ -59,12 +64,12 @@ void block_softmax(const MaskReader& mask, std::int64_t b, std::int64_t h, std::
     if (mask.mask) {
       for (std::int64_t j = 0; j < jend; ++j) row[j] = mask.allowed(b, h, i, j) ? fast::exp(row[j] - m) : T(0);
     } else {
-      fast::exp_shifted(row, jend, m);
+      fast::exp_shifted(row, vector_end(jend, kend), m);
     }
     std::fill(row + jend, row + kend, T(0));
     double sum = fast::lane_sum(jend, [&](std::int64_t j) { return row[j]; });
     T inv = static_cast<T>(1.0 / sum);
-    for (std::int64_t j = 0; j < jend; ++j) row[j] *= inv;
+    for (std::int64_t j = 0, end = vector_end(jend, kend); j < end; ++j) row[j] *= inv;  // zeros stay zero
     lse[i] = static_cast<T>(m + std::log(sum));
   }
 }
@@ -83,7 +88,7 @@ void block_recompute(const MaskReader& mask, std::int64_t b, std::int64_t h, std
     if (mask.mask) {
       for (std::int64_t j = 0; j < jend; ++j) row[j] = mask.allowed(b, h, i, j) ? fast::exp(row[j] - l) : T(0);
     } else {
-      fast::exp_shifted(row, jend, l);
+      fast::exp_shifted(row, vector_end(jend, kend), l);
     }
     std::fill(row + jend, row + kend, T(0));
   }
