@@ -6,6 +6,8 @@
 #include <benchmark/benchmark.h>
 
 #include <array>
+#include <thread>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -135,6 +137,33 @@ BENCHMARK(BM_PeakFp32Avx2Fma)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PeakFp32Avx512Fma)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PeakBf16Avx512Dot)->Unit(benchmark::kMillisecond);
 #endif
+
+// How fast this machine reads memory: 256 MB of floats summed by one thread, or by two taking a
+// half each. A pass over an activation larger than the caches (layer norm's, GELU's, a residual
+// add's) cannot run faster than this (docs/performance.md, "The time around the products").
+void BM_MemoryRead(benchmark::State& state) {
+  const std::size_t n = std::size_t{1} << 26;
+  std::vector<float> buffer(n, 1.0f);
+  auto sum = [&](std::size_t begin, std::size_t end) {
+    std::array<float, 16> lanes{};  // independent sums, so the loop vectorises without reordering
+    for (std::size_t i = begin; i < end; i += lanes.size())
+      for (std::size_t l = 0; l < lanes.size(); ++l) lanes[l] += buffer[i + l];
+    float total = 0.0f;
+    for (float v : lanes) total += v;
+    return total;
+  };
+  bool two = state.range(0) == 2;
+  for (auto _ : state) {
+    float other = 0.0f;
+    std::thread second;
+    if (two) second = std::thread([&] { other = sum(n / 2, n); });
+    float mine = sum(0, two ? n / 2 : n);
+    if (two) second.join();
+    benchmark::DoNotOptimize(mine + other);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+BENCHMARK(BM_MemoryRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Softmax(benchmark::State& state) {
   Tensor x = leaf({16, 4, state.range(0), state.range(0)}, 3);
