@@ -138,7 +138,7 @@ BENCHMARK(BM_PeakFp32Avx512Fma)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PeakBf16Avx512Dot)->Unit(benchmark::kMillisecond);
 #endif
 
-// How fast this machine reads memory: 256 MB of floats summed by one thread, or by two taking a
+// How fast this machine reads memory: 256 MiB of floats summed by one thread, or by two taking a
 // half each. A pass over an activation larger than the caches (layer norm's, GELU's, a residual
 // add's) cannot run faster than this (docs/performance.md, "The time around the products").
 void BM_MemoryRead(benchmark::State& state) {
