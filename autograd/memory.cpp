@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "../runtime/allocator.h"
+
 namespace ag {
 
 namespace {
@@ -15,7 +17,8 @@ std::atomic<std::int64_t> g_live_nodes{0};
 }  // namespace
 
 MemoryStats memory_stats() {
-  return {g_live_storages.load(), g_live_bytes.load(), g_peak_bytes.load(), g_live_tensors.load(), g_live_nodes.load()};
+  return {g_live_storages.load(), g_live_bytes.load(), g_peak_bytes.load(),
+          g_live_tensors.load(), g_live_nodes.load(), cached_bytes()};
 }
 
 void reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }

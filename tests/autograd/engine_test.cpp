@@ -195,6 +195,26 @@ TEST(Engine, TenThousandStepsHoldMemoryFlat) {
   EXPECT_EQ(end.live_storages, start.live_storages);
 }
 
+// A freed buffer goes to the block cache (runtime/allocator.h), counted in cached_bytes at its
+// size rounded up to 64 bytes; the next buffer of that size takes it back out.
+TEST(Memory, FreedBuffersAreCountedInTheCacheAndReused) {
+  empty_cache();
+  EXPECT_EQ(memory_stats().cached_bytes, 0);
+  const void* first = nullptr;
+  {
+    Tensor t = zeros({1000});  // 4,000 bytes: 63 blocks of 64, 4,032
+    first = t.data_ptr<float>();
+  }
+  EXPECT_EQ(memory_stats().cached_bytes, 4032);
+  {
+    Tensor again = zeros({1000});
+    EXPECT_EQ(again.data_ptr<float>(), first);
+    EXPECT_EQ(memory_stats().cached_bytes, 0);
+  }
+  empty_cache();
+  EXPECT_EQ(memory_stats().cached_bytes, 0);
+}
+
 TEST(Engine, SavedTensorsAreReleasedAfterBackward) {
   Tensor x = ones({100, 100}, kFloat64).requires_grad_();
   Tensor loss = x.exp().sum();  // exp saves its input and its output
