@@ -75,7 +75,14 @@ std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> ids, co
     throw_invalid("generate", "max_new_tokens must be non-negative, got {}", options.max_new_tokens);
   check_sampling("generate", options.temperature, options.top_k);  // before the first forward pass, not after it
   NoGradGuard no_grad;
-  bool was_training = model.is_training();
+  // Back to the caller's mode however this ends: a forward pass or a draw may throw (a token id
+  // out of the vocabulary, NaN logits), and a caller that goes on training after catching it
+  // must not be left in eval mode, with dropout silently off.
+  struct ModeRestorer {
+    GPT& model;
+    bool was_training;
+    ~ModeRestorer() { model.train(was_training); }
+  } restore{model, model.is_training()};
   model.eval();
   std::int64_t block = model.config.block_size;
   std::vector<KVCache> cache;
@@ -95,7 +102,6 @@ std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> ids, co
     Tensor last = logits.slice(1, logits.size(1) - 1, logits.size(1)).reshape({logits.size(2)});
     ids.push_back(sample_token(last, options.temperature, options.top_k, generator));
   }
-  model.train(was_training);
   return ids;
 }
 

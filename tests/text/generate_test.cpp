@@ -144,6 +144,22 @@ TEST(Generate, RefusesBadSamplingOptionsUpFront) {
   for (std::int64_t id : nn::generate(model, {0}, flat, gen)) EXPECT_TRUE(id >= 0 && id < 9);
 }
 
+// generate runs the model in eval mode and hands it back in the mode it found, also when the
+// model throws partway: here a prompt token past the vocabulary of 9, which the embedding
+// refuses at the first forward pass.
+TEST(Generate, LeavesTheModelInItsModeEvenWhenItThrows) {
+  nn::GPT model(config());
+  Generator gen(14);
+  nn::SamplingOptions o{.max_new_tokens = 3};
+  for (bool training : {true, false}) {
+    model.train(training);
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { nn::generate(model, {0, 100}, o, gen); }, "100"));
+    EXPECT_EQ(model.is_training(), training);
+    nn::generate(model, {0}, o, gen);
+    EXPECT_EQ(model.is_training(), training);
+  }
+}
+
 TEST(Generate, SameSeedSameText) {
   nn::GPT model(config());
   Generator a(5), b(5), c(6);
