@@ -144,8 +144,8 @@ extern template class OptimizerWith<AdamOptions>;
 
 class SGD : public OptimizerWith<SGDOptions> {
  public:
-  SGD(std::vector<Tensor> params, SGDOptions options);
-  SGD(std::vector<ParamGroup> groups, SGDOptions options);
+  SGD(std::vector<Tensor> params, SGDOptions options = {});
+  SGD(std::vector<ParamGroup> groups, SGDOptions options = {});
   void step() override;
 };
 

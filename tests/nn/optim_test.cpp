@@ -52,6 +52,14 @@ TEST(SGD, PlainMomentumWeightDecayNesterov) {
   set_grad(s, {0.5});
   nesterov.step();
   EXPECT_NEAR(s.item(), 0.905, 1e-15);
+
+  // Options left out, as for Adam and AdamW: lr 1e-3 (the default optim.h documents), no
+  // momentum. p1 = 1 - 0.001 * 0.5 = 0.9995
+  Tensor t = ones({1}, kFloat64).requires_grad_();
+  optim::SGD defaults({t});
+  set_grad(t, {0.5});
+  defaults.step();
+  EXPECT_NEAR(t.item(), 0.9995, 1e-15);
 }
 
 TEST(Adam, FirstTwoSteps) {
