@@ -20,6 +20,7 @@
 #include "autograd/grad.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/hooks.h"
 #include "autograd/memory.h"
 #include "autograd/node.h"
 #include "autograd/tensor.h"
