@@ -13,8 +13,10 @@
 // hvp_reverse_over_reverse is the readable route: one backward pass with create_graph and one
 // through the gradient it built, whose gradient of <g(x), v> is H v; every op with a second
 // derivative takes part, where hvp also needs each op's forward rule. jvp is forward mode: one
-// forward pass of f with the tangent v on x. hessian and jacobian call hvp and a backward pass once per element
-// of x or of f(x): meant for small tensors.
+// forward pass of f with the tangent v on x. hessian builds the gradient with its graph once and
+// takes one backward pass through it per element of x (reverse over reverse, as
+// hvp_reverse_over_reverse); jacobian takes one first-order backward pass per element of f(x).
+// Both are meant for small tensors.
 //
 // x itself is not touched: f is called on a fresh leaf holding x's values, and the results
 // hold no graph. docs/higher_order.md walks through each one.

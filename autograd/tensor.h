@@ -141,7 +141,8 @@ class Tensor {
   // (w = w - lr * w.grad()) recorded it as the output of 'sub'.
   Tensor grad() const;
   // Asks backward() to keep this non-leaf's gradient in grad(), adding up over passes like a
-  // leaf's. Call it before backward(). A no-op on a leaf, which keeps its gradient anyway.
+  // leaf's. Call it before backward(). A no-op on a leaf that requires grad, which keeps its
+  // gradient anyway; on a tensor that does not require grad it throws, as no gradient will come.
   Tensor& retain_grad();
   bool retains_grad() const;
   void zero_grad();  // forgets the accumulated gradient

@@ -67,8 +67,9 @@ std::string read_text_file(const std::string& path);
 // The model's parameters under nanoGPT's names (q, k and v stacked into c_attn, [3C, C]); or,
 // with `gradients`, their gradients laid out the same way (zeros where there is none).
 std::vector<nn::NamedTensor> gpt_state_dict(const nn::GPT& model, bool gradients = false);
-// Metadata "config" (vocab_size, block_size, n_layer, n_head, n_embd as a JSON object) and
-// "vocab" (the tokens in id order, a JSON array).
+// Metadata "config" (vocab_size, block_size, n_layer, n_head, n_embd and bias as a JSON object,
+// and norm when it is not LayerNorm), "vocab" (the tokens in id order, a JSON array) and
+// "format": "attograd-gpt".
 Metadata gpt_metadata(const nn::GPTConfig& config, const data::CharTokenizer& tokenizer);
 void save_gpt(const std::string& path, const nn::GPT& model, const data::CharTokenizer& tokenizer);
 
@@ -136,12 +137,7 @@ struct ResumedTraining {
   std::int64_t step;             // the number of steps already done
   optim::WarmupCosine schedule;  // the schedule the state was written with (the caller's is kept)
 };
-// Restores what save_training_state wrote into `state`. Every part is read and checked before
-// anything changes: the format, the tensors' names, the model's tensors (as load_gpt), the
-// vocabulary against `tokenizer`, the step (the optimizer's must agree), the schedule, every
-// generator state, and the optimizer's state: parameter indices in range and written plainly,
-// and, once a step has been taken, the moments (or momentum buffers) of every parameter. On any
-// error std::invalid_argument names the file and the entry, and nothing has changed.
+
 // The model a training state was written for, read (and the file checked) without building it:
 // its config, with `dropout` none for a file written before the dropout was kept. Errors
 // (std::invalid_argument) name the file, as load_training_state's do.
@@ -151,6 +147,12 @@ struct TrainedModel {
 };
 TrainedModel read_training_model(const std::string& path);
 
+// Restores what save_training_state wrote into `state`. Every part is read and checked before
+// anything changes: the format, the tensors' names, the model's tensors (as load_gpt), the
+// vocabulary against `tokenizer`, the step (the optimizer's must agree), the schedule, every
+// generator state, and the optimizer's state: parameter indices in range and written plainly,
+// and, once a step has been taken, the moments (or momentum buffers) of every parameter. On any
+// error std::invalid_argument names the file and the entry, and nothing has changed.
 ResumedTraining load_training_state(const std::string& path, const TrainingState& state,
                                     const data::CharTokenizer& tokenizer, const LoadOptions& options = {});
 

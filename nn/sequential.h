@@ -44,8 +44,10 @@ class Sequential : public Module {
     items_.push_back({module, [m = module.get()](const Tensor& x) { return Tensor(m->forward(x)); }});
   }
 
-  // Each module's forward on the previous one's output. An error inside one is re-thrown with
-  // the module's place and type in front ("Sequential: module 1 (ag::nn::Linear): ...").
+  // Each module's forward on the previous one's output. A bad input inside one (the
+  // std::invalid_argument every op throws for shapes and values) is re-thrown with the module's
+  // place and type in front ("Sequential: module 1 (ag::nn::Linear): ..."); other exceptions,
+  // such as anomaly mode's AnomalyError, pass through as they are, their type kept.
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
 
