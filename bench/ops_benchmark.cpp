@@ -89,6 +89,23 @@ void BM_GemmBf16WithRounding(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 2 * m * n * k);
 }
 BENCHMARK(BM_GemmBf16WithRounding)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
+// A medium GPT's linear layers under autocast, forward and backward, bias on: x [4096, 192] to
+// `out` features (576: q, k and v; 192: the attention's output), and linear_gelu to 768.
+void BM_LinearBf16(benchmark::State& state) {
+  if (!ag::bf16::support().available) {
+    state.SkipWithError(ag::bf16::support().reason.c_str());
+    return;
+  }
+  std::int64_t out = state.range(0);
+  bool gelu = state.range(1) != 0;
+  Tensor x = leaf({4096, 192}, 1), w = leaf({out, 192}, 2), b = leaf({out}, 3);
+  forward_backward(state, {x, w, b}, [gelu](const auto& in) {
+    ag::AutocastGuard autocast;
+    return gelu ? ag::linear_gelu(in[0], in[1], in[2]) : ag::linear(in[0], in[1], in[2]);
+  });
+  state.SetItemsProcessed(state.iterations() * 3 * 2 * 4096 * 192 * out);  // FLOP, forward + backward
+}
+BENCHMARK(BM_LinearBf16)->Args({576, 0})->Args({192, 0})->Args({768, 1})->Unit(benchmark::kMicrosecond);
 
 // The units' peaks, measured: 12 independent chains of one vector instruction on every thread of
 // the pool, nothing else (no loads): AVX2 FMA (the OpenBLAS kernels Debian's 0.3.21 picks here),

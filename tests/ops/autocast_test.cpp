@@ -233,6 +233,21 @@ TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
           EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
         }
       }
+  // Only the bias asks for a gradient: backward runs no product, and db is still sum dh.
+  for (bool gelu : {false, true}) {
+    SCOPED_TRACE(fmt::format("only the bias, gelu {}", gelu));
+    Tensor x = randn({41, 13}, gen), w = randn({11, 13}, gen), b = leaf({11}, gen);
+    Tensor y;
+    {
+      AutocastGuard autocast;
+      y = gelu ? linear_gelu(x, w, b) : linear(x, w, b);
+    }
+    Tensor dy = randn(y.shape(), gen);
+    y.backward(dy);
+    Tensor h = rounded64(x).matmul(rounded64(w).t()) + to64(b);
+    Tensor dh32 = gelu ? gelu_dh_for_bf16(h, dy) : dy;
+    EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
+  }
 }
 
 // Under bf16 oneDNN adds linear's bias as it writes y. A product with few rows and many columns
