@@ -2,6 +2,8 @@
 // training step has run once, every later step must end with the same numbers. The counters
 // and their updates are in memory.cpp; the objects counted call the updates from their
 // constructors and destructors (Storage and TensorImpl in tensor.cpp, Node in node.cpp).
+// memory_stats() also reports the block cache's size (cached_bytes), which the allocator keeps
+// (runtime/allocator.h): not a live-object count.
 #pragma once
 
 #include <cstddef>

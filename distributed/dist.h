@@ -84,8 +84,9 @@ std::uint64_t fingerprint(const std::string& bytes);
 // naming `what` and the ranks that differ from rank 0.
 void check_in_sync(const std::string& what, const std::vector<Tensor>& tensors);
 
-// Bytes this process has sent to other ranks in sum_in_rank_order since it started: the
-// gradients' traffic (DataParallel's statistics). The collectives (broadcast, all_gather, any,
+// Bytes this process has sent to other ranks in sum_in_rank_order since it started: what
+// DataParallel's statistics count (the gradients, and anything else summed that way, such as
+// a loss). The collectives (broadcast, all_gather, any,
 // the checks) are not counted; how many bytes they send is up to MPI's algorithms.
 std::int64_t bytes_sent();
 

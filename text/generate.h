@@ -24,9 +24,9 @@ struct SamplingOptions {
 std::int64_t sample_token(const Tensor& logits, double temperature, std::int64_t top_k, Generator& generator);
 
 // The prompt followed by max_new_tokens sampled tokens. The model runs in eval mode without a
-// graph, and is returned to its previous mode, also when an exception leaves. Once the text outgrows block_size, each step
-// sees only the last block_size tokens (and the cache, whose positions would no longer fit, is
-// dropped).
+// graph, and is returned to its previous mode, also when an exception leaves. Once the text
+// outgrows block_size, each step sees only the last block_size tokens (and the cache, whose
+// positions would no longer fit, is dropped).
 std::vector<std::int64_t> generate(GPT& model, std::vector<std::int64_t> prompt, const SamplingOptions& options,
                                    Generator& generator);
 

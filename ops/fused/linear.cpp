@@ -236,10 +236,11 @@ std::vector<Tensor> linear_gelu_backward_bf16(const Products& products, const Te
   if (need[2]) db = zeros({out}, kFloat32);
   if (rows * out == 0) return {dx, dw, db};
   const float *pdy = dy.const_data_ptr<float>(), *ps = slope.const_data_ptr<float>();
-  bf16::Buffer dh16 = rounded_with_sums(rows, out, products_needed, db, [&](std::int64_t r0, std::int64_t n, float* dh) {
+  auto make_dh = [&](std::int64_t r0, std::int64_t n, float* dh) {
     for (std::int64_t i = 0; i < n; ++i) dh[i] = pdy[r0 * out + i] * ps[r0 * out + i];
     return static_cast<const float*>(dh);
-  });
+  };
+  bf16::Buffer dh16 = rounded_with_sums(rows, out, products_needed, db, make_dh);
   if (products_needed) products_of_rounded(products, dh16, rows, out, x, w, need, dx, dw);
   return {dx, dw, db};
 }

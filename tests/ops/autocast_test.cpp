@@ -233,21 +233,35 @@ TEST(Autocast, LinearAndLinearGeluForwardAndBackwardAreBf16Products) {
           EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
         }
       }
-  // Only the bias asks for a gradient: backward runs no product, and db is still sum dh.
-  for (bool gelu : {false, true}) {
-    SCOPED_TRACE(fmt::format("only the bias, gelu {}", gelu));
-    Tensor x = randn({41, 13}, gen), w = randn({11, 13}, gen), b = leaf({11}, gen);
-    Tensor y;
-    {
-      AutocastGuard autocast;
-      y = gelu ? linear_gelu(x, w, b) : linear(x, w, b);
+  // Each subset of x, W and b asking for a gradient (only db: no product runs; a frozen W: dx
+  // and db; an x that is data: dW and db), against the same by-hand formulas.
+  for (bool gelu : {false, true})
+    for (int wanted = 1; wanted < 8; ++wanted) {
+      SCOPED_TRACE(fmt::format("gelu {}, gradients of x {} W {} b {}", gelu, wanted & 1, (wanted >> 1) & 1,
+                               (wanted >> 2) & 1));
+      Tensor x = randn({41, 13}, gen), w = randn({11, 13}, gen), b = randn({11}, gen);
+      if (wanted & 1) x.requires_grad_();
+      if (wanted & 2) w.requires_grad_();
+      if (wanted & 4) b.requires_grad_();
+      Tensor y;
+      {
+        AutocastGuard autocast;
+        y = gelu ? linear_gelu(x, w, b) : linear(x, w, b);
+      }
+      Tensor dy = randn(y.shape(), gen);
+      y.backward(dy);
+      Tensor x2 = rounded64(x), w64 = rounded64(w), h = x2.matmul(w64.t()) + to64(b);
+      Tensor dh32 = gelu ? gelu_dh_for_bf16(h, dy) : dy, dh2 = rounded64(dh32);
+      if (wanted & 1) {
+        EXPECT_LT(rel_error(x.grad(), dh2.matmul(w64)), 2e-5);
+      }
+      if (wanted & 2) {
+        EXPECT_LT(rel_error(w.grad(), dh2.t().matmul(x2)), 2e-5);
+      }
+      if (wanted & 4) {
+        EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
+      }
     }
-    Tensor dy = randn(y.shape(), gen);
-    y.backward(dy);
-    Tensor h = rounded64(x).matmul(rounded64(w).t()) + to64(b);
-    Tensor dh32 = gelu ? gelu_dh_for_bf16(h, dy) : dy;
-    EXPECT_LT(rel_error(b.grad(), dh32.to(kFloat64).sum(0)), 1e-6);
-  }
 }
 
 // Under bf16 oneDNN adds linear's bias as it writes y. A product with few rows and many columns
