@@ -156,11 +156,12 @@ std::vector<Tensor> linear_backward_blas(const Tensor& dy, const Tensor& x, cons
 }
 
 // One pass over g [rows, out], kRows rows at a time while they are in the cache: db's partial
-// sums (when db is wanted) and r(g), which both products then read. `fill(r0, n, block)` puts the
-// n values of g from row r0 in `block`, or returns them where they already lie.
+// sums (when db is wanted) and r(g), which both products then read. g is dy itself, or, when
+// `slope` is given, dh = dy GELU'(h), made a few rows at a time in a small float32 buffer and
+// never stored whole.
 constexpr std::int64_t kRows = 8;  // rows per block: 8 x out floats stay in the cache
-template <class Fill>
-bf16::Buffer rounded_with_sums(std::int64_t rows, std::int64_t out, bool products_needed, Tensor& db, Fill fill) {
+bf16::Buffer rounded_with_sums(const float* dy, const float* slope, std::int64_t rows, std::int64_t out,
+                               bool products_needed, Tensor& db) {
   bf16::Buffer g16 = products_needed ? bf16::uninitialised(rows * out) : bf16::Buffer{};
   std::int64_t blocks = (rows + kRows - 1) / kRows;
   ChunkPartials<float> db_parts(db.defined() ? chunk_count(blocks, 1) : 0, out);
@@ -169,7 +170,11 @@ bf16::Buffer rounded_with_sums(std::int64_t rows, std::int64_t out, bool product
     block.resize(static_cast<std::size_t>(kRows * out));
     for (std::int64_t b = b0; b < b1; ++b) {
       std::int64_t r0 = b * kRows, n = (std::min(rows, r0 + kRows) - r0) * out;
-      const float* g = fill(r0, n, block.data());
+      const float* g = dy + r0 * out;
+      if (slope) {
+        for (std::int64_t i = 0; i < n; ++i) block[i] = g[i] * slope[r0 * out + i];
+        g = block.data();
+      }
       if (db.defined()) column_sums(g, n / out, out, db_parts[c]);
       if (products_needed) bf16::convert_here(g, n, g16.data.get() + r0 * out);
     }
@@ -178,13 +183,26 @@ bf16::Buffer rounded_with_sums(std::int64_t rows, std::int64_t out, bool product
   return g16;
 }
 
-// dx = r(g) r(W) and dW = r(g)^T r(x): each one gemm cutting its own bands (dW by its rows or
-// columns, not by the rows summed over), W's copy the one the forward kept, r(x) the forward's
-// copy when it kept one.
-void products_of_rounded(const Products& products, const bf16::Buffer& g16, std::int64_t rows, std::int64_t out,
-                         const LinearInput& x, const Tensor& w, const std::vector<bool>& need, Tensor& dx,
-                         Tensor& dw) {
-  std::int64_t in = w.size(1);
+// The backward of linear (no `slope`) or linear_gelu (`slope` = GELU'(h)) under bf16 products,
+// float32 tensors: one pass rounds g (dy, or dh = dy GELU'(h)) for both products and sums db from
+// its float32 values, then dx = r(g) r(W) and dW = r(g)^T r(x), each one gemm cutting its own
+// bands (dW by its rows or columns, not by the rows summed over), W's copy the one the forward
+// kept, r(x) the forward's copy when it kept one. dx and dW are the unfused path's exactly (the
+// same float32 g, rounded the same way); db adds the same values grouped by other row blocks than
+// the float32 path's, so it may differ from it in the last bits.
+std::vector<Tensor> linear_backward_bf16(const Products& products, const Tensor& dy, const LinearInput& x,
+                                         const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
+  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
+  bool full_work = rows * in * out > 0, products_needed = full_work && (need[0] || need[1]);
+  Tensor dx, dw, db;
+  if (need[0]) dx = full_work ? empty(x.shape, kFloat32) : zeros(x.shape, kFloat32);
+  if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
+  if (need[2]) db = zeros({out}, kFloat32);
+  if (rows * out == 0) return {dx, dw, db};
+  bf16::Buffer g16 = rounded_with_sums(dy.const_data_ptr<float>(),
+                                       slope.defined() ? slope.const_data_ptr<float>() : nullptr, rows, out,
+                                       products_needed, db);
+  if (!products_needed) return {dx, dw, db};
   blas::Matrix<const std::uint16_t> gs{g16.data.get(), rows, out};
   if (need[0])
     products.gemm(gs, blas::Matrix<const float>{w.const_data_ptr<float>(), out, in},
@@ -194,62 +212,21 @@ void products_of_rounded(const Products& products, const bf16::Buffer& g16, std:
     products.gemm(gs.t(), blas::Matrix<const std::uint16_t>{x.x16->data.get(), rows, in}, dws);
   else if (need[1])
     products.gemm(gs.t(), blas::Matrix<const float>{x.x.const_data_ptr<float>(), rows, in}, dws);
-}
-
-// The same under bf16 products (float32): one pass over dy rounds it, for both products, and
-// sums db from the float32 values, in other row blocks than the float32 path's, so db may differ
-// from it in the last bits.
-std::vector<Tensor> linear_backward_bf16(const Products& products, const Tensor& dy, const LinearInput& x,
-                                         const Tensor& w, const std::vector<bool>& need) {
-  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
-  bool full_work = rows * in * out > 0, products_needed = full_work && (need[0] || need[1]);
-  Tensor dx, dw, db;
-  if (need[0]) dx = full_work ? empty(x.shape, kFloat32) : zeros(x.shape, kFloat32);
-  if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
-  if (need[2]) db = zeros({out}, kFloat32);
-  if (rows * out == 0) return {dx, dw, db};
-  const float* pdy = dy.const_data_ptr<float>();
-  bf16::Buffer dy16 = rounded_with_sums(rows, out, products_needed, db,
-                                        [&](std::int64_t r0, std::int64_t, float*) { return pdy + r0 * out; });
-  if (products_needed) products_of_rounded(products, dy16, rows, out, x, w, need, dx, dw);
   return {dx, dw, db};
 }
 
 // dx, dW and db under the forward's product policy.
 std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, const LinearInput& x, const Tensor& w,
                                     const std::vector<bool>& need) {
-  return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, need) : linear_backward_blas(dy, x.x, w, need);
-}
-
-// linear_gelu's backward under bf16 products. dh = dy GELU'(h) is read only rounded (by both
-// products) and summed (db), so the one pass makes dh a few rows at a time in a small float32
-// buffer; the float32 dh is never stored. dx and dW are the unfused path's exactly (the same
-// float32 dh, rounded the same way); db adds the same values grouped by other row blocks, so it
-// may differ in the last bits.
-std::vector<Tensor> linear_gelu_backward_bf16(const Products& products, const Tensor& dy, const LinearInput& x,
-                                              const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
-  std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
-  bool full_work = rows * in * out > 0, products_needed = full_work && (need[0] || need[1]);
-  Tensor dx, dw, db;
-  if (need[0]) dx = full_work ? empty(x.shape, kFloat32) : zeros(x.shape, kFloat32);
-  if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
-  if (need[2]) db = zeros({out}, kFloat32);
-  if (rows * out == 0) return {dx, dw, db};
-  const float *pdy = dy.const_data_ptr<float>(), *ps = slope.const_data_ptr<float>();
-  auto make_dh = [&](std::int64_t r0, std::int64_t n, float* dh) {
-    for (std::int64_t i = 0; i < n; ++i) dh[i] = pdy[r0 * out + i] * ps[r0 * out + i];
-    return static_cast<const float*>(dh);
-  };
-  bf16::Buffer dh16 = rounded_with_sums(rows, out, products_needed, db, make_dh);
-  if (products_needed) products_of_rounded(products, dh16, rows, out, x, w, need, dx, dw);
-  return {dx, dw, db};
+  return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, Tensor{}, need)
+                            : linear_backward_blas(dy, x.x, w, need);
 }
 
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
 std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const LinearInput& x,
                                          const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
-  if (products.in_bf16() && dy.dtype() == kFloat32) return linear_gelu_backward_bf16(products, dy, x, w, slope, need);
+  if (products.in_bf16() && dy.dtype() == kFloat32) return linear_backward_bf16(products, dy, x, w, slope, need);
   Tensor dh = empty_like(slope);
   dispatch_floating(dy.dtype(), "linear_gelu", [&](auto tag) {
     using T = decltype(tag);
