@@ -132,8 +132,13 @@ struct Operand {
 
 // What the fused op keeps for backward: its inputs (shared with the caller, not copied), where
 // q, k and v sit in them, the mask and one number per query, the log-sum-exp of its scores.
+// Under bf16 with a backward to come, the inputs are held as their bf16 copies alone (`rounded`,
+// one per input; detail::Held), which are all that backward's products read.
 struct FusedSaved {
-  std::vector<Tensor> inputs;
+  std::vector<detail::Held> inputs;
+  std::vector<std::shared_ptr<const bf16::Buffer>> rounded;  // empty, or one per input
+  std::vector<Shape> shapes;                                 // the inputs'
+  DType dtype;
   std::array<Operand, 3> at;
   Tensor mask;
   Tensor lse;
@@ -151,7 +156,8 @@ struct FusedSaved {
 // and V again); with one, a tile rounding its own operands into a per-thread scratch costs less
 // than a pass over the whole tensors. Backward always does: each block reads Q twice (the scores
 // again, dK) and dO twice (dP, dV). The copies go with the call; what backward keeps is the
-// forward's own policy. Measured: docs/performance.md.
+// forward's own policy. When a backward is to come, the forward keeps its copies of q, k and v
+// for it instead (fused_attention). Measured: docs/performance.md.
 Products rounded_once(Products products, const Dims& n, const std::vector<Tensor>& inputs, const Tensor& also = {}) {
   if (!products.in_bf16() || (n.tq <= kQueryBlock && !also.defined())) return products;
   for (const Tensor& t : inputs) products.keep(t);
@@ -159,26 +165,46 @@ Products rounded_once(Products products, const Dims& n, const std::vector<Tensor
   return products;
 }
 
+// The inputs as tensors: the caller's, or, once a released one is gone, made again from its copy.
+std::vector<Tensor> held_inputs(const FusedSaved& s) {
+  std::vector<Tensor> inputs;
+  for (const detail::Held& h : s.inputs) inputs.push_back(h.get());
+  return inputs;
+}
+
 // dq, dk and dv, written where q, k and v were read; only the inputs' gradients asked for are
 // allocated, the others stay undefined.
 std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& dout, const std::vector<bool>& need) {
   const Dims& n = s.n;
   bool runs = n.tq > 0 && n.tk > 0;
-  std::vector<Tensor> grads(s.inputs.size());
-  for (std::size_t i = 0; i < s.inputs.size(); ++i)
-    if (need[i])
-      grads[i] =
-          runs ? empty(s.inputs[i].shape(), s.inputs[i].dtype()) : zeros(s.inputs[i].shape(), s.inputs[i].dtype());
+  std::vector<Tensor> grads(s.shapes.size());
+  for (std::size_t i = 0; i < s.shapes.size(); ++i)
+    if (need[i]) grads[i] = runs ? empty(s.shapes[i], s.dtype) : zeros(s.shapes[i], s.dtype);
   if (!runs) return grads;
-  dispatch_floating(s.inputs[0].dtype(), s.op, [&](auto tag) {
+  MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
+  // The kernel, reading input i's data (T, or its bf16 copy) from bases[i].
+  auto run = [&](auto tag, const auto& bases, const Products& products) {
     using T = decltype(tag);
-    auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
+    auto in = [&](int i) { return bases[s.at[i].input] + s.at[i].offset; };
     auto grad = [&](int i) {
       return need[s.at[i].input] ? grads[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
     };
-    MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
-                          grad(1), grad(2), rounded_once(s.products, n, s.inputs, dout));
+                          grad(1), grad(2), products);
+  };
+  if (!s.rounded.empty()) {  // under bf16: the forward's copies of q, k and v, and dout rounded whole
+    std::vector<const std::uint16_t*> bases;
+    for (const auto& copy : s.rounded) bases.push_back(copy->data.get());
+    Products products = s.products;
+    run(float{}, bases, products.keep(dout));
+    return grads;
+  }
+  std::vector<Tensor> inputs = held_inputs(s);
+  dispatch_floating(s.dtype, s.op, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<const T*> bases;
+    for (const Tensor& t : inputs) bases.push_back(t.template data_ptr<T>());
+    run(tag, bases, rounded_once(s.products, n, inputs, dout));
   });
   return grads;
 }
@@ -187,10 +213,11 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
 // fused kernel: written where the output is, read where q, k and v are read.
 Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tangents, const Shape& out_shape) {
   const Dims& n = s.n;
-  Tensor dout = empty(out_shape, s.inputs[0].dtype());
-  dispatch_floating(s.inputs[0].dtype(), s.op, [&](auto tag) {
+  Tensor dout = empty(out_shape, s.dtype);
+  std::vector<Tensor> inputs = held_inputs(s);
+  dispatch_floating(s.dtype, s.op, [&](auto tag) {
     using T = decltype(tag);
-    auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
+    auto in = [&](int i) { return inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
     auto tangent = [&](int i) -> const T* {
       const Tensor& t = tangents[s.at[i].input];
       return t.defined() ? t.template data_ptr<T>() + s.at[i].offset : nullptr;
@@ -207,12 +234,13 @@ Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tange
 // read.
 std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const Tensor& dout, const Tensor& dout_t,
                                                      const std::vector<Tensor>& in_t, const std::vector<bool>& need) {
-  std::vector<Tensor> tangents(s.inputs.size());
-  for (std::size_t i = 0; i < s.inputs.size(); ++i)
-    if (need[i]) tangents[i] = zeros(s.inputs[i].shape(), s.inputs[i].dtype());  // every part is written
-  dispatch_floating(s.inputs[0].dtype(), s.op, [&](auto tag) {
+  std::vector<Tensor> tangents(s.shapes.size());
+  for (std::size_t i = 0; i < s.shapes.size(); ++i)
+    if (need[i]) tangents[i] = zeros(s.shapes[i], s.dtype);  // every part is written
+  std::vector<Tensor> inputs = held_inputs(s);
+  dispatch_floating(s.dtype, s.op, [&](auto tag) {
     using T = decltype(tag);
-    auto in = [&](int i) { return s.inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
+    auto in = [&](int i) { return inputs[s.at[i].input].template data_ptr<T>() + s.at[i].offset; };
     auto moving = [&](int i) -> const T* {
       const Tensor& t = in_t[s.at[i].input];
       return t.defined() ? t.template data_ptr<T>() + s.at[i].offset : nullptr;
@@ -244,15 +272,27 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
   Tensor out = runs ? detail::empty_for(op, out_shape, first.dtype()) : zeros(out_shape, first.dtype());
   Tensor lse = empty({n.b, n.h, n.tq}, first.dtype());  // per query: log of its softmax denominator
   Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, first.dtype()) : Tensor();
+  // Under bf16 with a backward to come, q, k and v are rounded whole once here and backward reads
+  // those copies alone, as linear does with its input: the float32 tensors are not kept for it,
+  // nor rounded again.
+  bool release = runs && products.in_bf16() && first.dtype() == kFloat32 && detail::may_release_inputs(inputs);
+  Products forward = products;
+  std::vector<std::shared_ptr<const bf16::Buffer>> rounded;
+  if (release)
+    for (const Tensor& t : inputs) rounded.push_back(forward.keep(t).copy_of(t));
   if (runs)
     dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
       attention_forward<T>(n, L, mask, scale, in(0), in(1), in(2), lse.mutable_data_ptr<T>(),
                            need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(),
-                           rounded_once(products, n, inputs));
+                           release ? forward : rounded_once(products, n, inputs));
     });
-  FusedSaved saved{inputs, at, attn_mask, lse, n, L, scale, causal, op, products};
+  FusedSaved saved{{}, rounded, {}, first.dtype(), at, attn_mask, lse, n, L, scale, causal, op, products};
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    saved.inputs.emplace_back(inputs[i], release ? rounded[i] : nullptr);
+    saved.shapes.push_back(inputs[i].shape());
+  }
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
   read.push_back(attn_mask);
   auto backward = [saved](const Tensor& dout, const std::vector<bool>& need) {
@@ -263,7 +303,7 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
                                   const std::vector<bool>& need) {
     return fused_attention_gradient_tangent(saved, dout, dout_t, in_t, need);
   };
-  return {out, backward, read, weights, tangent, gradient_tangent};
+  return {out, backward, read, weights, tangent, gradient_tangent, rounded};
 }
 
 // Every layout: the mask and the scale checked, then routed (ops/route.h). `reference` is the

@@ -145,17 +145,19 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
 }
 
 // Declared, with what it computes, in attention_tiles.h.
-template <class T>
-void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products) {
+template <class T, class In>
+void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const In* q,
+                        const In* k, const In* v, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                        const Products& products) {
   using Mat = blas::Matrix<const T>;
+  using InMat = blas::Matrix<const In>;  // q, k and v: T, or their bf16 copies
   std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
   parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
     std::vector<T> p(tile_size), dS(tile_size);  // P and dP -> dS for one block, reused
     for (std::int64_t bh = first; bh < last; ++bh) {
       std::int64_t b = bh / n.h, h = bh % n.h;
       const T* lse_bh = lse + (b * n.h + h) * n.tq;
-      const T *qb = q + L.q.at(b, h), *kb = k + L.k.at(b, h), *vb = v + L.v.at(b, h);
+      const In *qb = q + L.q.at(b, h), *kb = k + L.k.at(b, h), *vb = v + L.v.at(b, h);
       T* dkb = dk ? dk + L.k.at(b, h) : nullptr;
       T* dvb = dv ? dv + L.v.at(b, h) : nullptr;
       // dK and dV sum over query blocks.
@@ -169,24 +171,24 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
           if (dqb) zero_rows(dqb, rows, n.d, L.q.ld);
           continue;
         }
-        Mat qblock{qb + i0 * L.q.ld, rows, n.d, L.q.ld}, keys{kb, kend, n.d, L.k.ld}, values{vb, kend, n.dv, L.v.ld};
+        InMat qblock{qb + i0 * L.q.ld, rows, n.d, L.q.ld}, keys{kb, kend, n.d, L.k.ld}, values{vb, kend, n.dv, L.v.ld};
         Mat dOblock{dO, rows, n.dv, L.out.ld};
         blas::Matrix<T> P{p.data(), rows, kend}, dSb{dS.data(), rows, kend};
-        products.gemm<T>(qblock, keys.t(), P, T(0), static_cast<T>(scale));  // S again
+        products.gemm(qblock, keys.t(), P, T(0), static_cast<T>(scale));  // S again
         block_recompute(mask, b, h, i0, rows, kend, p.data(), lse_bh);
         // dV[:kend] += P^T dO
         if (dvb && n.dv > 0) products.gemm<T>(Mat{P}.t(), dOblock, blas::Matrix<T>{dvb, kend, n.dv, L.v.ld}, T(1));
         if (!dqb && !dkb) continue;
         // dP = dO V^T
         if (n.dv > 0)
-          products.gemm<T>(dOblock, values.t(), dSb);
+          products.gemm(dOblock, values.t(), dSb);
         else
           std::fill(dS.begin(), dS.end(), T(0));
         softmax_rows_jvp(p.data(), dS.data(), rows, kend);  // dS = P * (dP - rowsum(dP * P))
         // dQ = scale dS K,   dK[:kend] += scale dS^T Q
-        if (dqb) products.gemm<T>(Mat{dSb}, keys, blas::Matrix<T>{dqb, rows, n.d, L.q.ld}, T(0), static_cast<T>(scale));
+        if (dqb) products.gemm(Mat{dSb}, keys, blas::Matrix<T>{dqb, rows, n.d, L.q.ld}, T(0), static_cast<T>(scale));
         if (dkb)
-          products.gemm<T>(Mat{dSb}.t(), qblock, blas::Matrix<T>{dkb, kend, n.d, L.k.ld}, T(1), static_cast<T>(scale));
+          products.gemm(Mat{dSb}.t(), qblock, blas::Matrix<T>{dkb, kend, n.d, L.k.ld}, T(1), static_cast<T>(scale));
       }
     }
   });
@@ -323,12 +325,16 @@ template void attention_forward<float>(const Dims&, const Layouts&, const MaskRe
                                        const float*, const float*, float*, float*, float*, const Products&);
 template void attention_forward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
                                         const double*, const double*, double*, double*, double*, const Products&);
-template void attention_backward<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
-                                        const float*, const float*, const float*, const float*, float*, float*, float*,
-                                        const Products&);
-template void attention_backward<double>(const Dims&, const Layouts&, const MaskReader&, double, const double*,
-                                         const double*, const double*, const double*, const double*, double*, double*,
-                                         double*, const Products&);
+template void attention_backward<float, float>(const Dims&, const Layouts&, const MaskReader&, double, const float*,
+                                               const float*, const float*, const float*, const float*, float*, float*,
+                                               float*, const Products&);
+template void attention_backward<float, std::uint16_t>(const Dims&, const Layouts&, const MaskReader&, double,
+                                                       const std::uint16_t*, const std::uint16_t*,
+                                                       const std::uint16_t*, const float*, const float*, float*,
+                                                       float*, float*, const Products&);
+template void attention_backward<double, double>(const Dims&, const Layouts&, const MaskReader&, double,
+                                                 const double*, const double*, const double*, const double*,
+                                                 const double*, double*, double*, double*, const Products&);
 
 template void attention_jvp<float>(const Dims&, const Layouts&, const MaskReader&, double, const float*, const float*,
                                    const float*, const float*, const float*, const float*, const float*, float*,

@@ -63,10 +63,13 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
 
 // Backward for every (batch, head), block by block, from dO; dq, dk, dv may be null when not
 // needed, and are laid out like q, k, v. Every element of the ones asked for is written. Its
-// products (S again, dV, dP, dQ and dK) run under the forward's `products`.
-template <class T>
-void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const T* q, const T* k,
-                        const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products = {});
+// products (S again, dV, dP, dQ and dK) run under the forward's `products`. q, k and v are read
+// only by those products, so under bf16 they may be the forward's rounded copies (In =
+// std::uint16_t, with T = float) instead of the float32 tensors.
+template <class T, class In>
+void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const In* q,
+                        const In* k, const In* v, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                        const Products& products = {});
 
 // Forward mode for every (batch, head), block by block: the output's tangent dO from the
 // tangents dQ, dK, dV (any may be null: it does not move), laid out like q, k, v and out:

@@ -5,9 +5,11 @@
 // the two agree to float32's rounding of a K-term sum, far inside bf16's own step (2^-8): a
 // product that skipped the rounding, or rounded an operand it should not, fails.
 // Where no bf16 unit or no oneDNN is present, the product tests skip and the refusals are tested.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <thread>
@@ -455,6 +457,91 @@ TEST(Autocast, LinearKeepsOnlyTheBf16CopyOfAnActivation) {
     EXPECT_GT((second[0] * second[0]).sum().item(), 0.0);
     EXPECT_EQ(rel_error(second[0], second[1]), 0.0);
   }
+}
+
+// Attention, likewise: under autocast with a backward to come it keeps its forward's bf16
+// copies of q, k and v, and backward reads those alone. The float32 inputs are freed when the
+// caller drops them, and the gradients are bit for bit those of a backward that reads the
+// tensors and rounds them again (inside a DualLevel the inputs are kept). With one query block
+// (Tq = 37) and with three (Tq = 150), T_q != T_k, a padding mask, causal or not; and packed.
+TEST(Autocast, AttentionKeepsOnlyTheBf16CopiesOfItsInputs) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(23);
+  const std::int64_t B = 2, H = 3, d = 8, dv = 6;
+  for (std::int64_t tq : {37, 150})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(fmt::format("Tq {} causal {}", tq, causal));
+      std::int64_t tk = tq + 5;
+      std::vector<double> keep(static_cast<std::size_t>(B * tk), 1.0);
+      for (std::int64_t j = tk - 4; j < tk; ++j) keep[static_cast<std::size_t>(tk + j)] = 0.0;  // batch 1
+      Tensor mask = tensor(keep, {B, 1, 1, tk}, kBool);
+      Tensor x = leaf({B, H, tq, d}, gen), y = leaf({B, H, tk, d}, gen), z = leaf({B, H, tk, dv}, gen);
+      Tensor dout = randn({B, H, tq, dv}, gen);
+      auto run = [&](bool in_dual_level) {
+        for (Tensor* p : {&x, &y, &z}) p->zero_grad();
+        std::optional<fwad::DualLevel> level;
+        if (in_dual_level) level.emplace();
+        Tensor out;
+        std::vector<std::weak_ptr<TensorImpl>> impls;
+        {
+          Tensor q = x * 2.0, k = y * 2.0, v = z * 2.0;  // activations: temporaries with history
+          impls = {q.impl(), k.impl(), v.impl()};
+          AutocastGuard autocast;
+          out = scaled_dot_product_attention(q, k, v, mask, causal).output;
+        }
+        bool freed = std::all_of(impls.begin(), impls.end(), [](const auto& w) { return w.expired(); });
+        out.backward(dout);
+        return std::tuple{freed, x.grad().clone(), y.grad().clone(), z.grad().clone()};
+      };
+      auto [freed, dq, dk, dv_] = run(false);
+      EXPECT_TRUE(freed);  // the node holds no float32 q, k or v
+      auto [held, dq_held, dk_held, dv_held] = run(true);
+      EXPECT_FALSE(held);
+      EXPECT_EQ(rel_error(dq, dq_held), 0.0);
+      EXPECT_EQ(rel_error(dk, dk_held), 0.0);
+      EXPECT_EQ(rel_error(dv_, dv_held), 0.0);
+      EXPECT_GT((dq * dq).sum().item(), 0.0);
+
+      // A backward with create_graph reads the inputs themselves: the tensors while the caller
+      // keeps them, else float32 tensors made from the copies. Inside the guard the products
+      // round both to the same values, so the second derivative agrees exactly.
+      Tensor w = randn(x.shape(), gen);
+      std::vector<Tensor> second;
+      for (bool keep_alive : {true, false}) {
+        AutocastGuard autocast;
+        Tensor q = x * 2.0, k = y * 2.0, v = z * 2.0;
+        std::weak_ptr<TensorImpl> k_impl = k.impl();
+        Tensor out = scaled_dot_product_attention(q, k, v, mask, causal).output;
+        if (!keep_alive) q = k = v = Tensor();
+        EXPECT_EQ(k_impl.expired(), !keep_alive);
+        Tensor g = grad({(out * dout).sum()}, {x}, {}, {.create_graph = true})[0];
+        EXPECT_EQ(rel_error(g, dq), 0.0);
+        second.push_back(grad({(g * w).sum()}, {y})[0]);
+      }
+      EXPECT_GT((second[0] * second[0]).sum().item(), 0.0);
+      EXPECT_EQ(rel_error(second[0], second[1]), 0.0);
+    }
+  // Packed: one [B, T, 3 H d] input, freed as well, the same gradient as when it is kept.
+  Tensor x = leaf({B, 150, 3 * H * d}, gen);
+  Tensor dout = randn({B, 150, H, d}, gen);
+  std::vector<Tensor> grads;
+  for (bool in_dual_level : {false, true}) {
+    x.zero_grad();
+    std::optional<fwad::DualLevel> level;
+    if (in_dual_level) level.emplace();
+    Tensor out;
+    std::weak_ptr<TensorImpl> qkv_impl;
+    {
+      Tensor qkv = x * 2.0;
+      qkv_impl = qkv.impl();
+      AutocastGuard autocast;
+      out = scaled_dot_product_attention_packed(qkv, H, {}, true).output;
+    }
+    EXPECT_EQ(qkv_impl.expired(), !in_dual_level);
+    out.backward(dout);
+    grads.push_back(x.grad().clone());
+  }
+  EXPECT_EQ(rel_error(grads[0], grads[1]), 0.0);
 }
 
 // The fused attention in its three layouts, with padding and causal masks, B=2, H=3, Tq != Tk:
