@@ -42,7 +42,9 @@ class Products {
   // copy with this policy; otherwise does nothing. Returns *this, so calls chain.
   Products& keep(const Tensor& t);
   // The same policy with only the parameters' copies kept: what a backward that may run long
-  // after the forward holds on to (an activation is cheaper to round again than to keep).
+  // after the forward holds on to. matmul's does: it keeps its float32 operands anyway, so an
+  // activation is cheaper to round again than to keep twice. linear and attention instead keep
+  // an activation's copy alone and let the float32 one go (FastRun::released).
   Products parameters_only() const;
 
   // The copy keep(t) made, which a backward may hold on to after t itself is gone (null when

@@ -78,11 +78,11 @@ using GradientTangentRule = std::function<std::vector<Tensor>(const Tensor& dy, 
 namespace detail {
 
 // A tensor a node's closures read only on the rarer paths (a backward with create_graph): held,
-// or, when the fast backward kept a bf16 copy of it to read instead (under autocast, linear's x),
-// held weakly beside that copy, so that the float32 tensor lives only as long as the caller keeps
-// it. get() then returns the tensor while it lives, and after that a float32 tensor made from the
-// copy, in the tensor's place in the graph (the same grad_fn): the values the forward's bf16
-// products read.
+// or, when the fast backward kept a bf16 copy of it to read instead (under autocast, linear's x
+// and attention's q, k and v), held weakly beside that copy, so that the float32 tensor lives
+// only as long as the caller keeps it. get() then returns the tensor while it lives, and after
+// that a float32 tensor made from the copy, in the tensor's place in the graph (the same
+// grad_fn): the values the forward's bf16 products read.
 class Held {
  public:
   Held() = default;
@@ -120,9 +120,9 @@ struct FastRun {
   // whose ops carry them, and a backward pass with create_graph differentiates the composition.
   GradientTangentRule gradient_tangent = {};
   // Per input (by position), the bf16 copy the fast backward reads in place of the float32 input
-  // (under autocast, linear's x, read by dW = dy^T x), or null: the router's own closures then
-  // hold that input as a detail::Held too, so its float32 data is freed as soon as the caller
-  // drops it. Empty: every input is held.
+  // (under autocast, linear's x, read by dW = dy^T x, and attention's q, k and v), or null: the
+  // router's own closures then hold that input as a detail::Held too, so its float32 data is
+  // freed as soon as the caller drops it. Empty: every input is held.
   std::vector<std::shared_ptr<const bf16::Buffer>> released = {};
 };
 

@@ -130,14 +130,15 @@ struct Operand {
   std::int64_t offset;
 };
 
-// What the fused op keeps for backward: its inputs (shared with the caller, not copied), where
-// q, k and v sit in them, the mask and one number per query, the log-sum-exp of its scores.
-// Under bf16 with a backward to come, the inputs are held as their bf16 copies alone (`rounded`,
-// one per input; detail::Held), which are all that backward's products read.
+// What the fused op keeps for backward: its inputs, where q, k and v sit in them, the mask and
+// one number per query, the log-sum-exp of its scores. The inputs are held as passed (shared
+// with the caller, not copied), or, under bf16 when the forward released them (fused_attention),
+// weakly beside their bf16 copies (`rounded`, one per input; detail::Held), which are all that
+// backward's products read.
 struct FusedSaved {
-  std::vector<detail::Held> inputs;
+  std::vector<detail::Held> inputs = {};
   std::vector<std::shared_ptr<const bf16::Buffer>> rounded;  // empty, or one per input
-  std::vector<Shape> shapes;                                 // the inputs'
+  std::vector<Shape> shapes = {};                            // the inputs'
   DType dtype;
   std::array<Operand, 3> at;
   Tensor mask;
@@ -192,11 +193,12 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
                           grad(1), grad(2), products);
   };
-  if (!s.rounded.empty()) {  // under bf16: the forward's copies of q, k and v, and dout rounded whole
+  if (!s.rounded.empty()) {  // T = float, q, k and v read from the forward's bf16 copies
     std::vector<const std::uint16_t*> bases;
-    for (const auto& copy : s.rounded) bases.push_back(copy->data.get());
+    for (const auto& copy : s.rounded)
+      bases.push_back(copy ? copy->data.get() : nullptr);  // an empty v (dv = 0) has no copy and is never read
     Products products = s.products;
-    run(float{}, bases, products.keep(dout));
+    run(float{}, bases, products.keep(dout));  // dout rounded whole once: each block reads it twice
     return grads;
   }
   std::vector<Tensor> inputs = held_inputs(s);
@@ -272,10 +274,11 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
   Tensor out = runs ? detail::empty_for(op, out_shape, first.dtype()) : zeros(out_shape, first.dtype());
   Tensor lse = empty({n.b, n.h, n.tq}, first.dtype());  // per query: log of its softmax denominator
   Tensor weights = need_weights ? zeros({n.b, n.h, n.tq, n.tk}, first.dtype()) : Tensor();
-  // Under bf16 with a backward to come, q, k and v are rounded whole once here and backward reads
-  // those copies alone, as linear does with its input: the float32 tensors are not kept for it,
-  // nor rounded again.
-  bool release = runs && products.in_bf16() && first.dtype() == kFloat32 && detail::may_release_inputs(inputs);
+  // Under bf16 (float32 inputs) with a backward to come and no DualLevel live
+  // (detail::may_release_inputs), q, k and v are rounded whole once here and backward reads those
+  // copies alone, as linear does with its input: the float32 tensors are not kept for it, nor
+  // rounded again.
+  bool release = products.in_bf16() && detail::may_release_inputs(inputs);
   Products forward = products;
   std::vector<std::shared_ptr<const bf16::Buffer>> rounded;
   if (release)
@@ -288,9 +291,10 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
                            need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(),
                            release ? forward : rounded_once(products, n, inputs));
     });
-  FusedSaved saved{{}, rounded, {}, first.dtype(), at, attn_mask, lse, n, L, scale, causal, op, products};
+  FusedSaved saved{.rounded = rounded, .dtype = first.dtype(), .at = at, .mask = attn_mask, .lse = lse, .n = n,
+                   .L = L, .scale = scale, .causal = causal, .op = op, .products = products};
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    saved.inputs.emplace_back(inputs[i], release ? rounded[i] : nullptr);
+    saved.inputs.emplace_back(inputs[i], release ? rounded[i] : nullptr);  // weakly beside its copy, or held
     saved.shapes.push_back(inputs[i].shape());
   }
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)

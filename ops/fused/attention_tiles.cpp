@@ -150,7 +150,9 @@ void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask,
                         const In* k, const In* v, const T* lse, const T* dout, T* dq, T* dk, T* dv,
                         const Products& products) {
   using Mat = blas::Matrix<const T>;
-  using InMat = blas::Matrix<const In>;  // q, k and v: T, or their bf16 copies
+  // q, k and v: T, or their bf16 copies; a product with one of them as an operand then goes to
+  // the overload of Products::gemm that takes a bf16 operand as it is.
+  using InMat = blas::Matrix<const In>;
   std::size_t tile_size = static_cast<std::size_t>(std::min(n.tq, kQueryBlock) * n.tk);
   parallel_for(n.b * n.h, 1, [&](std::int64_t first, std::int64_t last) {
     std::vector<T> p(tile_size), dS(tile_size);  // P and dP -> dS for one block, reused

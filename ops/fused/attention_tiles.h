@@ -65,7 +65,7 @@ void attention_forward(const Dims& n, const Layouts& L, const MaskReader& mask, 
 // needed, and are laid out like q, k, v. Every element of the ones asked for is written. Its
 // products (S again, dV, dP, dQ and dK) run under the forward's `products`. q, k and v are read
 // only by those products, so under bf16 they may be the forward's rounded copies (In =
-// std::uint16_t, with T = float) instead of the float32 tensors.
+// std::uint16_t, with T = float and `products` a bf16 policy) instead of the float32 tensors.
 template <class T, class In>
 void attention_backward(const Dims& n, const Layouts& L, const MaskReader& mask, double scale, const In* q,
                         const In* k, const In* v, const T* lse, const T* dout, T* dq, T* dk, T* dv,

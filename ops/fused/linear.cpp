@@ -166,8 +166,8 @@ bf16::Buffer rounded_with_sums(const float* dy, const float* slope, std::int64_t
   std::int64_t blocks = (rows + kRows - 1) / kRows;
   ChunkPartials<float> db_parts(db.defined() ? chunk_count(blocks, 1) : 0, out);
   parallel_for_chunks(blocks, 1, [&](std::int64_t c, std::int64_t b0, std::int64_t b1) {
-    thread_local std::vector<float> block;
-    block.resize(static_cast<std::size_t>(kRows * out));
+    thread_local std::vector<float> block;  // dh's rows; dy is read where it lies
+    if (slope) block.resize(static_cast<std::size_t>(kRows * out));
     for (std::int64_t b = b0; b < b1; ++b) {
       std::int64_t r0 = b * kRows, n = (std::min(rows, r0 + kRows) - r0) * out;
       const float* g = dy + r0 * out;

@@ -503,43 +503,83 @@ TEST(Autocast, AttentionKeepsOnlyTheBf16CopiesOfItsInputs) {
       EXPECT_GT((dq * dq).sum().item(), 0.0);
 
       // A backward with create_graph reads the inputs themselves: the tensors while the caller
-      // keeps them, else float32 tensors made from the copies. Inside the guard the products
-      // round both to the same values, so the second derivative agrees exactly.
+      // keeps them, else float32 tensors made from the copies. The fused rules keep the
+      // forward's bf16 policy, whose products round both to the same values, so the gradient
+      // and the second derivative agree exactly. The loss is not linear in out, so the second
+      // pass runs the forward-mode rule on those inputs too.
       Tensor w = randn(x.shape(), gen);
-      std::vector<Tensor> second;
+      std::vector<Tensor> first, second;
       for (bool keep_alive : {true, false}) {
-        AutocastGuard autocast;
-        Tensor q = x * 2.0, k = y * 2.0, v = z * 2.0;
+        Tensor q = x * 2.0, k = y * 2.0, v = z * 2.0, out;
+        {
+          AutocastGuard autocast;
+          out = scaled_dot_product_attention(q, k, v, mask, causal).output;
+        }
         std::weak_ptr<TensorImpl> k_impl = k.impl();
-        Tensor out = scaled_dot_product_attention(q, k, v, mask, causal).output;
         if (!keep_alive) q = k = v = Tensor();
         EXPECT_EQ(k_impl.expired(), !keep_alive);
-        Tensor g = grad({(out * dout).sum()}, {x}, {}, {.create_graph = true})[0];
-        EXPECT_EQ(rel_error(g, dq), 0.0);
-        second.push_back(grad({(g * w).sum()}, {y})[0]);
+        first.push_back(grad({(out * out * dout).sum()}, {x}, {}, {.create_graph = true})[0]);
+        second.push_back(grad({(first.back() * w).sum()}, {y})[0]);
       }
       EXPECT_GT((second[0] * second[0]).sum().item(), 0.0);
+      EXPECT_EQ(rel_error(first[0], first[1]), 0.0);
       EXPECT_EQ(rel_error(second[0], second[1]), 0.0);
     }
+  // One tensor as q, k and v, and a k that needs no gradient: freed too, the same gradients as
+  // when kept. v with no columns (dv = 0): nothing to copy, and the gradients are float32's zeros.
+  Tensor x = leaf({B, H, 40, d}, gen), y = leaf({B, H, 40, d}, gen);
+  for (bool same : {true, false}) {
+    SCOPED_TRACE(same ? "q = k = v" : "k needs no gradient");
+    Tensor dout = randn({B, H, 40, d}, gen);
+    std::vector<Tensor> dx;
+    for (bool in_dual_level : {false, true}) {
+      x.zero_grad();
+      std::optional<fwad::DualLevel> level;
+      if (in_dual_level) level.emplace();
+      Tensor out;
+      std::weak_ptr<TensorImpl> impl;
+      {
+        Tensor q = x * 2.0, k = same ? q : y.detach() * 2.0;
+        impl = k.impl();
+        AutocastGuard autocast;
+        out = scaled_dot_product_attention(q, k, same ? q : y * 1.0, {}, true).output;
+      }
+      EXPECT_EQ(impl.expired(), !in_dual_level);
+      out.backward(dout);
+      dx.push_back(x.grad().clone());
+    }
+    EXPECT_EQ(rel_error(dx[0], dx[1]), 0.0);
+  }
+  Tensor no_columns = zeros({B, H, 40, 0}).requires_grad_();
+  for (bool autocast_on : {true, false}) {
+    x.zero_grad();
+    std::optional<AutocastGuard> autocast;
+    if (autocast_on) autocast.emplace();
+    Tensor out = scaled_dot_product_attention(x * 2.0, y * 2.0, no_columns * 1.0, {}, true).output;
+    autocast.reset();
+    EXPECT_EQ(out.numel(), 0);
+    out.sum().backward();
+    EXPECT_EQ((x.grad() * x.grad()).sum().item(), 0.0);
+  }
   // Packed: one [B, T, 3 H d] input, freed as well, the same gradient as when it is kept.
-  Tensor x = leaf({B, 150, 3 * H * d}, gen);
+  Tensor xp = leaf({B, 150, 3 * H * d}, gen);
   Tensor dout = randn({B, 150, H, d}, gen);
   std::vector<Tensor> grads;
   for (bool in_dual_level : {false, true}) {
-    x.zero_grad();
+    xp.zero_grad();
     std::optional<fwad::DualLevel> level;
     if (in_dual_level) level.emplace();
     Tensor out;
     std::weak_ptr<TensorImpl> qkv_impl;
     {
-      Tensor qkv = x * 2.0;
+      Tensor qkv = xp * 2.0;
       qkv_impl = qkv.impl();
       AutocastGuard autocast;
       out = scaled_dot_product_attention_packed(qkv, H, {}, true).output;
     }
     EXPECT_EQ(qkv_impl.expired(), !in_dual_level);
     out.backward(dout);
-    grads.push_back(x.grad().clone());
+    grads.push_back(xp.grad().clone());
   }
   EXPECT_EQ(rel_error(grads[0], grads[1]), 0.0);
 }
