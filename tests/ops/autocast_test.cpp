@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -459,8 +460,35 @@ TEST(Autocast, LinearKeepsOnlyTheBf16CopyOfAnActivation) {
   }
 }
 
-// Attention, likewise: under autocast with a backward to come it keeps its forward's bf16
-// copies of q, k and v, and backward reads those alone. The float32 inputs are freed when the
+// Runs `forward` under autocast twice, as it is and inside a DualLevel (which keeps every input
+// a backward may read), then backward from dout. The inputs `forward` made (the second thing it
+// returns) are freed the first time only, and the leaves' gradients are the same bits both times.
+void expect_freed_with_the_same_gradients(const std::vector<Tensor>& leaves, const Tensor& dout,
+                                          const std::function<std::pair<Tensor, std::vector<Tensor>>()>& forward) {
+  std::vector<std::vector<Tensor>> grads;
+  for (bool in_dual_level : {false, true}) {
+    for (Tensor leaf : leaves) leaf.zero_grad();
+    std::optional<fwad::DualLevel> level;
+    if (in_dual_level) level.emplace();
+    Tensor out;
+    std::vector<std::weak_ptr<TensorImpl>> made;
+    {
+      AutocastGuard autocast;
+      auto [output, inputs] = forward();
+      out = output;
+      for (const Tensor& t : inputs) made.push_back(t.impl());
+    }
+    for (const auto& m : made) EXPECT_EQ(m.expired(), !in_dual_level);
+    out.backward(dout);
+    grads.emplace_back();
+    for (const Tensor& leaf : leaves) grads.back().push_back(leaf.grad().clone());
+  }
+  for (std::size_t i = 0; i < leaves.size(); ++i) EXPECT_EQ(rel_error(grads[0][i], grads[1][i]), 0.0);
+  EXPECT_GT((grads[0][0] * grads[0][0]).sum().item(), 0.0);
+}
+
+// Attention, as linear above: under autocast with a backward to come it keeps its forward's
+// bf16 copies of q, k and v, and backward reads those alone. The float32 inputs are freed when the
 // caller drops them, and the gradients are bit for bit those of a backward that reads the
 // tensors and rounds them again (inside a DualLevel the inputs are kept). With one query block
 // (Tq = 37) and with three (Tq = 150), T_q != T_k, a padding mask, causal or not; and packed.
@@ -477,30 +505,10 @@ TEST(Autocast, AttentionKeepsOnlyTheBf16CopiesOfItsInputs) {
       Tensor mask = tensor(keep, {B, 1, 1, tk}, kBool);
       Tensor x = leaf({B, H, tq, d}, gen), y = leaf({B, H, tk, d}, gen), z = leaf({B, H, tk, dv}, gen);
       Tensor dout = randn({B, H, tq, dv}, gen);
-      auto run = [&](bool in_dual_level) {
-        for (Tensor* p : {&x, &y, &z}) p->zero_grad();
-        std::optional<fwad::DualLevel> level;
-        if (in_dual_level) level.emplace();
-        Tensor out;
-        std::vector<std::weak_ptr<TensorImpl>> impls;
-        {
-          Tensor q = x * 2.0, k = y * 2.0, v = z * 2.0;  // activations: temporaries with history
-          impls = {q.impl(), k.impl(), v.impl()};
-          AutocastGuard autocast;
-          out = scaled_dot_product_attention(q, k, v, mask, causal).output;
-        }
-        bool freed = std::all_of(impls.begin(), impls.end(), [](const auto& w) { return w.expired(); });
-        out.backward(dout);
-        return std::tuple{freed, x.grad().clone(), y.grad().clone(), z.grad().clone()};
-      };
-      auto [freed, dq, dk, dv_] = run(false);
-      EXPECT_TRUE(freed);  // the node holds no float32 q, k or v
-      auto [held, dq_held, dk_held, dv_held] = run(true);
-      EXPECT_FALSE(held);
-      EXPECT_EQ(rel_error(dq, dq_held), 0.0);
-      EXPECT_EQ(rel_error(dk, dk_held), 0.0);
-      EXPECT_EQ(rel_error(dv_, dv_held), 0.0);
-      EXPECT_GT((dq * dq).sum().item(), 0.0);
+      expect_freed_with_the_same_gradients({x, y, z}, dout, [&] {
+        Tensor q = x * 2.0, k = y * 2.0, v = z * 2.0;  // activations: temporaries with history
+        return std::pair{scaled_dot_product_attention(q, k, v, mask, causal).output, std::vector{q, k, v}};
+      });
 
       // A backward with create_graph reads the inputs themselves: the tensors while the caller
       // keeps them, else float32 tensors made from the copies. The fused rules keep the
@@ -530,25 +538,10 @@ TEST(Autocast, AttentionKeepsOnlyTheBf16CopiesOfItsInputs) {
   Tensor x = leaf({B, H, 40, d}, gen), y = leaf({B, H, 40, d}, gen);
   for (bool same : {true, false}) {
     SCOPED_TRACE(same ? "q = k = v" : "k needs no gradient");
-    Tensor dout = randn({B, H, 40, d}, gen);
-    std::vector<Tensor> dx;
-    for (bool in_dual_level : {false, true}) {
-      x.zero_grad();
-      std::optional<fwad::DualLevel> level;
-      if (in_dual_level) level.emplace();
-      Tensor out;
-      std::weak_ptr<TensorImpl> impl;
-      {
-        Tensor q = x * 2.0, k = same ? q : y.detach() * 2.0;
-        impl = k.impl();
-        AutocastGuard autocast;
-        out = scaled_dot_product_attention(q, k, same ? q : y * 1.0, {}, true).output;
-      }
-      EXPECT_EQ(impl.expired(), !in_dual_level);
-      out.backward(dout);
-      dx.push_back(x.grad().clone());
-    }
-    EXPECT_EQ(rel_error(dx[0], dx[1]), 0.0);
+    expect_freed_with_the_same_gradients({x}, randn({B, H, 40, d}, gen), [&] {
+      Tensor q = x * 2.0, k = same ? q : y.detach() * 2.0, v = same ? q : y * 1.0;
+      return std::pair{scaled_dot_product_attention(q, k, v, {}, true).output, std::vector{k}};
+    });
   }
   Tensor no_columns = zeros({B, H, 40, 0}).requires_grad_();
   for (bool autocast_on : {true, false}) {
@@ -563,25 +556,10 @@ TEST(Autocast, AttentionKeepsOnlyTheBf16CopiesOfItsInputs) {
   }
   // Packed: one [B, T, 3 H d] input, freed as well, the same gradient as when it is kept.
   Tensor xp = leaf({B, 150, 3 * H * d}, gen);
-  Tensor dout = randn({B, 150, H, d}, gen);
-  std::vector<Tensor> grads;
-  for (bool in_dual_level : {false, true}) {
-    xp.zero_grad();
-    std::optional<fwad::DualLevel> level;
-    if (in_dual_level) level.emplace();
-    Tensor out;
-    std::weak_ptr<TensorImpl> qkv_impl;
-    {
-      Tensor qkv = xp * 2.0;
-      qkv_impl = qkv.impl();
-      AutocastGuard autocast;
-      out = scaled_dot_product_attention_packed(qkv, H, {}, true).output;
-    }
-    EXPECT_EQ(qkv_impl.expired(), !in_dual_level);
-    out.backward(dout);
-    grads.push_back(xp.grad().clone());
-  }
-  EXPECT_EQ(rel_error(grads[0], grads[1]), 0.0);
+  expect_freed_with_the_same_gradients({xp}, randn({B, 150, H, d}, gen), [&] {
+    Tensor qkv = xp * 2.0;
+    return std::pair{scaled_dot_product_attention_packed(qkv, H, {}, true).output, std::vector{qkv}};
+  });
 }
 
 // The fused attention in its three layouts, with padding and causal masks, B=2, H=3, Tq != Tk:
