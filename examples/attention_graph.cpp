@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "common/cli.h"
+#include "common/preflight.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -58,13 +59,18 @@ int main(int argc, char** argv) {
   options.add_options()("help,h", "show this help")("tokens", ag::examples::with_default(&tokens), "sequence length T")(
       "d-model", ag::examples::with_default(&d_model), "width of the token vectors")(
       "d-k", ag::examples::with_default(&d_k), "width of the head (queries, keys and values)")(
-      "seed", ag::examples::with_default(&seed), "seed of the random tokens and weights")(
+      "seed", ag::examples::seed_value(&seed), "seed of the random tokens and weights")(
       "out", ag::examples::with_default(&out_dir), "directory for attention_head.dot (and .svg)");
   po::variables_map vm;
   try {
     ag::examples::store_command_line(argc, argv, options, vm);
     po::notify(vm);
-    if (tokens < 1 || d_model < 1 || d_k < 1) throw po::error("--tokens, --d-model and --d-k must be at least 1");
+    // The graph is drawn to be read: a few tokens and narrow vectors. The bound also keeps a
+    // mistyped size from asking for more memory than the machine has.
+    constexpr std::int64_t kMax = 1024;
+    for (auto [name, value] : {std::pair{"--tokens", tokens}, {"--d-model", d_model}, {"--d-k", d_k}})
+      if (value < 1 || value > kMax)
+        throw po::error(fmt::format("{} must be between 1 and {}, got {}", name, kMax, value));
   } catch (const po::error& e) {
     std::cerr << "attention_graph: " << e.what() << "\n" << options << "\n";
     return 2;
@@ -72,6 +78,12 @@ int main(int argc, char** argv) {
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
+  }
+  try {
+    ag::examples::check_output_dir("--out", out_dir, {"attention_head.dot", "attention_head.svg"});
+  } catch (const ag::examples::Refused& e) {
+    std::cerr << "attention_graph: " << e.what() << "\n";
+    return 2;
   }
 
   ag::Generator gen(seed);
@@ -91,9 +103,16 @@ int main(int argc, char** argv) {
     loss.backward();
   }
 
-  fs::create_directories(out_dir);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
   fs::path dot_file = fs::path(out_dir) / "attention_head.dot";
-  std::ofstream(dot_file) << ag::to_dot(loss, {{"Wq", wq}, {"Wk", wk}, {"Wv", wv}});
+  std::ofstream dot_out(dot_file);
+  dot_out << ag::to_dot(loss, {{"Wq", wq}, {"Wk", wk}, {"Wv", wv}});
+  dot_out.close();
+  if (ec || !dot_out) {
+    std::cerr << "attention_graph: could not write " << dot_file.string() << (ec ? ": " + ec.message() : "") << "\n";
+    return 1;
+  }
   fmt::print("loss = {:.6f}\nwrote {}\n", loss.item(), dot_file.string());
 
   fs::path dot = find_on_path("dot");

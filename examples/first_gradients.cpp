@@ -10,9 +10,11 @@
 #include <fmt/core.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "common/cli.h"
+#include "common/preflight.h"
 
 namespace po = boost::program_options;
 
@@ -32,13 +34,16 @@ int main(int argc, char** argv) {
   double eps = 1e-6;
   po::options_description options(
       "first_gradients: values and gradients of a tiny network, checked by finite differences");
-  options.add_options()("help,h", "show this help")("seed", ag::examples::with_default(&seed),
+  options.add_options()("help,h", "show this help")("seed", ag::examples::seed_value(&seed),
                                                     "seed of the random inputs and weights")(
       "eps", ag::examples::with_default(&eps), "finite-difference step");
   po::variables_map vm;
   try {
     ag::examples::store_command_line(argc, argv, options, vm);
     po::notify(vm);
+    // 0 would divide 0 by 0, and NaN differences would compare as no difference at all.
+    if (!(std::isfinite(eps) && eps > 0))
+      throw po::error(fmt::format("--eps must be a positive finite number, got {}", eps));
   } catch (const po::error& e) {
     std::cerr << "first_gradients: " << e.what() << "\n" << options << "\n";
     return 2;
@@ -76,7 +81,8 @@ int main(int argc, char** argv) {
       double minus = loss_of(x, w1, b1, w2, target).item();
       v[i] = saved;
       double numeric = (plus - minus) / (2 * eps);
-      worst = std::max(worst, std::abs(numeric - g[i]));
+      double difference = std::abs(numeric - g[i]);
+      worst = std::isnan(difference) ? INFINITY : std::max(worst, difference);  // NaN never passes
       fmt::print("{:>10} {:>14.8f} {:>14.8f} {:>10.1e}\n", fmt::format("{}[{}]", name, i), g[i], numeric,
                  std::abs(numeric - g[i]));
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/preflight.h"
 
 namespace po = boost::program_options;
 using ag::Tensor;
@@ -364,7 +365,7 @@ void attention_sharpness(std::uint64_t seed) {
 int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   po::options_description opts("second_order: Jacobians, Hessians, Newton's method and sharpness, by double backward");
-  opts.add_options()("help,h", "show this help")("seed", ag::examples::with_default(&seed),
+  opts.add_options()("help,h", "show this help")("seed", ag::examples::seed_value(&seed),
                                                  "seed of the synthetic data in (b) and the attention inputs in (c)");
   po::variables_map vm;
   try {

@@ -176,7 +176,7 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
   // The loss history kept for the picture: a step number and a loss per step, as doubles.
   ag::examples::check_fits_in_memory(fmt::format("the loss history of --steps {}", o.steps),
                                      ag::examples::Size(o.steps) * 32);
-  check_sampling_options(o.sample_tokens, 0.8, 20);
+  check_sampling_options("--sample-tokens", o.sample_tokens, 0.8, 20);
   // Checked last, as the cheapest to fix: nothing above depends on it.
   ag::examples::check_output_dir("--out", o.out_dir, train_output_files(c));
   ag::examples::check_not_in_use(o.out_dir, "minigpt.lock");
@@ -194,8 +194,9 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
                                    (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string());
 }
 
-void check_sampling_options(std::int64_t tokens, double temperature, std::int64_t top_k) {
-  if (tokens < 0) refuse("the number of tokens to sample must be at least 0, got {}", tokens);
+void check_sampling_options(std::string_view tokens_option, std::int64_t tokens, double temperature,
+                            std::int64_t top_k) {
+  if (tokens < 0) refuse("{} (the number of tokens to sample) must be at least 0, got {}", tokens_option, tokens);
   // The ids (8 bytes each) and the text (up to 4 bytes a character, twice while decoding).
   ag::examples::check_fits_in_memory(fmt::format("a sample of {}", plural(tokens, "token")),
                                      ag::examples::Size(tokens) * 16);

@@ -7,7 +7,9 @@
 
 namespace minigpt {
 
-Loaded load(const std::string& path, ag::DType dtype) {
+namespace {
+
+Loaded load_checked(const std::string& path, ag::DType dtype) {
   ag::io::TensorFile file = ag::io::load_safetensors(path);
   // The training state is a safetensors file too, beside the model, and easy to pass by mistake.
   if (auto format = file.metadata.find("format");
@@ -24,6 +26,22 @@ Loaded load(const std::string& path, ag::DType dtype) {
   model->to(dtype);
   ag::io::load_gpt(*model, ckpt);
   return {std::move(ckpt), std::move(tokenizer), std::move(model)};
+}
+
+}  // namespace
+
+// What the file holds is checked before any work, so a file that is not this program's model
+// (not safetensors, truncated, another model's tensors) is refused naming --checkpoint.
+Loaded load(const std::string& path, ag::DType dtype) {
+  try {
+    return load_checked(path, dtype);
+  } catch (const ag::examples::Refused&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    std::string what = e.what();
+    if (what.starts_with(path)) ag::examples::refuse("--checkpoint {}", what);  // the reader names the file
+    ag::examples::refuse("--checkpoint {}: {}", path, what);
+  }
 }
 
 PromptAttention attention_for_prompt(ag::nn::GPT& model, const ag::data::CharTokenizer& tokenizer,

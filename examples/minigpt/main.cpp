@@ -55,7 +55,7 @@ int train_command(int argc, char** argv) {
   minigpt::TrainOptions o;
   std::string precision, norm = "layer";
   po::options_description opts(
-      "minigpt train: train a character-level GPT (defaults finish in about 2-3 minutes on 2 cores)");
+      "minigpt train: train a character-level GPT (defaults finish in under a minute on 2 cores)");
   opts.add_options()("help,h", "show this help")(
       "corpus", po::value(&o.corpus)->multitoken(),
       "UTF-8 text files to train on (default: the English fortunes in /usr/share/games/fortunes, from Debian's "
@@ -126,7 +126,7 @@ int sample_command(int argc, char** argv) {
   if (!parse(argc, argv, opts, vm, code)) return code;
   // stdout is the sample alone: the path taken goes to stderr.
   std::cerr << "precision: " << ag::examples::apply_precision(precision, false).why << "\n";
-  minigpt::check_sampling_options(tokens, temperature, top_k);
+  minigpt::check_sampling_options("--tokens", tokens, temperature, top_k);
   ag::examples::check_input_file("--checkpoint", checkpoint);
   minigpt::Loaded m = minigpt::load(checkpoint);
   std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, "--prompt", prompt);
@@ -154,6 +154,7 @@ int eval_command(int argc, char** argv) {
   if (dtype != "f32" && dtype != "f64") refuse("--dtype must be f32 or f64, got '{}'", dtype);
   if (dtype == "f64") precision = "fp32";
   ag::examples::PrecisionChoice choice = ag::examples::apply_precision(precision, false);
+  if (dtype == "f64") choice.why = fmt::format("f64 OpenBLAS ({}): --dtype f64 never autocasts", ag::blas_kernels());
   ag::examples::check_input_file("--checkpoint", checkpoint);
   if (vm.count("file")) {
     // The text, and its ids (8 bytes a character) and code points (4) on the way to them.

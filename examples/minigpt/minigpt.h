@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../common/precision_option.h"
@@ -66,7 +67,8 @@ std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config);
 std::vector<std::string> run_files_in(const std::string& dir);
 // Sampling options (sample, and train's final sample): at least 0 tokens that fit in memory, a
 // temperature >= 0 (0: the most likely token; inf: uniform over the top k), top_k >= 0.
-void check_sampling_options(std::int64_t tokens, double temperature, std::int64_t top_k);
+void check_sampling_options(std::string_view tokens_option, std::int64_t tokens, double temperature,
+                            std::int64_t top_k);
 // `prompt` (given as `option`) is not empty and every character is in the vocabulary.
 std::vector<std::int64_t> encode_prompt(const ag::data::CharTokenizer& tokenizer, const std::string& option,
                                         const std::string& prompt);

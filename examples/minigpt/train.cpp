@@ -506,7 +506,7 @@ int Run::after_training(std::int64_t step, bool stopping) {
   if (distributed ? stopping : stop.requested()) {
     if (saved != step) checkpoint(step);
     if (main_rank) {
-      fmt::print("interrupted at step {}: saved {}; continue with --resume\n", step, model_path);
+      fmt::print("interrupted at step {}: saved {}; continue it with the same command and --resume\n", step, model_path);
       if (eval_cut)
         fmt::print("(the {} cut its evaluation short: the log has no validation loss for that step)\n",
                    stop.signal_name());

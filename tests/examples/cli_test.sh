@@ -9,7 +9,8 @@
 #     that conflicts is refused, both values named, before anything else is printed;
 #   - sample given the training state says so; explore says when it cut the prompt; counts of
 #     one are singular;
-#   - --precision takes fp32, bf16 or auto; bf16 where the CPU cannot run it is refused.
+#   - --precision takes fp32, bf16 or auto; bf16 where the CPU cannot run it is refused;
+#   - first_gradients, attention_graph and second_order refuse a bad --eps, --seed, --out or size.
 # Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND \
 #          MINIMAL_ATTENTION SECOND_ORDER
 set -euo pipefail
@@ -183,3 +184,23 @@ ONEDNN_MAX_CPU_ISA=AVX2 "$2" --precision bf16 --out "$dir/never" > "$dir/out" 2>
 [ $code -eq 2 ] || fail "seq2seq --precision bf16 without a bf16 unit: exit status $code, expected 2"
 [ ! -e "$dir/never" ] || fail "a refused run created its directory"
 echo "cli: --precision checked in minigpt and seq2seq"
+
+# 6. The small programs: a value that would print NaN as a pass, crash, or ask for more memory
+# than there is is refused with status 2, naming the option; nothing is written.
+for eps in 0 -1e-6 nan inf; do
+  expect 2 "$5" --eps "$eps"
+  has err "--eps must be a positive finite number, got"
+done
+for program in "$4" "$5" "$8"; do
+  expect 2 "$program" --seed -1
+  has err "--seed must be an integer from 0 to 18446744073709551615, got '-1'"
+done
+printf 'x' > "$dir/a-file"
+expect 2 "$4" --out "$dir/a-file/graph"
+has err "--out $dir/a-file/graph: '$dir/a-file' is a regular file"
+expect 2 "$4" --out ''
+has err "--out: the directory name is empty"
+expect 2 "$4" --tokens 100000 --out "$dir/never"
+has err "--tokens must be between 1 and 1024, got 100000"
+[ ! -e "$dir/never" ] || fail "a refused run created its directory"
+echo "cli: first_gradients, attention_graph and second_order check their options"

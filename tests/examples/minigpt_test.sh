@@ -37,7 +37,11 @@ out=$("$minigpt" sample --checkpoint "$dir/out/minigpt.safetensors" --prompt "th
 # agree to float32 precision; its perplexity line is e^loss.
 "$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --precision fp32 > "$dir/eval.log"
 l32=$(grep '^loss: ' "$dir/eval.log")
-l64=$("$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 | grep '^loss: ')
+"$minigpt" eval --checkpoint "$dir/out/minigpt.safetensors" --file "$dir/corpus.txt" --dtype f64 > "$dir/eval64.log"
+l64=$(grep '^loss: ' "$dir/eval64.log")
+# f64 says why it takes no bf16 path, not that --precision asked for fp32 (nobody did).
+grep -q '^precision: f64 OpenBLAS (.*): --dtype f64 never autocasts$' "$dir/eval64.log" ||
+  { echo "eval --dtype f64 gives the wrong reason:"; cat "$dir/eval64.log"; exit 1; }
 p32=$(grep '^perplexity: ' "$dir/eval.log" | cut -d' ' -f2)
 /usr/bin/env awk -v l="${l32#loss: }" -v p="$p32" 'BEGIN { d = exp(l) / p - 1; if (d < 0) d = -d; exit !(d < 1e-8) }' ||
   { echo "eval's perplexity $p32 is not e^${l32#loss: }"; exit 1; }

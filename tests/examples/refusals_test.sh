@@ -134,7 +134,7 @@ fi
 
 # sample, eval and explore: the same rules, before the checkpoint is even read.
 ckpt="$dir/run/minigpt.safetensors"
-refused "sample --tokens -1" "tokens to sample must be at least 0, got -1" "$minigpt" sample --checkpoint "$ckpt" --tokens -1
+refused "sample --tokens -1" "--tokens (the number of tokens to sample) must be at least 0, got -1" "$minigpt" sample --checkpoint "$ckpt" --tokens -1
 for v in nan -1 -inf; do
   refused "sample --temperature $v" "--temperature must be >= 0" "$minigpt" sample --checkpoint "$ckpt" --temperature $v
 done
@@ -144,6 +144,12 @@ refused "sample --tokens huge" "a sample of 9000000000000000000 tokens would nee
 refused "sample --prompt ''" "--prompt is empty" "$minigpt" sample --checkpoint "$ckpt" --prompt ''
 refused "sample unknown character" "--prompt: CharTokenizer: character 'z'" "$minigpt" sample --checkpoint "$ckpt" --prompt z
 refused "sample checkpoint is a directory" "--checkpoint $dir/run: it is a directory" "$minigpt" sample --checkpoint "$dir/run"
+# A file that is not a model (here a text file) is a refusal too, naming --checkpoint, in every
+# subcommand that reads one.
+refused "sample of a text file" "--checkpoint $dir/corpus.txt: " "$minigpt" sample --checkpoint "$dir/corpus.txt"
+refused "eval of a text file" "--checkpoint $dir/corpus.txt: " "$minigpt" eval --checkpoint "$dir/corpus.txt" --text "the"
+refused "explore of a text file" "--checkpoint $dir/corpus.txt: " "$minigpt" explore --checkpoint "$dir/corpus.txt" \
+  --prompt "the" --out "$dir/new"
 refused "eval --text too short" "--text: the text has 3 characters; it needs at least block_size + 1 = 17" \
   "$minigpt" eval --checkpoint "$ckpt" --text "the"
 refused "eval --file missing" "--file $dir/none.txt: no such file" "$minigpt" eval --checkpoint "$ckpt" --file "$dir/none.txt"
