@@ -1,4 +1,4 @@
-// minigpt: a character-level GPT trained on real text. The three subcommands share these.
+// minigpt: a character-level GPT trained on real text. The four subcommands share these.
 #pragma once
 
 #include <attograd/attograd.h>
@@ -23,7 +23,7 @@ struct TrainOptions {
   std::int64_t checkpoint_interval = 100;  // steps between checkpoints (also written at every evaluation)
   double val_fraction = 0.1;
   std::uint64_t seed = 1337;
-  std::string prompt;  // for the attention maps and the sample; empty: a line of validation text
+  std::string prompt;  // for the attention maps; empty: 32 characters of validation text
   std::int64_t sample_tokens = 300;
   bool resume = false;     // continue the run in out_dir, its model as its training state has it
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
