@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -56,9 +55,9 @@ int main(int argc, char** argv) {
   std::string out_dir = "attention-graph-out";
   std::uint64_t seed = 0;
   po::options_description options("attention_graph: draw the autograd graph of one attention head");
-  options.add_options()("help,h", "show this help")("tokens", ag::examples::with_default(&tokens), "sequence length T")(
-      "d-model", ag::examples::with_default(&d_model), "width of the token vectors")(
-      "d-k", ag::examples::with_default(&d_k), "width of the head (queries, keys and values)")(
+  options.add_options()("help,h", "show this help")("tokens", ag::examples::with_default(&tokens), "sequence length T, 1 to 1024")(
+      "d-model", ag::examples::with_default(&d_model), "width of the token vectors, 1 to 1024")(
+      "d-k", ag::examples::with_default(&d_k), "width of the head (queries, keys and values), 1 to 1024")(
       "seed", ag::examples::seed_value(&seed), "seed of the random tokens and weights")(
       "out", ag::examples::with_default(&out_dir), "directory for attention_head.dot (and .svg)");
   po::variables_map vm;
@@ -68,7 +67,8 @@ int main(int argc, char** argv) {
     // The graph is drawn to be read: a few tokens and narrow vectors. The bound also keeps a
     // mistyped size from asking for more memory than the machine has.
     constexpr std::int64_t kMax = 1024;
-    for (auto [name, value] : {std::pair{"--tokens", tokens}, {"--d-model", d_model}, {"--d-k", d_k}})
+    for (auto [name, value] :
+         {std::pair{"--tokens", tokens}, std::pair{"--d-model", d_model}, std::pair{"--d-k", d_k}})
       if (value < 1 || value > kMax)
         throw po::error(fmt::format("{} must be between 1 and {}, got {}", name, kMax, value));
   } catch (const po::error& e) {
@@ -103,14 +103,12 @@ int main(int argc, char** argv) {
     loss.backward();
   }
 
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
   fs::path dot_file = fs::path(out_dir) / "attention_head.dot";
-  std::ofstream dot_out(dot_file);
-  dot_out << ag::to_dot(loss, {{"Wq", wq}, {"Wk", wk}, {"Wv", wv}});
-  dot_out.close();
-  if (ec || !dot_out) {
-    std::cerr << "attention_graph: could not write " << dot_file.string() << (ec ? ": " + ec.message() : "") << "\n";
+  try {
+    fs::create_directories(out_dir);
+    ag::io::write_file_atomically(dot_file.string(), ag::to_dot(loss, {{"Wq", wq}, {"Wk", wk}, {"Wv", wv}}));
+  } catch (const std::exception& e) {  // checked above, so only a change since (a full disk, say)
+    std::cerr << "attention_graph: could not write " << dot_file.string() << ": " << e.what() << "\n";
     return 1;
   }
   fmt::print("loss = {:.6f}\nwrote {}\n", loss.item(), dot_file.string());

@@ -198,7 +198,7 @@ void check_sampling_options(std::string_view tokens_option, std::int64_t tokens,
                             std::int64_t top_k) {
   if (tokens < 0) refuse("{} (the number of tokens to sample) must be at least 0, got {}", tokens_option, tokens);
   // The ids (8 bytes each) and the text (up to 4 bytes a character, twice while decoding).
-  ag::examples::check_fits_in_memory(fmt::format("a sample of {}", plural(tokens, "token")),
+  ag::examples::check_fits_in_memory(fmt::format("{} {}: a sample of {}", tokens_option, tokens, plural(tokens, "token")),
                                      ag::examples::Size(tokens) * 16);
   if (!(temperature >= 0))
     refuse("--temperature must be >= 0 (0: always the most likely character; inf: uniform over the top k), got {}",

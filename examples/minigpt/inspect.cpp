@@ -30,8 +30,9 @@ Loaded load_checked(const std::string& path, ag::DType dtype) {
 
 }  // namespace
 
-// What the file holds is checked before any work, so a file that is not this program's model
-// (not safetensors, truncated, another model's tensors) is refused naming --checkpoint.
+// What the file holds is checked as it is read, before the model computes anything, so a file
+// that is not this program's model (not safetensors, truncated, another model's tensors) is
+// refused naming --checkpoint.
 Loaded load(const std::string& path, ag::DType dtype) {
   try {
     return load_checked(path, dtype);
@@ -39,7 +40,7 @@ Loaded load(const std::string& path, ag::DType dtype) {
     throw;
   } catch (const std::invalid_argument& e) {
     std::string what = e.what();
-    if (what.starts_with(path)) ag::examples::refuse("--checkpoint {}", what);  // the reader names the file
+    if (what.starts_with(path + ": ")) ag::examples::refuse("--checkpoint {}", what);  // the reader named it
     ag::examples::refuse("--checkpoint {}: {}", path, what);
   }
 }

@@ -28,6 +28,10 @@ grep -q 'label="softmax\\n\[3, 3\] float32' "$dot_file" || { echo "softmax is no
 grep -q 'label="mean\\n\[\] float32\\n|grad| = 1"' "$dot_file" || { echo "loss gradient norm is not 1"; exit 1; }
 [ "$(grep -c ' -> ' "$dot_file")" = 13 ] || { echo "expected 13 arrows"; cat "$dot_file"; exit 1; }
 
+# A second run into the same --out replaces the files it wrote.
+"$1" --tokens 4 --d-model 5 --d-k 2 --out "$dir" > "$dir/log2" || { echo "a second run failed"; cat "$dir/log2"; exit 1; }
+grep -q 'label="softmax\\n\[4, 4\] float32' "$dot_file" || { echo "the second run did not replace the graph"; exit 1; }
+
 if command -v dot > /dev/null; then
   head -c 200 "$dir/attention_head.svg" | grep -q "<svg\|<?xml" || { echo "no SVG from dot"; exit 1; }
 else

@@ -139,7 +139,7 @@ for v in nan -1 -inf; do
   refused "sample --temperature $v" "--temperature must be >= 0" "$minigpt" sample --checkpoint "$ckpt" --temperature $v
 done
 refused "sample --top-k -1" "--top-k must be at least 0" "$minigpt" sample --checkpoint "$ckpt" --top-k -1
-refused "sample --tokens huge" "a sample of 9000000000000000000 tokens would need" "$minigpt" sample \
+refused "sample --tokens huge" "--tokens 9000000000000000000: a sample of 9000000000000000000 tokens would need" "$minigpt" sample \
   --checkpoint "$ckpt" --tokens 9000000000000000000
 refused "sample --prompt ''" "--prompt is empty" "$minigpt" sample --checkpoint "$ckpt" --prompt ''
 refused "sample unknown character" "--prompt: CharTokenizer: character 'z'" "$minigpt" sample --checkpoint "$ckpt" --prompt z
