@@ -220,13 +220,13 @@ Routed route(const RoutedOp& op) {
 namespace detail {
 
 Held::Held(const Tensor& t, std::shared_ptr<const bf16::Buffer> rounded) {
+  if (t.defined()) shape_ = t.shape();
   if (!rounded || !t.defined()) {
     strong_ = t;
     return;
   }
   weak_ = t.impl();
   rounded_ = std::move(rounded);
-  shape_ = t.shape();
   grad_fn_ = t.grad_fn();  // a leaf is held by the node's own edge, so it never needs rebuilding
 }
 

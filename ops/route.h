@@ -88,6 +88,9 @@ class Held {
   Held() = default;
   Held(const Tensor& t, std::shared_ptr<const bf16::Buffer> rounded);
   Tensor get() const;
+  // The bf16 copy it was held beside (null when the tensor itself is held), and the tensor's shape.
+  const std::shared_ptr<const bf16::Buffer>& rounded() const { return rounded_; }
+  const Shape& shape() const { return shape_; }
 
  private:
   Tensor strong_;

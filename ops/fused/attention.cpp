@@ -133,12 +133,11 @@ struct Operand {
 // What the fused op keeps for backward: its inputs, where q, k and v sit in them, the mask and
 // one number per query, the log-sum-exp of its scores. The inputs are held as passed (shared
 // with the caller, not copied), or, under bf16 when the forward released them (fused_attention),
-// weakly beside their bf16 copies (`rounded`, one per input; detail::Held), which are all that
-// backward's products read.
+// weakly beside their bf16 copies (detail::Held::rounded), which are all that backward's products
+// read.
 struct FusedSaved {
   std::vector<detail::Held> inputs = {};
-  std::vector<std::shared_ptr<const bf16::Buffer>> rounded;  // empty, or one per input
-  std::vector<Shape> shapes = {};                            // the inputs'
+  bool released = false;  // the inputs are held beside their copies
   DType dtype;
   std::array<Operand, 3> at;
   Tensor mask;
@@ -178,9 +177,9 @@ std::vector<Tensor> held_inputs(const FusedSaved& s) {
 std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& dout, const std::vector<bool>& need) {
   const Dims& n = s.n;
   bool runs = n.tq > 0 && n.tk > 0;
-  std::vector<Tensor> grads(s.shapes.size());
-  for (std::size_t i = 0; i < s.shapes.size(); ++i)
-    if (need[i]) grads[i] = runs ? empty(s.shapes[i], s.dtype) : zeros(s.shapes[i], s.dtype);
+  std::vector<Tensor> grads(s.inputs.size());
+  for (std::size_t i = 0; i < s.inputs.size(); ++i)
+    if (need[i]) grads[i] = runs ? empty(s.inputs[i].shape(), s.dtype) : zeros(s.inputs[i].shape(), s.dtype);
   if (!runs) return grads;
   MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
   // The kernel, reading input i's data (T, or its bf16 copy) from bases[i].
@@ -193,10 +192,10 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
                           grad(1), grad(2), products);
   };
-  if (!s.rounded.empty()) {  // T = float, q, k and v read from the forward's bf16 copies
+  if (s.released) {  // T = float, q, k and v read from the forward's bf16 copies
     std::vector<const std::uint16_t*> bases;
-    for (const auto& copy : s.rounded)
-      bases.push_back(copy ? copy->data.get() : nullptr);  // an empty v (dv = 0) has no copy and is never read
+    for (const detail::Held& h : s.inputs)  // an empty v (dv = 0) has no copy and is never read
+      bases.push_back(h.rounded() ? h.rounded()->data.get() : nullptr);
     Products products = s.products;
     run(float{}, bases, products.keep(dout));  // dout rounded whole once: each block reads it twice
     return grads;
@@ -236,9 +235,9 @@ Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tange
 // read.
 std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const Tensor& dout, const Tensor& dout_t,
                                                      const std::vector<Tensor>& in_t, const std::vector<bool>& need) {
-  std::vector<Tensor> tangents(s.shapes.size());
-  for (std::size_t i = 0; i < s.shapes.size(); ++i)
-    if (need[i]) tangents[i] = zeros(s.shapes[i], s.dtype);  // every part is written
+  std::vector<Tensor> tangents(s.inputs.size());
+  for (std::size_t i = 0; i < s.inputs.size(); ++i)
+    if (need[i]) tangents[i] = zeros(s.inputs[i].shape(), s.dtype);  // every part is written
   std::vector<Tensor> inputs = held_inputs(s);
   dispatch_floating(s.dtype, s.op, [&](auto tag) {
     using T = decltype(tag);
@@ -291,12 +290,10 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
                            need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(),
                            release ? forward : rounded_once(products, n, inputs));
     });
-  FusedSaved saved{.rounded = rounded, .dtype = first.dtype(), .at = at, .mask = attn_mask, .lse = lse, .n = n,
+  FusedSaved saved{.released = release, .dtype = first.dtype(), .at = at, .mask = attn_mask, .lse = lse, .n = n,
                    .L = L, .scale = scale, .causal = causal, .op = op, .products = products};
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
+  for (std::size_t i = 0; i < inputs.size(); ++i)
     saved.inputs.emplace_back(inputs[i], release ? rounded[i] : nullptr);  // weakly beside its copy, or held
-    saved.shapes.push_back(inputs[i].shape());
-  }
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
   read.push_back(attn_mask);
   auto backward = [saved](const Tensor& dout, const std::vector<bool>& need) {

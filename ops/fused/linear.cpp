@@ -59,14 +59,10 @@ void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* 
     for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
 }
 
-// x as linear's backward reads it: the float32 tensor, or under bf16 products only its rounded
-// copy, which is all dW = r(dy)^T r(x) reads (the float32 x is then released: FastRun::released).
-struct LinearInput {
-  Tensor x;                                 // undefined when released
-  std::shared_ptr<const bf16::Buffer> x16;  // x rounded, when released
-  Shape shape;                              // x's
-};
-LinearInput whole(const Tensor& x) { return {x, nullptr, x.shape()}; }
+// x as linear's backward reads it (detail::Held): the float32 tensor, or under bf16 products only
+// its rounded copy, which is all dW = r(dy)^T r(x) reads (the float32 x is then released:
+// FastRun::released).
+detail::Held whole(const Tensor& x) { return detail::Held(x, nullptr); }
 
 // y = x W^T + b into y [rows, out], by bands of rows; after its product each band is handed to
 // `epilogue(first_element, count)` on the same thread. The bias goes with the product
@@ -190,12 +186,12 @@ bf16::Buffer rounded_with_sums(const float* dy, const float* slope, std::int64_t
 // kept, r(x) the forward's copy when it kept one. dx and dW are the unfused path's exactly (the
 // same float32 g, rounded the same way); db adds the same values grouped by other row blocks than
 // the float32 path's, so it may differ from it in the last bits.
-std::vector<Tensor> linear_backward_bf16(const Products& products, const Tensor& dy, const LinearInput& x,
+std::vector<Tensor> linear_backward_bf16(const Products& products, const Tensor& dy, const detail::Held& x,
                                          const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
   std::int64_t in = w.size(1), out = w.size(0), rows = rows_of(dy);
   bool full_work = rows * in * out > 0, products_needed = full_work && (need[0] || need[1]);
   Tensor dx, dw, db;
-  if (need[0]) dx = full_work ? empty(x.shape, kFloat32) : zeros(x.shape, kFloat32);
+  if (need[0]) dx = full_work ? empty(x.shape(), kFloat32) : zeros(x.shape(), kFloat32);
   if (need[1]) dw = full_work ? empty(w.shape(), kFloat32) : zeros(w.shape(), kFloat32);
   if (need[2]) db = zeros({out}, kFloat32);
   if (rows * out == 0) return {dx, dw, db};
@@ -208,23 +204,23 @@ std::vector<Tensor> linear_backward_bf16(const Products& products, const Tensor&
     products.gemm(gs, blas::Matrix<const float>{w.const_data_ptr<float>(), out, in},
                   blas::Matrix<float>{dx.mutable_data_ptr<float>(), rows, in});
   blas::Matrix<float> dws{need[1] ? dw.mutable_data_ptr<float>() : nullptr, out, in};
-  if (need[1] && x.x16)
-    products.gemm(gs.t(), blas::Matrix<const std::uint16_t>{x.x16->data.get(), rows, in}, dws);
+  if (need[1] && x.rounded())
+    products.gemm(gs.t(), blas::Matrix<const std::uint16_t>{x.rounded()->data.get(), rows, in}, dws);
   else if (need[1])
-    products.gemm(gs.t(), blas::Matrix<const float>{x.x.const_data_ptr<float>(), rows, in}, dws);
+    products.gemm(gs.t(), blas::Matrix<const float>{x.get().const_data_ptr<float>(), rows, in}, dws);
   return {dx, dw, db};
 }
 
 // dx, dW and db under the forward's product policy.
-std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, const LinearInput& x, const Tensor& w,
+std::vector<Tensor> linear_backward(const Products& products, const Tensor& dy, const detail::Held& x, const Tensor& w,
                                     const std::vector<bool>& need) {
   return products.in_bf16() ? linear_backward_bf16(products, dy, x, w, Tensor{}, need)
-                            : linear_backward_blas(dy, x.x, w, need);
+                            : linear_backward_blas(dy, x.get(), w, need);
 }
 
 // linear_gelu's backward: dh = dy GELU'(h), with GELU'(h) saved by the forward pass as `slope`,
 // then linear's.
-std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const LinearInput& x,
+std::vector<Tensor> linear_gelu_backward(const Products& products, const Tensor& dy, const detail::Held& x,
                                          const Tensor& w, const Tensor& slope, const std::vector<bool>& need) {
   if (products.in_bf16() && dy.dtype() == kFloat32) return linear_backward_bf16(products, dy, x, w, slope, need);
   Tensor dh = empty_like(slope);
@@ -273,19 +269,18 @@ std::vector<Tensor> linear_gradient_tangent(const Products& products, const Tens
 // version, ops/autocast.h). There, with a backward to come, x is rounded whole once: the
 // forward's bands read that copy, backward's dW reads it again, and the node keeps no float32 x
 // (FastRun::released), so a saved activation costs half its float32 size and is rounded once.
-// What reads x itself (a backward with create_graph) reaches it through `held`.
+// What reads x itself (a backward with create_graph, a forward-mode rule) reaches it through
+// Held::get().
 struct SavedInput {
   Products forward;  // the policy the forward's products run under (x's copy kept too)
-  LinearInput x;     // what backward reads
-  detail::Held held;
+  detail::Held x;    // what backward reads
 };
 SavedInput save_input(const Products& products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Products forward = products;
   if (!products.in_bf16() || x.numel() == 0 || !detail::may_release_inputs({x, weight, bias}))
-    return {forward, whole(x), detail::Held(x, nullptr)};
+    return {forward, whole(x)};
   forward.keep(x);
-  std::shared_ptr<const bf16::Buffer> x16 = forward.copy_of(x);
-  return {forward, LinearInput{Tensor(), x16, x.shape()}, detail::Held(x, x16)};
+  return {forward, detail::Held(x, forward.copy_of(x))};
 }
 
 FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -299,14 +294,14 @@ FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, co
   auto backward = [products, x = in.x, weight](const Tensor& dy, const std::vector<bool>& need) {
     return linear_backward(products, dy, x, weight, need);
   };
-  auto tangent = [held = in.held, weight](const std::vector<Tensor>& t) { return linear_tangent(held.get(), weight, t); };
-  auto gradient_tangent = [products, held = in.held, weight](const Tensor& dy, const Tensor& dy_t,
+  auto tangent = [held = in.x, weight](const std::vector<Tensor>& t) { return linear_tangent(held.get(), weight, t); };
+  auto gradient_tangent = [products, held = in.x, weight](const Tensor& dy, const Tensor& dy_t,
                                                              const std::vector<Tensor>& in_t,
                                                              const std::vector<bool>& need) {
     return linear_gradient_tangent(products, dy, dy_t, held.get(), weight, in_t[0], in_t[1], need);
   };
   FastRun run{y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};
-  if (in.x.x16) run.released = {in.x.x16, nullptr, nullptr};
+  if (in.x.rounded()) run.released = {in.x.rounded(), nullptr, nullptr};
   return run;
 }
 
@@ -334,11 +329,11 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
   auto backward = [products, x = in.x, weight, slope](const Tensor& dy, const std::vector<bool>& need) {
     return linear_gelu_backward(products, dy, x, weight, slope, need);
   };
-  auto tangent = [held = in.held, weight, slope](const std::vector<Tensor>& t) {
+  auto tangent = [held = in.x, weight, slope](const std::vector<Tensor>& t) {
     return slope * linear_tangent(held.get(), weight, t);
   };
   // Forward over reverse: dh = dy GELU'(h) moves with dy and with h, then linear's rule.
-  auto gradient_tangent = [products, held = in.held, weight, bias, slope, approximate](
+  auto gradient_tangent = [products, held = in.x, weight, bias, slope, approximate](
                               const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
                               const std::vector<bool>& need) {
     Tensor x = held.get();
@@ -351,7 +346,7 @@ FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weigh
     return linear_gradient_tangent(products, dh, dh_t, x, weight, in_t[0], in_t[1], need);
   };
   FastRun run{y, backward, Saved{x, weight, slope}, Tensor(), tangent, gradient_tangent};
-  if (in.x.x16) run.released = {in.x.x16, nullptr, nullptr};
+  if (in.x.rounded()) run.released = {in.x.rounded(), nullptr, nullptr};
   return run;
 }
 
