@@ -114,7 +114,8 @@ void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& 
 // names Optimizer::state gives; in the metadata, format "attograd-gpt-training", the config and
 // vocabulary (as gpt_metadata), "dropout" (the model's dropout probability, which the config
 // of a model file leaves out), "step", "schedule" (schedule_json), "generator" (the batch
-// generator's state) and "generator." + path for each Dropout in the model.
+// generator's state), "generator." + path for each Dropout in the model and, when the program
+// gave any, "options" (a JSON object of strings: its own settings, for a resumed run to take).
 inline constexpr const char* kTrainingStateFormat = "attograd-gpt-training";
 
 // Every Dropout in `module` with its dotted path ("generator.blocks.0.mlp.drop"), appended to
@@ -127,6 +128,10 @@ struct TrainingState {
   optim::Optimizer& opt;
   const optim::WarmupCosine& schedule;
   Generator& data_gen;
+  // The program's settings that are neither the model's nor the schedule's (a batch size, say),
+  // by name, as text: saved with the state and handed back by read_training_model, so that a
+  // resumed run can take them again. Not read by load_training_state.
+  std::map<std::string, std::string> options = {};
 };
 
 std::string schedule_json(const optim::WarmupCosine& schedule);
@@ -138,14 +143,19 @@ struct ResumedTraining {
   optim::WarmupCosine schedule;  // the schedule the state was written with (the caller's is kept)
 };
 
-// The model a training state was written for, read (and the file checked) without building it:
-// its config, with `dropout` none for a file written before the dropout was kept. Errors
-// (std::invalid_argument) name the file, as load_training_state's do.
+// The run a training state was written for, read (and the file checked) without building the
+// model: its config, with `dropout` none for a file written before the dropout was kept, its
+// schedule, and the program's options (TrainingState::options; empty for a file that has none).
+// Errors (std::invalid_argument) name the file, as load_training_state's do.
 struct TrainedModel {
   nn::GPTConfig config;
   std::optional<double> dropout;
+  optim::WarmupCosine schedule;
+  std::map<std::string, std::string> options;
 };
 TrainedModel read_training_model(const std::string& path);
+// The same from a file already read; `source` names it in errors.
+TrainedModel read_training_model(const TensorFile& file, const std::string& source);
 
 // Restores what save_training_state wrote into `state`. Every part is read and checked before
 // anything changes: the format, the tensors' names, the model's tensors (as load_gpt), the

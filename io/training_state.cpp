@@ -58,6 +58,21 @@ optim::WarmupCosine parse_schedule(const std::string& text, std::string_view sou
   return s;
 }
 
+// The "options" entry: a JSON object whose values are strings (TrainingState::options).
+std::map<std::string, std::string> parse_options(const std::string& text, std::string_view source) {
+  std::map<std::string, std::string> options;
+  try {
+    json::value v = json::parse(text);
+    for (const auto& [key, value] : json::as_object(v, "options")) {
+      std::string name(key.data(), key.size());
+      options.emplace(name, std::string(json::as_string(value, "options." + name)));
+    }
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(source, "bad options metadata: {}", e.what());
+  }
+  return options;
+}
+
 // The state entries `opt` keeps for each parameter from its first step on, under the names
 // Optimizer::state gives them; nullopt for a kind of optimizer not known here. (Every parameter
 // of a GPT gets a gradient at every step, so after one step each has all of them.) An SGD whose
@@ -134,6 +149,11 @@ void save_training_state(const std::string& path, const TrainingState& st, const
   meta["step"] = std::to_string(step);
   meta["schedule"] = schedule_json(st.schedule);
   meta["generator"] = st.data_gen.state();
+  if (!st.options.empty()) {
+    json::object options;
+    for (const auto& [name, value] : st.options) options[name] = value;
+    meta["options"] = json::serialize(options);
+  }
   std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
   collect_dropouts(st.model, "", dropouts);
   for (auto& [name, d] : dropouts) meta["generator." + name] = d->generator().state();
@@ -183,14 +203,18 @@ std::optional<double> stored_dropout(const TensorFile& file, const std::string& 
 
 }  // namespace
 
-TrainedModel read_training_model(const std::string& path) {
-  TensorFile file = load_safetensors(path);
+TrainedModel read_training_model(const TensorFile& file, const std::string& source) {
   std::vector<nn::NamedTensor> optim_part;
-  GPTCheckpoint ckpt = split_training_state(file, path, optim_part);
-  TrainedModel out{ckpt.config, stored_dropout(file, path)};
+  GPTCheckpoint ckpt = split_training_state(file, source, optim_part);
+  TrainedModel out{ckpt.config, stored_dropout(file, source),
+                   parse_schedule(metadata_entry(file, source, "schedule"), source), {}};
   if (out.dropout) out.config.dropout = *out.dropout;
+  if (auto it = file.metadata.find("options"); it != file.metadata.end())
+    out.options = parse_options(it->second, source);
   return out;
 }
+
+TrainedModel read_training_model(const std::string& path) { return read_training_model(load_safetensors(path), path); }
 
 ResumedTraining load_training_state(const std::string& path, const TrainingState& st,
                                     const data::CharTokenizer& tokenizer, const LoadOptions& options) {

@@ -1,8 +1,11 @@
 // What minigpt checks before it starts work (examples/common/preflight.h): a run that passes
 // these cannot fail later for a reason known at the start.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <type_traits>
 
 #include "../common/cli.h"
 #include "../common/corpus.h"
@@ -29,9 +32,45 @@ void check_at_least(const char* option, std::int64_t value, std::int64_t least) 
   refuse("{} must be at least {}, got {}", option, least, value);
 }
 
+// The training options a training state records beside the model and the schedule, by the
+// name of their command-line option, so that --resume alone continues a run as it began.
+// --precision and --kernels are not among them: they say how this machine runs the steps.
+template <class Options, class F>
+void for_each_recorded(Options& o, F&& f) {
+  f("batch", o.batch);
+  f("grad-accum", o.grad_accum);
+  f("weight-decay", o.weight_decay);
+  f("eval-interval", o.eval_interval);
+  f("eval-batches", o.eval_batches);
+  f("checkpoint-interval", o.checkpoint_interval);
+  f("sync-every", o.sync_check_interval);
+  f("seed", o.seed);
+  f("prompt", o.prompt);
+  f("sample-tokens", o.sample_tokens);
+}
+
+// A recorded option's text back as its value (as recorded_options wrote it); none when it is not one.
+template <class T>
+std::optional<T> parse_recorded(const std::string& text) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return text;
+  } else {
+    T value{};
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return value;
+  }
+}
+
 }  // namespace
 
-void take_resumed_model(TrainOptions& o, const std::function<bool(const std::string&)>& given) {
+std::map<std::string, std::string> recorded_options(const TrainOptions& o) {
+  std::map<std::string, std::string> out;
+  for_each_recorded(o, [&](const char* option, const auto& value) { out[option] = fmt::format("{}", value); });
+  return out;
+}
+
+void take_resumed_run(TrainOptions& o, const std::function<bool(const std::string&)>& given) {
   std::string path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
   ag::examples::check_input_file("--resume", path);
   ag::io::TrainedModel stored;
@@ -64,6 +103,25 @@ void take_resumed_model(TrainOptions& o, const std::function<bool(const std::str
         "model, so leave --norm out (or start a new run: another --out, or --overwrite without --resume)",
         ag::nn::norm_name(o.model.norm), path, ag::nn::norm_name(stored.config.norm));
   o.model.norm = stored.config.norm;
+  // The schedule: --steps, --lr, --min-lr and --warmup left out are the run's. One given that
+  // differs makes a new schedule, which train notes when it resumes.
+  if (!given("steps")) o.steps = stored.schedule.total;
+  if (!given("lr")) o.lr = stored.schedule.max_lr;
+  if (!given("min-lr")) o.min_lr = stored.schedule.min_lr;
+  if (!given("warmup")) o.warmup = stored.schedule.warmup;
+  // The other training options: one left out is the run's; one given that differs is used from
+  // here on, with a note. (A file written before the options were recorded has none.)
+  for_each_recorded(o, [&](const char* option, auto& value) {
+    auto it = stored.options.find(option);
+    if (it == stored.options.end()) return;
+    std::optional stored_value = parse_recorded<std::decay_t<decltype(value)>>(it->second);
+    if (!stored_value) refuse("--resume: {}: its --{} \"{}\" is not a value of that option", path, option, it->second);
+    if (!given(option))
+      value = *stored_value;
+    else if (value != *stored_value)
+      fmt::print("note: --{} {} differs from the run being resumed, which had {}; the remaining steps use {}\n", option,
+                 ag::examples::as_typed(value), ag::examples::as_typed(*stored_value), ag::examples::as_typed(value));
+  });
 }
 
 void check_train_options(const TrainOptions& o) {

@@ -81,7 +81,8 @@ int train_command(int argc, char** argv) {
       "prompt", po::value(&o.prompt), "text for the attention maps (default: a stretch of validation text)")(
       "sample-tokens", with_default(&o.sample_tokens), "length of the final sample")(
       "resume", po::bool_switch(&o.resume),
-      "continue the run in --out from its last checkpoint, with its model (the model options may be left out)")(
+      "continue the run in --out from its last checkpoint, with its model and training options (which may be left "
+      "out)")(
       "overwrite", po::bool_switch(&o.overwrite),
       "replace the run in --out (without this or --resume, one there is refused)")(
       "grad-accum", with_default(&o.grad_accum),
@@ -98,7 +99,7 @@ int train_command(int argc, char** argv) {
   o.precision = ag::examples::apply_precision(precision, false);  // train prints it with the run's settings
   // Before anything else is said: a model option that contradicts the run being resumed.
   if (o.resume && !o.overwrite)
-    minigpt::take_resumed_model(o, [&](const std::string& name) { return !vm[name].defaulted(); });
+    minigpt::take_resumed_run(o, [&](const std::string& name) { return !vm[name].defaulted(); });
   if (vm["warmup"].defaulted()) o.warmup = std::min(o.warmup, std::max<std::int64_t>(o.steps, 0));
   return minigpt::train(o);
 }

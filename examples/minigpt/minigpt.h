@@ -4,6 +4,7 @@
 #include <attograd/attograd.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,10 +40,16 @@ struct TrainOptions {
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
 // Every check throws ag::examples::Refused naming the option or the file.
 
-// --resume: the model options (--block, --layers, --heads, --embd, --dropout) become those of
-// the training state in --out. One the command line gave (`given` says which, by name) must
-// agree with it: a conflict is refused, naming both values.
-void take_resumed_model(TrainOptions& options, const std::function<bool(const std::string&)>& given);
+// --resume: the model options (--block, --layers, --heads, --embd, --dropout, --norm) become
+// those of the training state in --out. One the command line gave (`given` says which, by name)
+// must agree with it: a conflict is refused, naming both values. The schedule's options
+// (--steps, --lr, --min-lr, --warmup) and the ones recorded_options lists are the run's when
+// left out; given, they are this run's (a different one is noted).
+void take_resumed_run(TrainOptions& options, const std::function<bool(const std::string&)>& given);
+// The training options a training state records (io::TrainingState::options), by option name:
+// --batch, --grad-accum, --weight-decay, --eval-interval, --eval-batches, --checkpoint-interval,
+// --sync-every, --seed, --prompt and --sample-tokens.
+std::map<std::string, std::string> recorded_options(const TrainOptions& options);
 // The options alone: ranges, finiteness, combinations, and the learning-rate schedule over
 // every step of the run.
 void check_train_options(const TrainOptions& options);

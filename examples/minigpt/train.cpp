@@ -282,7 +282,7 @@ struct Run {
   ag::Generator data_gen{o.seed + 1};
   ag::optim::AdamW opt{ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99}};
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
-  ag::io::TrainingState state{model, opt, schedule, data_gen};  // saved and restored by io/training_state.cpp
+  ag::io::TrainingState state{model, opt, schedule, data_gen, recorded_options(o)};  // saved and restored by io/training_state.cpp
   const std::int64_t start = o.resume ? resume_training(o, state_path, state, tokenizer) : 0;  // steps already done
   // After --resume has read the weights: every micro-batch's gradient, summed in order.
   ag::dist::DataParallel dp{model.parameters(), {.micro_batches = o.grad_accum}};

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Durability of `minigpt train`: a run stopped by SIGINT, by SIGTERM or killed outright, then
-# resumed with --resume, logs exactly the same loss at every step as a run that never stopped.
-# One thread, so the arithmetic is the same from run to run.
+# resumed with --resume, logs exactly the same loss at every step as a run that never stopped,
+# whether the resumed command repeats every option or gives only --corpus, --out and --resume
+# (the training state records the rest). One thread, so the arithmetic is the same from run to run.
 # Usage: resume_test.sh MINIGPT
 set -euo pipefail
 minigpt=$1
@@ -52,11 +53,17 @@ interrupt "$dir/stopped" INT 60
 interrupt "$dir/stopped" TERM 170 --resume
 "${train[@]}" --out "$dir/stopped" --resume > "$dir/stopped-final.log"
 # Killed outright after a few checkpoints: the resumed run starts from the last one and the log
-# loses the steps after it.
+# loses the steps after it. Resumed with no option but the corpus and the directory: none of the
+# defaults it would otherwise take (--steps 1200, --batch 16, --eval-interval 200, ...) applies.
 interrupt "$dir/killed" KILL 130
 [ ! -e "$dir/killed/minigpt.train.safetensors.tmp" ] || [ -s "$dir/killed/minigpt.train.safetensors" ]
-"${train[@]}" --out "$dir/killed" --resume > "$dir/killed-final.log"
+"$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/killed" --resume > "$dir/killed-final.log"
 grep -q "resuming from step [1-9]" "$dir/killed-final.log" || { echo "the killed run did not resume"; exit 1; }
+if grep -q "^note:" "$dir/killed-final.log"; then
+  echo "a resume that repeats no option was told an option changed:"
+  grep "^note:" "$dir/killed-final.log"
+  exit 1
+fi
 
 for run in stopped killed; do
   if ! cmp -s "$dir/straight/train_log.csv" "$dir/$run/train_log.csv"; then
@@ -92,6 +99,21 @@ assert old in data, "no step entry in the header"
 open(sys.argv[2], "wb").write(data.replace(old, b'"step":"4x0"', 1))
 PY
 expect_refusal "a bad step" 'step "4x0" is not a non-negative integer'
+# A recorded option that is not a value of it (the same length again).
+/usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+old = b'\\"batch\\":\\"8\\"'
+assert old in data, "no recorded batch in the header"
+open(sys.argv[2], "wb").write(data.replace(old, b'\\"batch\\":\\"x\\"', 1))
+PY
+expect_refusal "a bad recorded option" 'its --batch "x" is not a value of that option'
+cp "$dir/state.bak" "$dir/straight/minigpt.train.safetensors"
+# An option given that differs from the recorded one is this run's, and says so.
+cp -r "$dir/straight" "$dir/changed"
+"$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/changed" --resume --batch 4 --steps 401 > "$dir/changed.log"
+grep -qF "note: --batch 4 differs from the run being resumed, which had 8; the remaining steps use 4" "$dir/changed.log" ||
+  { echo "no note for a changed --batch:"; cat "$dir/changed.log"; exit 1; }
 if "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/other" --checkpoint-interval 0 > /dev/null 2> "$dir/err"; then
   echo "--checkpoint-interval 0 accepted"
   exit 1

@@ -1,7 +1,8 @@
 // libFuzzer target: a GPT checkpoint as `minigpt sample` reads one. The bytes are parsed as
 // safetensors, the metadata's config and vocabulary are checked against the tensors, a model is
 // built from that config, and the tensors are loaded into it; a "generator" metadata entry is
-// read as a random generator's state, as `minigpt train --resume` does. Every failure must be a
+// read as a random generator's state, and a training state's model, schedule and options as
+// `minigpt train --resume` reads them (io::read_training_model). Every failure must be a
 // std::invalid_argument, and a failed load must leave the model as it was; an accepted
 // vocabulary must make a tokenizer.
 #include <attograd/attograd.h>
@@ -31,6 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (auto it = file.metadata.find("generator"); it != file.metadata.end()) {
       ag::Generator gen(0);
       gen.set_state(it->second);
+    }
+    if (auto it = file.metadata.find("format"); it != file.metadata.end() && it->second == ag::io::kTrainingStateFormat) {
+      ag::io::read_training_model(file, "fuzz");
+      return 0;  // its model's tensors are named "model." + a checkpoint's: not a checkpoint itself
     }
     ckpt = ag::io::gpt_checkpoint(std::move(file), "fuzz");
   } catch (const std::invalid_argument&) {

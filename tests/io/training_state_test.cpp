@@ -210,5 +210,38 @@ TEST(TrainingState, AtStepZeroThereAreNoMoments) {
   EXPECT_EQ(b.opt.state().size(), 1u);  // "step" alone
 }
 
+// The program's options come back as written, quotes, backslashes and line breaks included; a
+// file without them (as every file before they were recorded) has none; a malformed entry is
+// refused, naming the file and the entry.
+TEST(TrainingState, OptionsComeBackAsWritten) {
+  Scratch dir;
+  TinyRun a(1);
+  io::TrainingState state = a.state();
+  state.options = {{"batch", "8"}, {"weight-decay", "0.05"}, {"prompt", "say \"hi\"\\\n\u4e2d"}};
+  io::save_training_state(dir.path("s.safetensors"), state, a.tokenizer, 0);
+  io::TrainedModel read = io::read_training_model(dir.path("s.safetensors"));
+  EXPECT_EQ(read.options, state.options);
+  EXPECT_EQ(read.schedule.total, 10);
+  EXPECT_EQ(read.schedule.warmup, 2);
+  EXPECT_EQ(read.schedule.max_lr, 1e-2);
+  EXPECT_EQ(read.schedule.min_lr, 1e-3);
+
+  io::save_training_state(dir.path("none.safetensors"), a.state(), a.tokenizer, 0);
+  EXPECT_EQ(io::load_safetensors(dir.path("none.safetensors")).metadata.count("options"), 0u);
+  EXPECT_TRUE(io::read_training_model(dir.path("none.safetensors")).options.empty());
+
+  io::TensorFile file = io::load_safetensors(dir.path("s.safetensors"));
+  for (auto [text, message] : {std::pair{"[1, 2]", "options must be an object, got an array"},
+                               std::pair{R"({"batch": 8})", "options.batch must be a string, got a number"},
+                               std::pair{R"({"batch": "8")", "bad options metadata"}}) {
+    SCOPED_TRACE(text);
+    file.metadata["options"] = text;
+    std::string path = dir.path("bad.safetensors");
+    io::save_safetensors(path, file.tensors, file.metadata);
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_training_model(path); }, message));
+    EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::read_training_model(path); }, path));
+  }
+}
+
 }  // namespace
 }  // namespace ag
