@@ -163,7 +163,14 @@ int main(int argc, char** argv) {
     }
     return code;
   } catch (const po::error& e) {
-    std::cerr << "experiments: " << e.what() << "\n\n";
+    std::cerr << "experiments: " << e.what();
+    // A command after a list option (--distances 2 4 long-range) is read as one of its values.
+    for (int i = 2; i < argc; ++i)
+      if (commands.count(argv[i]) && std::string_view(argv[i - 1]).substr(0, 1) != "-") {
+        std::cerr << " (the command goes first: experiments " << argv[i] << " [options])";
+        break;
+      }
+    std::cerr << "\n\n";
     usage(std::cerr);
     return 2;
   } catch (const ag::examples::Refused& e) {  // before any work

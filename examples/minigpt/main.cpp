@@ -44,7 +44,7 @@ bool parse(int argc, char** argv, const po::options_description& options, po::va
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "minigpt: " << e.what() << "\n\n" << options << "\n";
+    std::cerr << "minigpt " << argv[1] << ": " << e.what() << "\n\n" << options << "\n";  // as refusals begin
     exit_code = 2;
     return false;
   }

@@ -30,19 +30,24 @@ has() { grep -qF -- "$2" "$dir/$1" || fail "expected '$2' in the $1 of the last 
 hasnt() { ! grep -qF -- "$2" "$dir/$1" || fail "did not expect '$2' in the $1 of the last command"; }
 
 # 1. Abbreviations, in every program and subcommand.
+# The message begins as a refusal of the same subcommand does ("minigpt train: ...").
 expect 2 "$minigpt" train --step 10 --out "$dir/never"
-has err "unrecognised option '--step'"
+has err "minigpt train: unrecognised option '--step'"
 has err "did you mean --steps?"
 [ ! -e "$dir/never" ] || fail "the refused run created its directory"
 for sub in sample eval explore; do
   expect 2 "$minigpt" $sub --checkpoint "$dir/none" --check "$dir/none"
-  has err "unrecognised option '--check'"
+  has err "minigpt $sub: unrecognised option '--check'"
   has err "did you mean --checkpoint?"
 done
 expect 2 "$2" --step 5 --out "$dir/never"
 has err "did you mean --steps?"
 expect 2 "$3" shapes --ste 5 --out "$dir/never"
 has err "did you mean --steps?"
+# A command after a list option is taken for one of its values: the refusal says where it goes.
+expect 2 "$3" --distances 2 4 long-range --out "$dir/never"
+has err "the argument ('long-range') for option '--distances' is invalid (the command goes first: experiments long-range [options])"
+[ ! -e "$dir/never" ] || fail "the refused run created its directory"
 # The positional COMMAND is no option to suggest.
 expect 2 "$3" shapes --comman x --out "$dir/never"
 has err "unrecognised option '--comman'"
