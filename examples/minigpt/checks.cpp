@@ -34,11 +34,12 @@ void check_at_least(const char* option, std::int64_t value, std::int64_t least) 
 
 // The training options a training state records beside the model and the schedule, by the
 // name of their command-line option, so that --resume alone continues a run as it began.
-// --precision and --kernels are not among them: they say how this machine runs the steps.
+// --precision and --kernels are not among them: they say how this machine runs the steps. Nor is
+// --grad-accum: the state records the micro-batches a step sums ("micro-batches"), which
+// --grad-accum makes in one process and the process count under mpirun (docs/distributed.md).
 template <class Options, class F>
 void for_each_recorded(Options& o, F&& f) {
   f("batch", o.batch);
-  f("grad-accum", o.grad_accum);
   f("weight-decay", o.weight_decay);
   f("eval-interval", o.eval_interval);
   f("eval-batches", o.eval_batches);
@@ -67,10 +68,15 @@ std::optional<T> parse_recorded(const std::string& text) {
 std::map<std::string, std::string> recorded_options(const TrainOptions& o) {
   std::map<std::string, std::string> out;
   for_each_recorded(o, [&](const char* option, const auto& value) { out[option] = fmt::format("{}", value); });
+  out["micro-batches"] = std::to_string(o.grad_accum * ag::dist::world_size());
   return out;
 }
 
 void take_resumed_run(TrainOptions& o, const std::function<bool(const std::string&)>& given) {
+  // What the resumed run changes is said once, by the process that prints the run's settings.
+  auto note = [main = ag::dist::is_main_process()]<class... Args>(fmt::format_string<Args...> f, Args&&... args) {
+    if (main) fmt::print(f, std::forward<Args>(args)...);
+  };
   std::string path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
   ag::examples::check_input_file("--resume", path);
   ag::io::TrainedModel stored;
@@ -94,8 +100,8 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   if (stored.dropout)
     take("dropout", o.model.dropout, *stored.dropout);
   else
-    fmt::print("note: {} does not record its dropout (an older file); using --dropout {}\n", path,
-               ag::examples::as_typed(o.model.dropout));
+    note("note: {} does not record its dropout (an older file); using --dropout {}\n", path,
+         ag::examples::as_typed(o.model.dropout));
   o.model.bias = stored.config.bias;
   if (given("norm") && o.model.norm != stored.config.norm)
     refuse(
@@ -111,17 +117,35 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   if (!given("warmup")) o.warmup = stored.schedule.warmup;
   // The other training options: one left out is the run's; one given that differs is used from
   // here on, with a note. (A file written before the options were recorded has none.)
+  auto stored_as = [&]<class T>(const char* entry, const T&, std::string_view shown) -> std::optional<T> {
+    auto it = stored.options.find(entry);
+    if (it == stored.options.end()) return std::nullopt;
+    std::optional<T> value = parse_recorded<T>(it->second);
+    if (!value) refuse("--resume: {}: its {} \"{}\" is not a value of that option", path, shown, it->second);
+    return value;
+  };
   for_each_recorded(o, [&](const char* option, auto& value) {
-    auto it = stored.options.find(option);
-    if (it == stored.options.end()) return;
-    std::optional stored_value = parse_recorded<std::decay_t<decltype(value)>>(it->second);
-    if (!stored_value) refuse("--resume: {}: its --{} \"{}\" is not a value of that option", path, option, it->second);
+    auto stored_value = stored_as(option, value, fmt::format("--{}", option));
+    if (!stored_value) return;
     if (!given(option))
       value = *stored_value;
     else if (value != *stored_value)
-      fmt::print("note: --{} {} differs from the run being resumed, which had {}; the remaining steps use {}\n", option,
-                 ag::examples::as_typed(value), ag::examples::as_typed(*stored_value), ag::examples::as_typed(value));
+      note("note: --{} {} differs from the run being resumed, which had {}; the remaining steps use {}\n", option,
+           ag::examples::as_typed(value), ag::examples::as_typed(*stored_value), ag::examples::as_typed(value));
   });
+  // The micro-batches a step sums: one process takes the run's as its --grad-accum; under mpirun
+  // each process is one, so another count is this run's, with a note.
+  std::int64_t processes = ag::dist::world_size();
+  if (std::optional<std::int64_t> micro = stored_as("micro-batches", o.grad_accum, "micro-batches a step")) {
+    if (*micro < 1) refuse("--resume: {}: its micro-batches a step, {}, are not a positive count", path, *micro);
+    std::string was = fmt::format("the run being resumed, which summed {} micro-batches a step", *micro);
+    if (processes == 1 && !given("grad-accum"))
+      o.grad_accum = *micro;
+    else if (processes == 1 && o.grad_accum != *micro)
+      note("note: --grad-accum {} differs from {}; the remaining steps sum {}\n", o.grad_accum, was, o.grad_accum);
+    else if (processes > 1 && o.grad_accum * processes != *micro)
+      note("note: {} processes differ from {}; the remaining steps sum {}\n", processes, was, o.grad_accum * processes);
+  }
 }
 
 void check_train_options(const TrainOptions& o) {

@@ -5,7 +5,9 @@
 #   2. a rank killed mid-run brings the whole run down within seconds, naming the rank; the last
 #      checkpoint is intact, and --resume from it ends exactly where an unbroken run ends; the
 #      same after SIGTERM, which every rank answers at the end of the same step;
-#   3. a run resumed with another N equals one process that changes --grad-accum at that step;
+#   3. a run resumed with another N equals one process that changes --grad-accum at that step,
+#      and says so once; resumed by one process with --grad-accum left out, it sums N
+#      micro-batches a step as before;
 #   4. ranks started with other options or another corpus are refused before anything is written.
 # Skipped (77) without mpirun or in a build without MPI. One thread per process.
 # Usage: distributed_test.sh MINIGPT SEQ2SEQ HAVE_MPI
@@ -109,11 +111,21 @@ echo "resumed after SIGTERM: equal to the run that was never stopped"
 
 # 3. Two processes for 10 steps, then three: the same as one process changing --grad-accum.
 "${mpi[@]}" -np 2 "${train[@]}" --steps 10 --out "$dir/grow" > /dev/null 2>&1 || fail "mpirun -np 2 (10 steps) failed"
-"${mpi[@]}" -np 3 "${train[@]}" --steps 20 --out "$dir/grow" --resume > /dev/null 2>&1 || fail "resume with -np 3 failed"
+"${mpi[@]}" -np 3 "${train[@]}" --steps 20 --out "$dir/grow" --resume > "$dir/grow.log" 2>&1 || fail "resume with -np 3 failed"
+note="note: 3 processes differ from the run being resumed, which summed 2 micro-batches a step; the remaining steps sum 3"
+[ "$(grep -cF "$note" "$dir/grow.log")" -eq 1 ] || { cat "$dir/grow.log"; fail "not one note of the new micro-batch count"; }
 "${train[@]}" --steps 10 --grad-accum 2 --out "$dir/grow_ref" > /dev/null
 "${train[@]}" --steps 20 --grad-accum 3 --out "$dir/grow_ref" --resume > /dev/null
 same_run "$dir/grow_ref" "$dir/grow"
 echo "resumed with N = 3 after N = 2: equal to --grad-accum 2 then --grad-accum 3"
+# Two processes, then one with --grad-accum left out: the training state's two micro-batches a step.
+"${mpi[@]}" -np 2 "${train[@]}" --steps 10 --out "$dir/shrink" > /dev/null 2>&1 || fail "mpirun -np 2 (10 steps) failed"
+"${train[@]}" --steps 20 --out "$dir/shrink" --resume > "$dir/shrink.log"
+! grep -q "^note:.*micro-batches" "$dir/shrink.log" || { cat "$dir/shrink.log"; fail "a note of a micro-batch count that did not change"; }
+"${train[@]}" --steps 10 --grad-accum 2 --out "$dir/shrink_ref" > /dev/null
+"${train[@]}" --steps 20 --grad-accum 2 --out "$dir/shrink_ref" --resume > /dev/null
+same_run "$dir/shrink_ref" "$dir/shrink"
+echo "resumed by one process after N = 2, --grad-accum left out: equal to --grad-accum 2 throughout"
 
 # 4. Ranks that disagree are refused at the start, quickly, and nothing is written.
 refused() {  # refused NAME EXPECTED -- ARGS FOR RANK 1...
