@@ -77,12 +77,14 @@ using GradientTangentRule = std::function<std::vector<Tensor>(const Tensor& dy, 
 
 namespace detail {
 
-// A tensor a node's closures read only on the rarer paths (a backward with create_graph): held,
-// or, when the fast backward kept a bf16 copy of it to read instead (under autocast, linear's x
-// and attention's q, k and v), held weakly beside that copy, so that the float32 tensor lives
-// only as long as the caller keeps it. get() then returns the tensor while it lives, and after
-// that a float32 tensor made from the copy, in the tensor's place in the graph (the same
-// grad_fn): the values the forward's bf16 products read.
+// An input as a node's closures hold it: the tensor itself, or, when the fast backward kept a
+// bf16 copy of it to read instead (under autocast, linear's x and attention's q, k and v), the
+// copy (rounded()), with the tensor held weakly beside it, so that the float32 tensor lives only
+// as long as the caller keeps it. What reads the tensor itself on the rarer paths (a backward
+// with create_graph, a forward-mode rule) calls get(): the tensor while it lives, and after that
+// a float32 tensor made from the copy, in the tensor's place in the graph (the same grad_fn):
+// the values the forward's bf16 products read. shape() is the tensor's (empty for an undefined
+// one).
 class Held {
  public:
   Held() = default;

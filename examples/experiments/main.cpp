@@ -89,6 +89,14 @@ int main(int argc, char** argv) {
   hidden.add_options()("command", po::value(&command));
   po::positional_options_description positional;
   positional.add("command", 1);
+  // A command after a list option (--distances 2 4 long-range, --corpus a.txt baselines) is read as
+  // one of its values: when argv[1] is no command but a later word is, where it goes.
+  auto misplaced_command = [&]() -> std::string {
+    if (argc < 2 || commands.count(argv[1])) return "";
+    for (int i = 2; i < argc; ++i)
+      if (commands.count(argv[i])) return fmt::format(" (the command goes first: experiments {} [options])", argv[i]);
+    return "";
+  };
   auto usage = [&](std::ostream& out) {
     out << "usage: experiments COMMAND [options]\n\ncommands:\n";
     std::size_t width = 0;
@@ -110,6 +118,7 @@ int main(int argc, char** argv) {
     auto it = commands.find(command);
     if (it == commands.end()) {
       std::cerr << "experiments: " << (command.empty() ? "no command given" : "unknown command '" + command + "'")
+                << misplaced_command()
                 << "\n\n";
       usage(std::cerr);
       return 2;
@@ -163,14 +172,7 @@ int main(int argc, char** argv) {
     }
     return code;
   } catch (const po::error& e) {
-    std::cerr << "experiments: " << e.what();
-    // A command after a list option (--distances 2 4 long-range) is read as one of its values.
-    for (int i = 2; i < argc; ++i)
-      if (commands.count(argv[i]) && std::string_view(argv[i - 1]).substr(0, 1) != "-") {
-        std::cerr << " (the command goes first: experiments " << argv[i] << " [options])";
-        break;
-      }
-    std::cerr << "\n\n";
+    std::cerr << "experiments: " << e.what() << misplaced_command() << "\n\n";
     usage(std::cerr);
     return 2;
   } catch (const ag::examples::Refused& e) {  // before any work

@@ -63,6 +63,18 @@ std::optional<T> parse_recorded(const std::string& text) {
   }
 }
 
+// Whether a recorded value is one the option accepts (check_train_options' ranges), so that a bad
+// file is named as the culprit rather than an option the command line never gave.
+template <class T>
+bool recorded_value_ok(std::string_view option, const T& value) {
+  if constexpr (std::is_same_v<T, std::int64_t>)
+    return value >= (option == "sample-tokens" ? 0 : 1);
+  else if constexpr (std::is_same_v<T, double>)
+    return std::isfinite(value) && value >= 0;  // --weight-decay
+  else
+    return true;  // --seed, --prompt
+}
+
 }  // namespace
 
 std::map<std::string, std::string> recorded_options(const TrainOptions& o) {
@@ -73,9 +85,9 @@ std::map<std::string, std::string> recorded_options(const TrainOptions& o) {
 }
 
 void take_resumed_run(TrainOptions& o, const std::function<bool(const std::string&)>& given) {
-  // What the resumed run changes is said once, by the process that prints the run's settings.
-  auto note = [main = ag::dist::is_main_process()]<class... Args>(fmt::format_string<Args...> f, Args&&... args) {
-    if (main) fmt::print(f, std::forward<Args>(args)...);
+  // What the resumed run changes, said by train once every check has passed.
+  auto note = [&o]<class... Args>(fmt::format_string<Args...> f, Args&&... args) {
+    o.resume_notes.push_back(fmt::format(f, std::forward<Args>(args)...));
   };
   std::string path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
   ag::examples::check_input_file("--resume", path);
@@ -100,7 +112,7 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   if (stored.dropout)
     take("dropout", o.model.dropout, *stored.dropout);
   else
-    note("note: {} does not record its dropout (an older file); using --dropout {}\n", path,
+    note("{} does not record its dropout (an older file); using --dropout {}", path,
          ag::examples::as_typed(o.model.dropout));
   o.model.bias = stored.config.bias;
   if (given("norm") && o.model.norm != stored.config.norm)
@@ -110,41 +122,56 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
         ag::nn::norm_name(o.model.norm), path, ag::nn::norm_name(stored.config.norm));
   o.model.norm = stored.config.norm;
   // The schedule: --steps, --lr, --min-lr and --warmup left out are the run's. One given that
-  // differs makes a new schedule, which train notes when it resumes.
-  if (!given("steps")) o.steps = stored.schedule.total;
-  if (!given("lr")) o.lr = stored.schedule.max_lr;
-  if (!given("min-lr")) o.min_lr = stored.schedule.min_lr;
-  if (!given("warmup")) o.warmup = stored.schedule.warmup;
-  // The other training options: one left out is the run's; one given that differs is used from
-  // here on, with a note. (A file written before the options were recorded has none.)
+  // differs makes a new schedule, which train notes when it resumes. (The file's, checked here,
+  // so that a bad one is not blamed on an option the command line never gave.)
+  const ag::optim::WarmupCosine& schedule = stored.schedule;
+  if (schedule.total < 1 || !(std::isfinite(schedule.max_lr) && schedule.max_lr > 0) ||
+      !(schedule.min_lr <= schedule.max_lr) || schedule.warmup > schedule.total)
+    refuse("--resume: {}: its schedule {} is not one a run can have", path, ag::io::schedule_json(schedule));
+  if (!given("steps")) o.steps = schedule.total;
+  if (!given("lr")) o.lr = schedule.max_lr;
+  if (!given("min-lr")) o.min_lr = schedule.min_lr;
+  if (!given("warmup")) o.warmup = schedule.warmup;
+  if (stored.options.empty()) {
+    note("{} does not record the training options (an older file); using those given, or their defaults", path);
+    return;
+  }
+  // The other training options: one left out is the run's; one given that differs is this
+  // run's, with a note.
   auto stored_as = [&]<class T>(const char* entry, const T&, std::string_view shown) -> std::optional<T> {
     auto it = stored.options.find(entry);
     if (it == stored.options.end()) return std::nullopt;
     std::optional<T> value = parse_recorded<T>(it->second);
-    if (!value) refuse("--resume: {}: its {} \"{}\" is not a value of that option", path, shown, it->second);
+    if (!value)
+      refuse("--resume: {}: its {} {} is not a value of it", path, shown, ag::examples::as_typed(it->second));
     return value;
   };
   for_each_recorded(o, [&](const char* option, auto& value) {
     auto stored_value = stored_as(option, value, fmt::format("--{}", option));
     if (!stored_value) return;
+    if (!recorded_value_ok(option, *stored_value))
+      refuse("--resume: {}: its --{} {} is out of the option's range", path, option,
+             ag::examples::as_typed(*stored_value));
     if (!given(option))
       value = *stored_value;
     else if (value != *stored_value)
-      note("note: --{} {} differs from the run being resumed, which had {}; the remaining steps use {}\n", option,
+      note("--{} {} differs from the run being resumed, which had {}; this run uses {}", option,
            ag::examples::as_typed(value), ag::examples::as_typed(*stored_value), ag::examples::as_typed(value));
   });
   // The micro-batches a step sums: one process takes the run's as its --grad-accum; under mpirun
   // each process is one, so another count is this run's, with a note.
   std::int64_t processes = ag::dist::world_size();
-  if (std::optional<std::int64_t> micro = stored_as("micro-batches", o.grad_accum, "micro-batches a step")) {
-    if (*micro < 1) refuse("--resume: {}: its micro-batches a step, {}, are not a positive count", path, *micro);
+  if (std::optional<std::int64_t> micro = stored_as("micro-batches", o.grad_accum, "count of micro-batches a step")) {
+    if (*micro < 1 || *micro > ag::examples::kMaxMicroBatches)
+      refuse("--resume: {}: its count of micro-batches a step, {}, is not from 1 to {}", path, *micro,
+             ag::examples::kMaxMicroBatches);
     std::string was = fmt::format("the run being resumed, which summed {} micro-batches a step", *micro);
     if (processes == 1 && !given("grad-accum"))
       o.grad_accum = *micro;
     else if (processes == 1 && o.grad_accum != *micro)
-      note("note: --grad-accum {} differs from {}; the remaining steps sum {}\n", o.grad_accum, was, o.grad_accum);
+      note("--grad-accum {} differs from {}; the remaining steps sum {}", o.grad_accum, was, o.grad_accum);
     else if (processes > 1 && o.grad_accum * processes != *micro)
-      note("note: {} processes differ from {}; the remaining steps sum {}\n", processes, was, o.grad_accum * processes);
+      note("{} processes differ from {}; the remaining steps sum {}", processes, was, o.grad_accum * processes);
   }
 }
 

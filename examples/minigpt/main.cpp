@@ -71,7 +71,8 @@ int train_command(int argc, char** argv) {
       "dropout", with_default(&o.model.dropout), "dropout probability")(
       "lr", with_default(&o.lr), "peak learning rate")("min-lr", with_default(&o.min_lr),
                                                        "learning rate at the end of the cosine")(
-      "warmup", with_default(&o.warmup), "warm-up steps, at most --steps (unless given: 100, or --steps when fewer)")(
+      "warmup", with_default(&o.warmup),
+      "warm-up steps, at most --steps (unless given: 100, or --steps when fewer; on --resume, the run's)")(
       "weight-decay", with_default(&o.weight_decay), "AdamW weight decay (matrices only)")(
       "eval-interval", with_default(&o.eval_interval),
       "steps between validation estimates (each also writes a checkpoint)")(
@@ -99,7 +100,7 @@ int train_command(int argc, char** argv) {
   o.precision = ag::examples::apply_precision(precision, false);  // train prints it with the run's settings
   // Before anything else is said: a model option that contradicts the run being resumed.
   if (o.resume && !o.overwrite)
-    minigpt::take_resumed_run(o, [&](const std::string& name) { return !vm[name].defaulted(); });
+    minigpt::take_resumed_run(o, [&](const std::string& name) { return vm.count(name) && !vm[name].defaulted(); });
   if (vm["warmup"].defaulted()) o.warmup = std::min(o.warmup, std::max<std::int64_t>(o.steps, 0));
   return minigpt::train(o);
 }

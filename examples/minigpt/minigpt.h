@@ -26,7 +26,7 @@ struct TrainOptions {
   std::uint64_t seed = 1337;
   std::string prompt;  // for the attention maps; empty: 32 characters of validation text
   std::int64_t sample_tokens = 300;
-  bool resume = false;     // continue the run in out_dir, its model as its training state has it
+  bool resume = false;     // continue the run in out_dir, its model and options as its training state has them
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
   // Micro-batches of `batch` windows per step, their gradients summed in order: one process
   // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
@@ -35,6 +35,9 @@ struct TrainOptions {
   // --precision, chosen once when the command line is read (examples/common/precision_option.h:
   // autocast is on from then if it chose bf16); train prints the choice with its settings.
   ag::examples::PrecisionChoice precision;
+  // --resume: what the resumed run does otherwise than the one it continues (take_resumed_run),
+  // printed once the run's checks have passed.
+  std::vector<std::string> resume_notes;
 };
 
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------

@@ -13,8 +13,8 @@
 //     evaluate          every eval_interval steps: mean loss on held-out windows
 //     report            the log line; a checkpoint at every evaluation and every
 //                       checkpoint_interval steps
-//   after_training      on SIGINT / SIGTERM: a checkpoint (model, optimizer, step, schedule and
-//                       generators in one file, written atomically), from which --resume
+//   after_training      on SIGINT / SIGTERM: a checkpoint (model, optimizer, step, schedule,
+//                       generators and options in one file, written atomically), from which --resume
 //                       continues exactly as if the run had not stopped; else the loss curve,
 //                       the attention maps and a sample
 //
@@ -576,6 +576,8 @@ std::string Run::attention_prompt() const {
 
 int train(const TrainOptions& o) {
   CheckedRun checked = check_run(o);
+  if (ag::dist::is_main_process())
+    for (const std::string& note : o.resume_notes) fmt::print("note: {}\n", note);
   // From here on SIGINT and SIGTERM are requests to stop, answered at the next stop point
   // (under mpirun: at the end of the step, all ranks together).
   ag::examples::StopOnSignal stop;

@@ -47,6 +47,10 @@ has err "did you mean --steps?"
 # A command after a list option is taken for one of its values: the refusal says where it goes.
 expect 2 "$3" --distances 2 4 long-range --out "$dir/never"
 has err "the argument ('long-range') for option '--distances' is invalid (the command goes first: experiments long-range [options])"
+expect 2 "$3" --corpus "$dir/none" baselines --out "$dir/never"
+has err "no command given (the command goes first: experiments baselines [options])"
+expect 2 "$3" long-range shapes --out "$dir/never"
+hasnt err "the command goes first"
 [ ! -e "$dir/never" ] || fail "the refused run created its directory"
 # The positional COMMAND is no option to suggest.
 expect 2 "$3" shapes --comman x --out "$dir/never"

@@ -14,7 +14,8 @@ for i in $(seq 1 60); do printf 'the cat sat on the mat; a dog lay on the log.\n
 steps=400
 # Dropout on, so the dropout generators' state has to survive the restart as well.
 train=("$minigpt" train --corpus "$dir/corpus.txt" --steps $steps --eval-interval 100 --eval-batches 2
-  --checkpoint-interval 30 --batch 8 --block 16 --layers 2 --heads 2 --embd 32 --dropout 0.1 --sample-tokens 10)
+  --checkpoint-interval 30 --batch 8 --block 16 --layers 2 --heads 2 --embd 32 --dropout 0.1 --sample-tokens 10
+  --prompt "a dog sat")
 "${train[@]}" --out "$dir/straight" > "$dir/straight.log"
 
 lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
@@ -71,7 +72,13 @@ for run in stopped killed; do
     diff "$dir/straight/train_log.csv" "$dir/$run/train_log.csv" | head -n 10
     exit 1
   fi
+  # The attention maps of --prompt and the sample of --sample-tokens, as the run began.
+  cmp -s "$dir/straight/attention_layer1_head1.png" "$dir/$run/attention_layer1_head1.png" ||
+    { echo "the $run run's attention map differs from the uninterrupted run's"; exit 1; }
 done
+sample_of() { sed -n '/^sample /,/^final validation loss/p' "$1"; }
+[ "$(sample_of "$dir/straight.log")" = "$(sample_of "$dir/killed-final.log")" ] ||
+  { echo "the killed run's sample differs from the uninterrupted run's"; exit 1; }
 [ "$(wc -l < "$dir/straight/train_log.csv")" -eq $((steps + 1)) ] || { echo "the log does not have $steps steps"; exit 1; }
 
 # A resume that cannot work says why, exits non-zero and leaves the checkpoint as it was: a model
@@ -107,13 +114,38 @@ old = b'\\"batch\\":\\"8\\"'
 assert old in data, "no recorded batch in the header"
 open(sys.argv[2], "wb").write(data.replace(old, b'\\"batch\\":\\"x\\"', 1))
 PY
-expect_refusal "a bad recorded option" 'its --batch "x" is not a value of that option'
+expect_refusal "a bad recorded option" 'its --batch x is not a value of it'
 cp "$dir/state.bak" "$dir/straight/minigpt.train.safetensors"
 # An option given that differs from the recorded one is this run's, and says so.
 cp -r "$dir/straight" "$dir/changed"
 "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/changed" --resume --batch 4 --steps 401 > "$dir/changed.log"
-grep -qF "note: --batch 4 differs from the run being resumed, which had 8; the remaining steps use 4" "$dir/changed.log" ||
+grep -qF "note: --batch 4 differs from the run being resumed, which had 8; this run uses 4" "$dir/changed.log" ||
   { echo "no note for a changed --batch:"; cat "$dir/changed.log"; exit 1; }
+# A recorded option out of its range is the file's fault, and said so.
+/usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+old = b'\\"batch\\":\\"8\\"'
+open(sys.argv[2], "wb").write(data.replace(old, b'\\"batch\\":\\"0\\"', 1))
+PY
+expect_refusal "a recorded batch of 0" 'its --batch 0 is out of the option'"'"'s range'
+cp "$dir/state.bak" "$dir/straight/minigpt.train.safetensors"
+# A training state from before the options were recorded: its options entry removed (the header
+# rewritten with its new length). The resume says it takes the options given.
+rm -rf "$dir/old" && cp -r "$dir/straight" "$dir/old"
+/usr/bin/python3 - "$dir/old/minigpt.train.safetensors" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+del header["__metadata__"]["options"]
+text = json.dumps(header, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+"${train[@]}" --out "$dir/old" --resume > "$dir/old.log"
+grep -qF "minigpt.train.safetensors does not record the training options (an older file); using those given, or their defaults" "$dir/old.log" ||
+  { echo "no note for a training state without options:"; cat "$dir/old.log"; exit 1; }
 if "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/other" --checkpoint-interval 0 > /dev/null 2> "$dir/err"; then
   echo "--checkpoint-interval 0 accepted"
   exit 1
