@@ -97,39 +97,30 @@ expect_refusal() {
 cp "$dir/straight/minigpt.train.safetensors" "$dir/state.bak"
 cp "$dir/straight/minigpt.safetensors" "$dir/straight/minigpt.train.safetensors"
 expect_refusal "a model file" 'not a training checkpoint (format "attograd-gpt")'
-# The step's digits replaced by letters of the same length, so the header stays well-formed.
-/usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" <<'PY'
+# damaged OLD NEW: the training state with the header's text OLD replaced by NEW, of the same
+# length so that the header stays well-formed.
+damaged() {
+  /usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" "$1" "$2" <<'PY'
 import sys
 data = open(sys.argv[1], "rb").read()
-old = b'"step":"400"'
-assert old in data, "no step entry in the header"
-open(sys.argv[2], "wb").write(data.replace(old, b'"step":"4x0"', 1))
+old, new = sys.argv[3].encode(), sys.argv[4].encode()
+assert old in data and len(old) == len(new), "no " + sys.argv[3] + " in the header"
+open(sys.argv[2], "wb").write(data.replace(old, new, 1))
 PY
+}
+damaged '"step":"400"' '"step":"4x0"'
 expect_refusal "a bad step" 'step "4x0" is not a non-negative integer'
-# A recorded option that is not a value of it (the same length again).
-/usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-old = b'\\"batch\\":\\"8\\"'
-assert old in data, "no recorded batch in the header"
-open(sys.argv[2], "wb").write(data.replace(old, b'\\"batch\\":\\"x\\"', 1))
-PY
+# A recorded option that is not a value of it, and one out of its range: the file's fault.
+damaged '\"batch\":\"8\"' '\"batch\":\"x\"'
 expect_refusal "a bad recorded option" 'its --batch x is not a value of it'
+damaged '\"batch\":\"8\"' '\"batch\":\"0\"'
+expect_refusal "a recorded batch of 0" 'its --batch 0 is out of the option'"'"'s range'
 cp "$dir/state.bak" "$dir/straight/minigpt.train.safetensors"
 # An option given that differs from the recorded one is this run's, and says so.
 cp -r "$dir/straight" "$dir/changed"
 "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/changed" --resume --batch 4 --steps 401 > "$dir/changed.log"
 grep -qF "note: --batch 4 differs from the run being resumed, which had 8; this run uses 4" "$dir/changed.log" ||
   { echo "no note for a changed --batch:"; cat "$dir/changed.log"; exit 1; }
-# A recorded option out of its range is the file's fault, and said so.
-/usr/bin/python3 - "$dir/state.bak" "$dir/straight/minigpt.train.safetensors" <<'PY'
-import sys
-data = open(sys.argv[1], "rb").read()
-old = b'\\"batch\\":\\"8\\"'
-open(sys.argv[2], "wb").write(data.replace(old, b'\\"batch\\":\\"0\\"', 1))
-PY
-expect_refusal "a recorded batch of 0" 'its --batch 0 is out of the option'"'"'s range'
-cp "$dir/state.bak" "$dir/straight/minigpt.train.safetensors"
 # A training state from before the options were recorded: its options entry removed (the header
 # rewritten with its new length). The resume says it takes the options given.
 rm -rf "$dir/old" && cp -r "$dir/straight" "$dir/old"
