@@ -106,6 +106,35 @@ void BM_LinearBf16(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 3 * 2 * 4096 * 192 * out);  // FLOP, forward + backward
 }
 BENCHMARK(BM_LinearBf16)->Args({576, 0})->Args({192, 0})->Args({768, 1})->Unit(benchmark::kMicrosecond);
+// A weight's gradient dW = g^T x under bf16, g [4096, out] and x [4096, in] already rounded: the
+// medium GPT's four shapes. The third argument 0 reads g transposed, as linear's backward does
+// (each thread's band of dW's rows is then a strided band of g's columns, which oneDNN runs on
+// gemm:jit); 1 reads a transposed copy of g made beforehand and not timed, which linear does not
+// make: what such a copy would buy the product (docs/performance.md).
+void BM_WeightGradBf16(benchmark::State& state) {
+  if (!ag::bf16::support().available) {
+    state.SkipWithError(ag::bf16::support().reason.c_str());
+    return;
+  }
+  std::int64_t out = state.range(0), in = state.range(1), rows = 4096;
+  bool transposed_copy = state.range(2) != 0;
+  Tensor g = leaf({rows, out}, 1), x = leaf({rows, in}, 2), dw = ag::empty({out, in});
+  ag::bf16::Buffer g16 = ag::bf16::convert(g.const_data_ptr<float>(), g.numel()),
+                   x16 = ag::bf16::convert(x.const_data_ptr<float>(), x.numel()),
+                   gt16 = ag::bf16::uninitialised(g.numel());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) gt16.data[o * rows + r] = g16.data[r * out + o];
+  ag::blas::Matrix<const std::uint16_t> gs{g16.data.get(), rows, out}, gts{gt16.data.get(), out, rows},
+      xs{x16.data.get(), rows, in};
+  for (auto _ : state) ag::bf16::gemm(transposed_copy ? gts : gs.t(), xs, {dw.mutable_data_ptr<float>(), out, in});
+  state.SetItemsProcessed(state.iterations() * 2 * rows * in * out);
+}
+BENCHMARK(BM_WeightGradBf16)
+    ->ArgsProduct({{576}, {192}, {0, 1}})
+    ->ArgsProduct({{192}, {192}, {0, 1}})
+    ->ArgsProduct({{768}, {192}, {0, 1}})
+    ->ArgsProduct({{192}, {768}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 // The units' peaks, measured: 12 independent chains of one vector instruction on every thread of
 // the pool, nothing else (no loads): AVX2 FMA (the OpenBLAS kernels Debian's 0.3.21 picks here),
