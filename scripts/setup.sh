@@ -98,6 +98,6 @@ configure_and_build() {
 }
 
 # A caller may name more packages before sourcing this file: scripts/test --full sets
-# EXTRA_PACKAGES=(chromium).
+# EXTRA_PACKAGES=(chromium python3-torch).
 install_missing_packages ${EXTRA_PACKAGES[@]+"${EXTRA_PACKAGES[@]}"}
 configure_and_build
