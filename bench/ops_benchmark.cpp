@@ -107,10 +107,12 @@ void BM_LinearBf16(benchmark::State& state) {
 }
 BENCHMARK(BM_LinearBf16)->Args({576, 0})->Args({192, 0})->Args({768, 1})->Unit(benchmark::kMicrosecond);
 // A weight's gradient dW = g^T x under bf16, g [4096, out] and x [4096, in] already rounded: the
-// medium GPT's four shapes. The third argument 0 reads g transposed, as linear's backward does
-// (each thread's band of dW's rows is then a strided band of g's columns, which oneDNN runs on
-// gemm:jit); 1 reads a transposed copy of g made beforehand and not timed, which linear does not
-// make: what such a copy would buy the product (docs/performance.md).
+// medium GPT's four shapes. The third argument 0 reads g transposed, as linear's backward does;
+// 1 reads a transposed copy of g made beforehand and not timed, which linear does not make: what
+// such a copy would buy the product (docs/performance.md). A dW taller than wide is cut into
+// bands of its rows across the threads, each reading a strided band of g's columns, which
+// oneDNN runs on gemm:jit, and from the copy whole rows, which it runs on brgemm; one wider than
+// tall (192 x 768) is cut into bands of its columns, whose strided operand is x either way.
 void BM_WeightGradBf16(benchmark::State& state) {
   if (!ag::bf16::support().available) {
     state.SkipWithError(ag::bf16::support().reason.c_str());
@@ -134,6 +136,7 @@ BENCHMARK(BM_WeightGradBf16)
     ->ArgsProduct({{192}, {192}, {0, 1}})
     ->ArgsProduct({{768}, {192}, {0, 1}})
     ->ArgsProduct({{192}, {768}, {0, 1}})
+    ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
 // The units' peaks, measured: 12 independent chains of one vector instruction on every thread of
