@@ -1,10 +1,11 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <iterator>
-#include <mutex>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 
 namespace ag {
 
@@ -17,11 +18,7 @@ constexpr const char* kOpNames[] = {AG_KERNEL_OPS(AG_KERNEL_OP_NAME)};
 #undef AG_KERNEL_OP_NAME
 static_assert(std::size(kOpNames) <= 32, "t_reference_ops has one bit per op");
 
-std::mutex g_counts_mutex;
-std::map<std::string, std::int64_t>& counts() {
-  static std::map<std::string, std::int64_t> c;
-  return c;
-}
+std::array<std::atomic<std::int64_t>, std::size(kOpNames)> g_calls{};  // by KernelOp
 }  // namespace
 
 Kernels kernels() { return t_kernels; }
@@ -58,19 +55,17 @@ Kernels parse_kernels(std::string_view name) {
 namespace reference {
 
 std::map<std::string, std::int64_t> call_counts() {
-  std::lock_guard lock(g_counts_mutex);
-  return counts();
+  std::map<std::string, std::int64_t> counts;
+  for (std::size_t i = 0; i < g_calls.size(); ++i)
+    if (std::int64_t n = g_calls[i].load(std::memory_order_relaxed)) counts[kOpNames[i]] = n;
+  return counts;
 }
 
 void reset_call_counts() {
-  std::lock_guard lock(g_counts_mutex);
-  counts().clear();
+  for (std::atomic<std::int64_t>& n : g_calls) n.store(0, std::memory_order_relaxed);
 }
 
-void count_call(const char* op) {
-  std::lock_guard lock(g_counts_mutex);
-  ++counts()[op];
-}
+void count_call(KernelOp op) { g_calls[static_cast<std::size_t>(op)].fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace reference
 }  // namespace ag

@@ -21,7 +21,7 @@ namespace ag::reference {
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                              bool causal, double scale, double masked_score) {
-  count_call("scaled_dot_product_attention");
+  count_call(KernelOp::Attention);
   Tensor scores = matmul_transposed(q, false, k, true) * scale;  // [B, H, Tq, Tk]
   Tensor allowed = attn_mask;                             // true = may attend
   if (causal) {

@@ -20,7 +20,7 @@
 namespace ag::reference {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
-  count_call("cross_entropy");
+  count_call(KernelOp::CrossEntropy);
   std::int64_t classes = logits.shape().back(), rows = targets.numel(), counted = 0;
   // is_target[r, c]: true where c is row r's target and the row counts.
   Tensor is_target = zeros(logits.shape(), kBool);

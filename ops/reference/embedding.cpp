@@ -14,7 +14,7 @@
 namespace ag::reference {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
-  count_call("embedding");
+  count_call(KernelOp::Embedding);
   std::int64_t vocab = weight.size(0), positions = ids.numel();
   Tensor onehot = zeros({positions, vocab}, weight.dtype());
   const auto* pid = ids.data_ptr<std::int64_t>();

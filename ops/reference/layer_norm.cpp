@@ -17,7 +17,7 @@
 namespace ag::reference {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  count_call("layer_norm");
+  count_call(KernelOp::LayerNorm);
   Tensor mu = mean(x, -1, /*keepdim=*/true);       // [..., 1]
   Tensor centred = x - mu;                         // [..., D]
   Tensor var = mean(centred * centred, -1, true);  // [..., 1]

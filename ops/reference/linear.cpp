@@ -22,7 +22,7 @@
 namespace ag::reference {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  count_call("linear");
+  count_call(KernelOp::Linear);
   Tensor rows = x.dim() == 1 ? x.unsqueeze(0) : x;  // matmul wants a matrix: [in] -> [1, in]
   Tensor y = matmul_transposed(rows, false, weight, true);  // [..., in] @ [in, out]: W read transposed
   if (bias.defined()) y = y + bias;                 // b broadcasts over the rows
@@ -30,7 +30,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  count_call("gelu");
+  count_call(KernelOp::Gelu);
   if (approximate == GeluApproximation::Tanh) {
     constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
     Tensor u = kSqrt2OverPi * (x + 0.044715 * x * x * x);
@@ -41,7 +41,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
 }
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
-  count_call("linear_gelu");
+  count_call(KernelOp::LinearGelu);
   return reference::gelu(reference::linear(x, weight, bias), approximate);
 }
 

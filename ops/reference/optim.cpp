@@ -38,16 +38,16 @@ void adam_update_impl(T* w, const T* g, T* m, T* v, std::int64_t n, const AdamSe
 }  // namespace
 
 void adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, const AdamSettings& s) {
-  count_call("adam_update");
+  count_call(KernelOp::AdamUpdate);
   adam_update_impl(w, g, m, v, n, s);
 }
 void adam_update(double* w, const double* g, double* m, double* v, std::int64_t n, const AdamSettings& s) {
-  count_call("adam_update");
+  count_call(KernelOp::AdamUpdate);
   adam_update_impl(w, g, m, v, n, s);
 }
 
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
-  count_call("clip_grad_norm");
+  count_call(KernelOp::ClipGradNorm);
   double sum_of_squares = 0.0;
   for (const Tensor& g : grads)
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {

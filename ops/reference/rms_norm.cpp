@@ -17,7 +17,7 @@
 namespace ag::reference {
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  count_call("rms_norm");
+  count_call(KernelOp::RmsNorm);
   Tensor ms = mean(x * x, -1, /*keepdim=*/true);  // [..., 1]
   Tensor xhat = x / ag::sqrt(ms + eps);           // [..., D]
   return weight.defined() ? xhat * weight : xhat;
