@@ -13,9 +13,7 @@
 // Not in a StopBetweenOps: an optimizer update and a checkpoint, which must not stop half-way.
 #pragma once
 
-#include <attograd/attograd.h>
-
-#include "autograd/hooks.h"  // installed with the library; not in attograd.h
+#include <attograd/attograd.h>  // with autograd/hooks.h, whose GraphObserver StopBetweenOps is
 
 #include <stdexcept>
 
