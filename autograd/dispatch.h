@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "../runtime/error.h"
 #include "dtype.h"
-#include "error.h"
 #include "tensor.h"
 
 namespace ag {

@@ -17,11 +17,11 @@
 #include <utility>
 
 #include "../ops/binary.h"
+#include "../runtime/error.h"
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
 #include "dispatch.h"
 #include "engine_internal.h"
-#include "error.h"
 #include "forward.h"
 #include "grad_mode.h"
 #include "hooks.h"

@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "error.h"
+#include "../runtime/error.h"
 #include "node.h"
 #include "tensor.h"
 

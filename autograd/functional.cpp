@@ -1,8 +1,8 @@
 #include "functional.h"
 
 #include "../ops/shape.h"
+#include "../runtime/error.h"
 #include "dispatch.h"
-#include "error.h"
 #include "forward.h"
 #include "grad.h"
 #include "grad_mode.h"

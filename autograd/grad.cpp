@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "../runtime/error.h"
 #include "../runtime/profile.h"
 #include "engine_internal.h"
-#include "error.h"
 #include "grad.h"
 #include "grad_mode.h"
 #include "node.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "../ops/shape.h"
-#include "error.h"
+#include "../runtime/error.h"
 #include "forward.h"
 #include "generator.h"
 #include "grad.h"

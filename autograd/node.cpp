@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "../runtime/error.h"
 #include "../runtime/profile.h"
-#include "error.h"
 #include "forward.h"
 #include "grad_mode.h"
 #include "hooks.h"

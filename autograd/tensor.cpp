@@ -12,8 +12,8 @@
 #include <sys/sysinfo.h>
 
 #include "../runtime/allocator.h"
+#include "../runtime/error.h"
 #include "dispatch.h"
-#include "error.h"
 #include "forward.h"
 #include "grad_mode.h"
 #include "memory.h"

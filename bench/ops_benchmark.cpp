@@ -60,7 +60,7 @@ void BM_GemmFp32OpenBLAS(benchmark::State& state) {
 BENCHMARK(BM_GemmFp32OpenBLAS)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 // bf16 inputs already rounded (as a cached weight is), float32 accumulation and output: on
 // oneDNN, but for products of at most 2^19 multiply-adds (the last shape), which run on the
-// library's own AVX512-BF16 kernel (ops/bf16_small.h) where the CPU has it.
+// library's own AVX512-BF16 kernel (kernels/bf16/bf16_small.h) where the CPU has it.
 void BM_GemmBf16(benchmark::State& state) {
   if (!ag::bf16::support().available) {
     state.SkipWithError(ag::bf16::support().reason.c_str());

@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 #include "dist.h"
 #include "launch.h"
 

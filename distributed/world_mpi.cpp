@@ -11,7 +11,7 @@
 #include <mpi.h>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 #include "agreement.h"
 #include "dist.h"
 #include "launch.h"

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/error.h"
 #include "../ops/shape.h"
+#include "../runtime/error.h"
 #include "checkpoint.h"
 #include "json.h"
 #include "staging.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 #include "checkpoint.h"
 
 namespace ag::io {

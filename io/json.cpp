@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 
 namespace ag::json {
 

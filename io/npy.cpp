@@ -28,7 +28,7 @@
 #include <limits>
 #include <optional>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 #include "checkpoint.h"
 
 namespace ag::io {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <set>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 #include "checkpoint.h"
 #include "json.h"
 

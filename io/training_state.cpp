@@ -6,8 +6,8 @@
 #include <optional>
 #include <set>
 
-#include "../autograd/error.h"
 #include "../nn/layers.h"
+#include "../runtime/error.h"
 #include "checkpoint.h"
 #include "json.h"
 #include "staging.h"

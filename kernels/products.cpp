@@ -3,24 +3,17 @@
 
 #include <stdexcept>
 
-#include "autocast.h"
-
 namespace ag {
 
-Products& Products::keep(const Tensor& t) {
-  if (!bf16_ || t.dtype() != kFloat32 || t.numel() == 0) return *this;
-  const float* base = t.const_data_ptr<float>();
-  for (const Kept& k : kept_)
-    if (k.base == base && k.size == t.numel()) return *this;
-  kept_.push_back(Kept{base, t.numel(), detail::bf16_copy(t), detail::is_parameter(t)});
-  return *this;
+void Products::keep(const float* base, std::int64_t size, std::shared_ptr<const bf16::Buffer> copy, bool parameter) {
+  if (!bf16_ || size == 0 || copy_of(base, size)) return;
+  kept_.push_back(Kept{base, size, std::move(copy), parameter});
 }
 
-std::shared_ptr<const bf16::Buffer> Products::copy_of(const Tensor& t) const {
-  if (!bf16_ || t.dtype() != kFloat32 || t.numel() == 0) return nullptr;
-  const float* base = t.const_data_ptr<float>();
+std::shared_ptr<const bf16::Buffer> Products::copy_of(const float* base, std::int64_t size) const {
+  if (!bf16_ || size == 0) return nullptr;
   for (const Kept& k : kept_)
-    if (k.base == base && k.size == t.numel()) return k.copy;
+    if (k.base == base && k.size == size) return k.copy;
   return nullptr;
 }
 

@@ -2,15 +2,16 @@
 //
 // The router (ops/route.h) decides it once, when the op runs, and hands it to the op's fast
 // kernels, which keep it for their backward: the kernels call products.gemm(...) and never ask
-// which precision is on.
+// which precision is on. The policy is plain data over buffers, as every kernel of kernels/ is:
+// it knows nothing of tensors, and what rounds a tensor for it is ops/autocast.h's keep_rounded.
 //
 //   float32 / float64     blas::gemm (OpenBLAS)
 //   bf16 (autocast)       bf16::gemm (oneDNN): both operands rounded to bf16, sums in float32
 //
-// Under bf16 a kernel may keep() a whole tensor rounded once (a weight, or a gradient read by
-// two products); every later product whose operand lies inside that tensor reads the rounded
-// copy instead of rounding again. A parameter's copy is the one autocast caches per version
-// (ops/autocast.h), so a weight is rounded once per step however often it is multiplied.
+// Under bf16 an op may keep() a whole buffer's rounded copy (a weight, or a gradient read by two
+// products); every later product whose operand lies inside that buffer reads the copy instead of
+// rounding again. A parameter's copy is the one autocast caches per version (ops/autocast.h), so
+// a weight is rounded once per step however often it is multiplied.
 #pragma once
 
 #include <algorithm>
@@ -19,9 +20,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "../autograd/tensor.h"
-#include "bf16.h"
-#include "blas.h"
+#include "bf16/bf16.h"
+#include "cpu/blas.h"
 
 namespace ag {
 
@@ -38,18 +38,18 @@ class Products {
 
   bool in_bf16() const { return bf16_; }
 
-  // Under bf16, rounds the float32 tensor t whole (unless it is kept already) and keeps the
-  // copy with this policy; otherwise does nothing. Returns *this, so calls chain.
-  Products& keep(const Tensor& t);
+  // Keeps `copy`, the bf16 rounding of the `size` float32 values at `base`, with this policy
+  // (a parameter's copy or an activation's); a later product reading inside [base, base + size)
+  // reads the copy. Under the BLAS policy, does nothing.
+  void keep(const float* base, std::int64_t size, std::shared_ptr<const bf16::Buffer> copy, bool parameter);
+  // The copy kept for exactly these values, which a backward may hold on to after the buffer
+  // itself is gone (null when none: not under bf16, or not kept).
+  std::shared_ptr<const bf16::Buffer> copy_of(const float* base, std::int64_t size) const;
   // The same policy with only the parameters' copies kept: what a backward that may run long
   // after the forward holds on to. matmul's does: it keeps its float32 operands anyway, so an
   // activation is cheaper to round again than to keep twice. linear and attention instead keep
   // an activation's copy alone and let the float32 one go (FastRun::released).
   Products parameters_only() const;
-
-  // The copy keep(t) made, which a backward may hold on to after t itself is gone (null when
-  // none was made: not under bf16, or t empty).
-  std::shared_ptr<const bf16::Buffer> copy_of(const Tensor& t) const;
 
   template <class T>
   void gemm(blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c, T beta = T(0), T alpha = T(1)) const {

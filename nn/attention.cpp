@@ -1,8 +1,8 @@
 #include "attention.h"
 
-#include "../autograd/error.h"
 #include "../ops/nn_ops.h"
 #include "../ops/shape.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "../autograd/error.h"
 #include "../ops/binary.h"
 #include "../ops/nn_ops.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

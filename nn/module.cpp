@@ -7,7 +7,7 @@
 
 #include <unordered_set>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

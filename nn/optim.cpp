@@ -7,11 +7,11 @@
 #include <unordered_map>
 
 #include "../autograd/dispatch.h"
-#include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
-#include "../ops/fast_math.h"
+#include "../kernels/cpu/fast_math.h"
 #include "../ops/reference/reference.h"
 #include "../ops/route.h"
+#include "../runtime/error.h"
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
 

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "../autograd/error.h"
 #include "../ops/binary.h"
 #include "../ops/elementwise.h"
 #include "../ops/nn_ops.h"
 #include "../ops/shape.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "../autograd/error.h"
 #include "../ops/binary.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

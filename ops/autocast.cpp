@@ -5,6 +5,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "../kernels/products.h"
+
 namespace ag {
 
 namespace {
@@ -66,6 +68,15 @@ std::shared_ptr<const bf16::Buffer> bf16_copy(const Tensor& t) {
   ++g_casts;
   auto copy = convert(t);
   t_cache[key] = Cached{t.impl()->storage, t.version(), copy};
+  return copy;
+}
+
+std::shared_ptr<const bf16::Buffer> keep_rounded(Products& products, const Tensor& t) {
+  if (!products.in_bf16() || t.dtype() != kFloat32 || t.numel() == 0) return nullptr;
+  const float* base = t.const_data_ptr<float>();
+  if (auto kept = products.copy_of(base, t.numel())) return kept;
+  auto copy = bf16_copy(t);
+  products.keep(base, t.numel(), copy, is_parameter(t));
   return copy;
 }
 

@@ -36,7 +36,7 @@
 #include <memory>
 
 #include "../autograd/tensor.h"
-#include "bf16.h"
+#include "../kernels/bf16/bf16.h"
 
 namespace ag {
 
@@ -63,6 +63,8 @@ class AutocastGuard {
   bool previous_;
 };
 
+class Products;  // kernels/products.h: the matrix-product policy, internal
+
 namespace detail {
 
 // Whether an op on these float tensors runs its products in bf16: autocast on and float32.
@@ -74,6 +76,12 @@ bool is_parameter(const Tensor& t);
 // The bf16 copy of a float32 matrix as stored. A parameter's copy is made once per version and
 // shared (see above); any other tensor is converted on the spot.
 std::shared_ptr<const bf16::Buffer> bf16_copy(const Tensor& t);
+
+// Under a bf16 policy, rounds the float32 tensor t whole (unless the policy keeps it already),
+// keeps the copy with the policy (a parameter's as a parameter's) and returns it; under the BLAS
+// policy, or for an empty t, returns null. What turns a tensor into the buffers the product
+// policy (kernels/products.h) knows.
+std::shared_ptr<const bf16::Buffer> keep_rounded(Products& products, const Tensor& t);
 
 // How many parameter copies the cache has made since the process started (for tests).
 std::int64_t autocast_casts();

@@ -13,9 +13,9 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../kernels/cpu/fast_math.h"
 #include "../runtime/profile.h"
 #include "binary.h"
-#include "fast_math.h"
 #include "route.h"
 
 namespace ag {

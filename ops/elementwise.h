@@ -26,7 +26,7 @@ namespace detail {
 void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
 void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate);
 // The same for values rounded to bf16 next (linear_gelu under bf16 products): the exact form from
-// fast::normal_bf16, to a relative 3e-5 rather than 5e-7 (ops/fast_math.h). The tanh form is
+// fast::normal_bf16, to a relative 3e-5 rather than 5e-7 (kernels/cpu/fast_math.h). The tanh form is
 // gelu_loop's.
 void gelu_loop_bf16(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
 // GELU''(x), elementwise: phi(x) (2 - x^2), or the tanh form's (forward over reverse).

@@ -12,8 +12,9 @@
 #include "matmul.h"
 
 #include "../autograd/dispatch.h"
+#include "../kernels/cpu/blas.h"
+#include "autocast.h"
 #include "binary.h"
-#include "blas.h"
 #include "route.h"
 #include "shape.h"
 
@@ -83,7 +84,8 @@ Tensor batched_gemm(Products products, const Tensor& a, bool trans_a, const Tens
   Tensor c = detail::empty_for("matmul", out_shape, a.dtype());
   if (c.numel() == 0) return c;
   if (k == 0) return zeros(out_shape, a.dtype());
-  products.keep(a).keep(b);
+  detail::keep_rounded(products, a);
+  detail::keep_rounded(products, b);
   dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     batch_products<T>(products, a.data_ptr<T>(), ra, ca, trans_a, batch_of(sa), b.data_ptr<T>(), rb, cb, trans_b,
@@ -139,7 +141,8 @@ Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   // rounding per parameter per step; an activation is rounded again there.
   RoutedOp op{.name = "matmul", .bf16_products = true, .inputs = {a, b}};
   op.fast = [&](Products products) {
-    products.keep(a).keep(b);
+    detail::keep_rounded(products, a);
+    detail::keep_rounded(products, b);
     Tensor c = batched_gemm(products, a, ta, b, tb);
     auto backward = [products = products.parameters_only(), a, ta, b, tb](const Tensor& dc,
                                                                           const std::vector<bool>& need) {

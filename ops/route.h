@@ -21,7 +21,7 @@
 //   1. the kernel switch (ops/kernels.h): under Kernels::Reference, or with the op listed in
 //      set_reference_ops, the reference runs instead, and its own ops build the graph;
 //   2. autocast (ops/autocast.h): a float32 op whose products may be bf16 gets Products::bf16()
-//      while autocast is on, every other op the BLAS policy (ops/products.h); a fast run whose
+//      while autocast is on, every other op the BLAS policy (kernels/products.h); a fast run whose
 //      backward reads only a bf16 copy of an input releases the float32 one (FastRun::released);
 //   3. create_graph (autograd/grad.h): a backward pass that builds a graph needs gradients that
 //      can be differentiated again. An op whose fast run has a forward rule and its gradients'
@@ -47,8 +47,8 @@
 #include <vector>
 
 #include "../autograd/node.h"
+#include "../kernels/products.h"
 #include "kernels.h"
-#include "products.h"
 
 namespace ag {
 

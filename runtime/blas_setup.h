@@ -14,7 +14,7 @@
 
 namespace ag {
 
-// Idempotent and thread-safe; runs when the library loads, and ops/blas.h calls it again
+// Idempotent and thread-safe; runs when the library loads, and kernels/cpu/blas.h calls it again
 // before its products in case they come first.
 void setup_blas();
 

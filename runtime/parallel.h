@@ -1,6 +1,6 @@
 // One threading model for the whole library: a small pool of worker threads that splits a loop
 // into contiguous chunks, one per thread. BLAS runs single-threaded inside it; large matrix
-// products are split by rows or columns across the pool instead (ops/blas.h). Two pools (an
+// products are split by rows or columns across the pool instead (kernels/cpu/blas.h). Two pools (an
 // OpenMP one and OpenBLAS's own) spinning against each other on a 2-core machine cost more than
 // they give, so there is only this one.
 //

@@ -22,6 +22,13 @@ expected='loss = 14
 grad = tensor([2.0000, 4.0000, 6.0000], shape=[3], dtype=float32)'
 [ "$out" = "$expected" ] || { echo "installed build printed:"; echo "$out"; exit 1; }
 
+# Every installed header stands on the installed ones alone: one file including each of them
+# compiles. An installed header that includes an internal one (not installed) fails here.
+include_root=$(dirname "$(find "$scratch/root" -path '*/attograd/attograd.h')")
+(cd "$include_root" && find . -name '*.h' | sort | sed 's|^\./|#include <attograd/|; s|$|>|') >"$scratch/every.cpp"
+g++ -std=c++20 -fsyntax-only "$scratch/every.cpp" $flags ||
+  { echo "the installed headers above do not compile on their own"; exit 1; }
+
 flags=$(PKG_CONFIG_PATH="$build/meson-uninstalled" pkg-config --cflags --libs attograd)
 g++ -std=c++20 "$src/examples/hello.cpp" $flags -o "$scratch/hello_uninstalled"
 out=$(LD_LIBRARY_PATH=$build "$scratch/hello_uninstalled")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two rules of the library's source, read from the files themselves.
+"""Four rules of the library's source, read from the files themselves.
 
 1. The layering of docs/architecture.md: every #include "..." of a library file points to a
    folder its own folder may include (LAYERS below, the same table as the doc), or is one of
@@ -9,6 +9,14 @@
    create_graph) are read in ops/route.cpp alone. No other file of ops/ or nn/ calls
    use_reference(), creating_graph() or autocasts() (ops/kernels.cpp and ops/autocast.cpp
    define the first and the last).
+
+3. The programs (examples/, bench/, tools/) use the library as a user does, through
+   <attograd/...>: a quoted #include of theirs stays inside their own folder, but for the
+   edges named in EXCEPTIONS.
+
+4. Kernels are plain functions on buffers: no file of kernels/ names what belongs to autograd
+   (Tensor, Node, record, Held, grad mode, autocast, tangents, the kernel switch), even by a
+   forward declaration, which rule 1 alone would let through.
 
   source_rules.py ROOT           checks the tree at ROOT; exits 1 on any violation
   source_rules.py --self-test    also shows that each rule catches a planted violation
@@ -21,19 +29,23 @@ import tempfile
 
 # Folder -> the folders its files may include (besides their own). Kept equal to the map in
 # docs/architecture.md.
+KERNELS = {"kernels", "kernels/cpu", "kernels/bf16"}
 LAYERS = {
     "runtime": set(),
+    "kernels/cpu": {"kernels", "runtime"},
+    "kernels/bf16": {"kernels/cpu", "runtime"},
+    "kernels": {"kernels/cpu", "kernels/bf16", "runtime"},
     "autograd": {"runtime"},
     "autograd/debug": {"autograd", "runtime"},
-    "ops": {"autograd", "runtime"},
-    "ops/reference": {"ops", "autograd", "runtime"},
-    "ops/fused": {"ops/reference", "ops", "autograd", "runtime"},
-    "nn": {"ops", "ops/reference", "autograd", "runtime"},
+    "ops": KERNELS | {"autograd", "runtime"},
+    "ops/reference": KERNELS | {"ops", "autograd", "runtime"},
+    "ops/fused": KERNELS | {"ops/reference", "ops", "autograd", "runtime"},
+    "nn": KERNELS | {"ops", "ops/reference", "autograd", "runtime"},
     "text": {"nn", "ops", "autograd", "runtime"},
     "io": {"text", "nn", "ops", "autograd", "runtime"},
     "distributed": {"autograd", "runtime"},
-    "include/attograd": {"runtime", "autograd", "autograd/debug", "ops", "ops/reference", "ops/fused", "nn", "text",
-                         "io", "distributed"},
+    "include/attograd": KERNELS | {"runtime", "autograd", "autograd/debug", "ops", "ops/reference", "ops/fused", "nn",
+                                   "text", "io", "distributed"},
 }
 
 # The edges the table does not allow, each named: (file, included file) -> why.
@@ -44,12 +56,24 @@ EXCEPTIONS = {
         "jacobian and hessian stack their rows with cat",
     ("autograd/gradcheck.cpp", "ops/shape.h"):
         "gradcheck reshapes and concatenates the inputs it perturbs",
+    ("bench/gpt_train_step.cpp", "examples/common/kernels_option.h"):
+        "the step timer takes minigpt's --kernels option, so that the flag means the same in both",
+    ("bench/gpt_train_step.cpp", "examples/common/precision_option.h"):
+        "the step timer takes minigpt's --precision option and its refusal where bf16 cannot run",
 }
+
+# The programs' folders (rule 3): each may include, quoted, only files inside itself.
+PROGRAMS = ("examples", "bench", "tools")
 
 SWITCHES = re.compile(r"\b(use_reference|creating_graph|autocasts)\s*\(")
 # Where the switches may be named: the router, and the two files that define them.
 SWITCH_HOMES = {"ops/route.cpp", "ops/route.h", "ops/kernels.cpp", "ops/kernels.h", "ops/autocast.cpp",
                 "ops/autocast.h"}
+
+# What a kernel must not name (rule 3): autograd's types and switches.
+AUTOGRAD_NAMES = re.compile(r"\b(Tensor|TensorImpl|Node|record|Held|is_grad_enabled|NoGradGuard|AutoGradMode|"
+                            r"AutocastGuard|autocasts|DualLevel|live_tangent|KernelGuard|use_reference|"
+                            r"creating_graph)\b")
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -70,9 +94,35 @@ def library_files(root):
                 yield f"{folder}/{name}"
 
 
+def program_files(root):
+    for top in PROGRAMS:
+        for folder, _, names in sorted(os.walk(os.path.join(root, top))):
+            for name in sorted(names):
+                if name.endswith((".h", ".cpp")):
+                    yield os.path.relpath(os.path.join(folder, name), root)
+
+
+def check_programs(root):
+    problems = []
+    for rel in program_files(root):
+        top = rel.split("/", 1)[0]
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for number, line in enumerate(lines, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), m.group(1)))
+            if target.startswith(top + "/") or (rel, target) in EXCEPTIONS:
+                continue
+            problems.append(f"{rel}:{number}: includes \"{m.group(1)}\" from outside {top}/; a program reaches the "
+                            f"library through <attograd/...>, as a user's does")
+    return problems
+
+
 def check(root):
     """Every violation as 'file:line: message'."""
-    problems = []
+    problems = check_programs(root)
     for rel in library_files(root):
         own = folder_of(rel)
         with open(os.path.join(root, rel), encoding="utf-8") as f:
@@ -97,6 +147,9 @@ def check(root):
                                 f"docs/architecture.md does not allow for {own}/ (it may include: "
                                 f"{', '.join(sorted(LAYERS[own])) or 'nothing of attograd'})")
             code = line.split("//", 1)[0]
+            if own in KERNELS and AUTOGRAD_NAMES.search(code):
+                problems.append(f"{rel}:{number}: names {AUTOGRAD_NAMES.search(code).group(1)}, which belongs to "
+                                f"autograd; a kernel takes buffers and sizes and knows nothing of tensors or graphs")
             if SWITCHES.search(code) and rel not in SWITCH_HOMES and (rel.startswith("ops/") or rel.startswith("nn/")):
                 name = SWITCHES.search(code).group(1)
                 problems.append(f"{rel}:{number}: calls {name}() itself; only the router (ops/route.cpp) reads "
@@ -118,7 +171,7 @@ def check(root):
 def self_test(root):
     """Plants one violation of each rule in a copy of the tree and checks both are reported."""
     with tempfile.TemporaryDirectory() as tmp:
-        for folder in LAYERS:
+        for folder in list(LAYERS) + list(PROGRAMS):
             src = os.path.join(root, folder)
             if os.path.isdir(src):
                 shutil.copytree(src, os.path.join(tmp, folder), dirs_exist_ok=True)
@@ -126,8 +179,14 @@ def self_test(root):
             f.write('\n#include "../nn/module.h"\n')
         with open(os.path.join(tmp, "ops/matmul.cpp"), "a", encoding="utf-8") as f:
             f.write("\nbool planted() { return ag::use_reference(ag::KernelOp::Linear); }\n")
+        with open(os.path.join(tmp, "kernels/cpu/blas.h"), "a", encoding="utf-8") as f:
+            f.write('\n#include "../../autograd/grad_mode.h"\n')
+        with open(os.path.join(tmp, "kernels/bf16/bf16.h"), "a", encoding="utf-8") as f:
+            f.write("\nnamespace ag { class Tensor; }\n")
+        with open(os.path.join(tmp, "tools/npy_case.h"), "a", encoding="utf-8") as f:
+            f.write('\n#include "../ops/route.h"\n')
         found = check(tmp)
-        wanted = ["runtime/parallel.h", "ops/matmul.cpp"]
+        wanted = ["runtime/parallel.h", "ops/matmul.cpp", "kernels/cpu/blas.h", "kernels/bf16/bf16.h", "tools/npy_case.h"]
         missed = [w for w in wanted if not any(p.startswith(w + ":") for p in found)]
         return missed
 
@@ -148,7 +207,7 @@ def main():
         if missed:
             status = 1
     if status == 0:
-        print("source rules: the include map and the one router hold")
+        print("source rules: the include map, the one router, the programs' includes and the plain kernels hold")
     return status
 
 

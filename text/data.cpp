@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "../autograd/error.h"
+#include "../runtime/error.h"
 
 namespace ag::data {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "../autograd/error.h"
 #include "../autograd/grad_mode.h"
+#include "../runtime/error.h"
 
 namespace ag::nn {
 

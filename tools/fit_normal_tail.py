@@ -1,4 +1,4 @@
-"""Fits the polynomials ops/fast_math.h uses for the normal distribution's tail.
+"""Fits the polynomials kernels/cpu/fast_math.h uses for the normal distribution's tail.
 
 For z >= 0 and t = 1 / (1 + z/2), which maps z in [0, inf) onto t in (0, 1],
 
@@ -18,7 +18,7 @@ float32, the way the C++ does; both errors are printed.
 
     /usr/bin/python3 tools/fit_normal_tail.py [--degrees 5 8]
 
-Needs numpy (Debian's python3-numpy). tests/ops/fast_math_test.cpp checks the C++ functions
+Needs numpy (Debian's python3-numpy). tests/kernels/cpu/fast_math_test.cpp checks the C++ functions
 against the C library's erfc over every float in the range, independently of this script.
 """
 import argparse

@@ -22,9 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../runtime/allocator.h"
-#include "../runtime/parallel.h"
-#include "../runtime/profile.h"
+#include "../../runtime/allocator.h"
+#include "../../runtime/parallel.h"
+#include "../../runtime/profile.h"
 #include "bf16_small.h"
 
 #if AG_HAVE_DNNL

@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "blas.h"
+#include "../cpu/blas.h"
 
 namespace ag::bf16 {
 

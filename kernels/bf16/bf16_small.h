@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "blas.h"
+#include "../cpu/blas.h"
 
 namespace ag::bf16::small {
 

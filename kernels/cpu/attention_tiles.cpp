@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "../../runtime/parallel.h"
-#include "../blas.h"
-#include "../fast_math.h"
+#include "blas.h"
+#include "fast_math.h"
 
 namespace ag::attention_kernels {
 

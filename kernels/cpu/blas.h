@@ -16,10 +16,10 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "../autograd/error.h"
-#include "../runtime/blas_setup.h"
-#include "../runtime/parallel.h"
-#include "../runtime/profile.h"
+#include "../../runtime/blas_setup.h"
+#include "../../runtime/error.h"
+#include "../../runtime/parallel.h"
+#include "../../runtime/profile.h"
 
 namespace ag::blas {
 

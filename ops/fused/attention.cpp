@@ -34,10 +34,11 @@
 
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
-#include "../blas.h"
+#include "../../kernels/cpu/attention_tiles.h"
+#include "../../kernels/cpu/blas.h"
+#include "../autocast.h"
 #include "../reference/reference.h"
 #include "../route.h"
-#include "attention_tiles.h"
 
 namespace ag {
 
@@ -160,8 +161,8 @@ struct FusedSaved {
 // for it instead (fused_attention). Measured: docs/performance.md.
 Products rounded_once(Products products, const Dims& n, const std::vector<Tensor>& inputs, const Tensor& also = {}) {
   if (!products.in_bf16() || (n.tq <= kQueryBlock && !also.defined())) return products;
-  for (const Tensor& t : inputs) products.keep(t);
-  if (also.defined()) products.keep(also);
+  for (const Tensor& t : inputs) detail::keep_rounded(products, t);
+  if (also.defined()) detail::keep_rounded(products, also);
   return products;
 }
 
@@ -197,7 +198,8 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     for (const detail::Held& h : s.inputs)  // an empty v (dv = 0) has no copy and is never read
       bases.push_back(h.rounded() ? h.rounded()->data.get() : nullptr);
     Products products = s.products;
-    run(float{}, bases, products.keep(dout));  // dout rounded whole once: each block reads it twice
+    detail::keep_rounded(products, dout);  // dout rounded whole once: each block reads it twice
+    run(float{}, bases, products);
     return grads;
   }
   std::vector<Tensor> inputs = held_inputs(s);
@@ -281,7 +283,7 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
   Products forward = products;
   std::vector<std::shared_ptr<const bf16::Buffer>> rounded;
   if (release)
-    for (const Tensor& t : inputs) rounded.push_back(forward.keep(t).copy_of(t));
+    for (const Tensor& t : inputs) rounded.push_back(detail::keep_rounded(forward, t));
   if (runs)
     dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);

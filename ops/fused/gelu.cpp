@@ -9,10 +9,10 @@
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
+#include "../../kernels/cpu/fast_math.h"
 #include "../../runtime/parallel.h"
 #include "../binary.h"
 #include "../elementwise.h"
-#include "../fast_math.h"
 #include "../reference/reference.h"
 #include "../route.h"
 

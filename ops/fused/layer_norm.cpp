@@ -15,15 +15,15 @@
 
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
+#include "../../kernels/cpu/fast_math.h"
 #include "../../runtime/parallel.h"
 #include "../binary.h"
-#include "../fast_math.h"
-#include "../reduce.h"
-#include "../shape.h"
 #include "../nn_ops.h"
+#include "../reduce.h"
 #include "../reference/reference.h"
 #include "../route.h"
 #include "../rows.h"
+#include "../shape.h"
 
 namespace ag {
 
@@ -87,7 +87,7 @@ template <class T>
   }
 }
 
-// float32 is what a training step runs: compiled for AVX2 + FMA as well (ops/fast_math.h).
+// float32 is what a training step runs: compiled for AVX2 + FMA as well (kernels/cpu/fast_math.h).
 AG_SIMD_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py, double* pm,
                                     double* pr, std::int64_t d, double eps, std::int64_t first, std::int64_t last) {
   layer_norm_rows_impl(px, pw, pb, py, pm, pr, d, eps, first, last);

@@ -12,7 +12,7 @@
 //
 // The readable twins are in ops/reference/linear.cpp; what the bands below buy is measured in
 // docs/performance.md. The three products run under the policy the router hands the kernels
-// (ops/route.h, ops/products.h): under autocast they take bf16 inputs (W rounded once per step)
+// (ops/route.h, kernels/products.h): under autocast they take bf16 inputs (W rounded once per step)
 // and add in float32; GELU, the bias and db stay float32, GELU to a relative 3e-5 there since
 // its output and slope are rounded to bf16 next (fast::normal_bf16).
 #include <algorithm>
@@ -20,11 +20,12 @@
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
+#include "../../kernels/cpu/blas.h"
+#include "../../kernels/cpu/fast_math.h"
 #include "../../runtime/parallel.h"
+#include "../autocast.h"
 #include "../binary.h"
-#include "../blas.h"
 #include "../elementwise.h"
-#include "../fast_math.h"
 #include "../nn_ops.h"
 #include "../reference/reference.h"
 #include "../route.h"
@@ -49,7 +50,7 @@ Shape linear_shape(const Tensor& x, const Tensor& weight) {
 }
 
 // sum[o] += dy[r, o] over rows r of dy [rows, out]: a bias gradient. float32 is what a
-// training step runs, so it is compiled for AVX2 + FMA as well (ops/fast_math.h).
+// training step runs, so it is compiled for AVX2 + FMA as well (kernels/cpu/fast_math.h).
 AG_SIMD_CLONES void column_sums(const float* dy, std::int64_t rows, std::int64_t out, float* sum) {
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t o = 0; o < out; ++o) sum[o] += dy[r * out + o];
@@ -279,12 +280,12 @@ SavedInput save_input(const Products& products, const Tensor& x, const Tensor& w
   Products forward = products;
   if (!products.in_bf16() || x.numel() == 0 || !detail::may_release_inputs({x, weight, bias}))
     return {forward, whole(x)};
-  forward.keep(x);
-  return {forward, detail::Held(x, forward.copy_of(x))};
+  std::shared_ptr<const bf16::Buffer> copy = detail::keep_rounded(forward, x);
+  return {forward, detail::Held(x, std::move(copy))};
 }
 
 FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  products.keep(weight);
+  detail::keep_rounded(products, weight);
   SavedInput in = save_input(products, x, weight, bias);
   Tensor y = detail::empty_for("linear", linear_shape(x, weight), x.dtype());
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
@@ -308,7 +309,7 @@ FastRun linear_fast(Products products, const Tensor& x, const Tensor& weight, co
 // The same with GELU applied to each band as it leaves the product, GELU'(h) saved for backward.
 FastRun linear_gelu_fast(Products products, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          GeluApproximation approximate) {
-  products.keep(weight);
+  detail::keep_rounded(products, weight);
   SavedInput in = save_input(products, x, weight, bias);
   bool need_slope =
       (is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) ||

@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "../../autograd/dispatch.h"
+#include "../../kernels/cpu/fast_math.h"
 #include "../../runtime/parallel.h"
 #include "../binary.h"
-#include "../fast_math.h"
-#include "../reduce.h"
-#include "../shape.h"
 #include "../nn_ops.h"
+#include "../reduce.h"
 #include "../reference/reference.h"
 #include "../route.h"
 #include "../rows.h"
+#include "../shape.h"
 
 namespace ag {
 
@@ -71,7 +71,7 @@ template <class T>
   }
 }
 
-// float32 is what a training step runs: compiled for AVX2 + FMA as well (ops/fast_math.h).
+// float32 is what a training step runs: compiled for AVX2 + FMA as well (kernels/cpu/fast_math.h).
 AG_SIMD_CLONES void rms_norm_rows(const float* px, const float* pw, float* py, double* pr, std::int64_t d, double eps,
                                   std::int64_t first, std::int64_t last) {
   rms_norm_rows_impl(px, pw, py, pr, d, eps, first, last);

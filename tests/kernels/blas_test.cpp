@@ -1,5 +1,5 @@
-// ops/blas.h: the matrix views and the GEMM split across threads.
-#include "ops/blas.h"
+// kernels/cpu/blas.h: the matrix views and the GEMM split across threads.
+#include "kernels/cpu/blas.h"
 
 #include <algorithm>
 #include <climits>

@@ -1,7 +1,7 @@
-// Checks ops/fast_math.h against the standard library evaluated in double: relative error of
+// Checks kernels/cpu/fast_math.h against the standard library evaluated in double: relative error of
 // exp over the whole float range it covers, of tanh over every magnitude, of the normal CDF out
 // to its far left tail, and the special values.
-#include "../../ops/fast_math.h"
+#include "../../kernels/cpu/fast_math.h"
 
 #include <gtest/gtest.h>
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <tuple>
 
-#include "../../ops/bf16_small.h"
-#include "../../ops/fast_math.h"
+#include "../../kernels/bf16/bf16_small.h"
+#include "../../kernels/cpu/fast_math.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -110,7 +110,7 @@ TEST(Bf16, ConvertingManyEqualsConvertingOneByOne) {
 const bool environment_asks_for_cache = setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024", 1) == 0;
 
 // The library switches oneDNN's shared cache off before its first primitive, whatever the
-// environment asked: each thread keeps its own primitives (ops/bf16.cpp says why sharing them
+// environment asked: each thread keeps its own primitives (kernels/bf16/bf16.cpp says why sharing them
 // races on AMX CPUs). Without that call the capacity would read 1024.
 TEST(Bf16, OneDnnsSharedPrimitiveCacheIsOffWhateverTheEnvironmentAsks) {
   SKIP_WITHOUT_BF16();
@@ -299,7 +299,7 @@ TEST(Autocast, LinearBiasReachesEveryBandOfColumns) {
 }
 
 // bf16::gemm on small products (attention's tiles) runs the AVX512-BF16 kernel of
-// ops/bf16_small.h instead of oneDNN, packing each operand as it reads it. Over every storage
+// kernels/bf16/bf16_small.h instead of oneDNN, packing each operand as it reads it. Over every storage
 // (float32 rounded on the way, or bf16 already), both transposes, strides, start offsets, sizes
 // off the kernel's 8 x 32 tiles (every height of a last tile, 1 to 8) and its pairs of k, alpha,
 // beta and a bias: each element equals the float64 product of the rounded operands within

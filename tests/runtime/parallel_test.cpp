@@ -1,5 +1,5 @@
 // The thread pool (runtime/parallel.h), and that a training step gives the same answer on one
-// thread as on several. The GEMM split built on the pool is tested in tests/ops/blas_test.cpp.
+// thread as on several. The GEMM split built on the pool is tested in tests/kernels/blas_test.cpp.
 #include "runtime/parallel.h"
 
 #include <algorithm>
