@@ -18,7 +18,7 @@ float32, the way the C++ does; both errors are printed.
 
     /usr/bin/python3 tools/fit_normal_tail.py [--degrees 5 8]
 
-Needs numpy (Debian's python3-numpy). tests/kernels/cpu/fast_math_test.cpp checks the C++ functions
+Needs numpy (Debian's python3-numpy). tests/kernels/fast_math_test.cpp checks the C++ functions
 against the C library's erfc over every float in the range, independently of this script.
 """
 import argparse

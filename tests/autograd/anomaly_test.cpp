@@ -1,4 +1,4 @@
-// Anomaly mode (runtime/anomaly.h) and the DOT picture of a graph (runtime/graphviz.h).
+// Anomaly mode (autograd/debug/anomaly.h) and the DOT picture of a graph (autograd/debug/graphviz.h).
 #include "autograd/debug/anomaly.h"
 
 #include <cmath>
