@@ -27,7 +27,7 @@ std::string kind_of(fs::file_type type) {
 }
 
 // access() answers for this process's user (root passes almost everything, but not a read-only
-// file system); the lock file is the real test of a directory (examples/common/output_dir.h).
+// file system); the lock file is the real test of a directory (examples/common/run_lock.h).
 void check_writable_dir(const std::string& option, const std::string& value, const fs::path& dir,
                         const std::string& role) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
