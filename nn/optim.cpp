@@ -8,11 +8,9 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
-#include "../kernels/cpu/fast_math.h"
 #include "../ops/reference/reference.h"
 #include "../ops/route.h"
 #include "../runtime/error.h"
-#include "../runtime/parallel.h"
 #include "../runtime/profile.h"
 
 namespace ag::optim {
@@ -279,39 +277,19 @@ void Adam::step() {
   profile::Scope scope(profile::Family::Optimizer);
   NoGradGuard no_grad;
   ++steps_;
-  double t = static_cast<double>(steps_);
   for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, std::size_t group) {
     const AdamOptions& o = group_options_[group];
-    double bias1 = 1 - std::pow(o.beta1, t), bias2 = 1 - std::pow(o.beta2, t);
-    double step_size = o.lr / bias1, sqrt_bias2 = std::sqrt(bias2);
     dispatch_floating(p.dtype(), name_, [&](auto tag) {
       using T = decltype(tag);
       T* w = p.mutable_data_ptr<T>();
       const T* g = grad.data_ptr<T>();
       T* m = slot(i, 0).template mutable_data_ptr<T>();
       T* v = slot(i, 1).template mutable_data_ptr<T>();
+      backends::AdamSettings settings{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, steps_};
       route_kernel(
           KernelOp::AdamUpdate,
-          [&] {  // the textbook loop of ops/reference/optim.cpp
-            reference::adam_update(w, g, m, v, p.numel(),
-                                   {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, steps_});
-          },
-          [&] {
-            // In the parameter's own type, as PyTorch does: one vectorisable pass per tensor.
-            T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2), eps = static_cast<T>(o.eps);
-            T l2 = decoupled_ ? T(0) : static_cast<T>(o.weight_decay);
-            T decay = static_cast<T>(decoupled_ ? 1 - o.lr * o.weight_decay : 1.0);  // AdamW shrinks p first
-            T size = static_cast<T>(step_size), inv_sqrt_bias2 = static_cast<T>(1.0 / sqrt_bias2);
-            // Captured by value so that the loop reads locals, which GCC can keep in vector registers.
-            parallel_for(p.numel(), 8192, [=](std::int64_t begin, std::int64_t end) {
-              for (std::int64_t j = begin; j < end; ++j) {
-                T d = g[j] + l2 * w[j];
-                m[j] = b1 * m[j] + (1 - b1) * d;
-                v[j] = b2 * v[j] + (1 - b2) * d * d;
-                w[j] = w[j] * decay - size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bias2 + eps);
-              }
-            });
-          });
+          [&] { reference::adam_update(w, g, m, v, p.numel(), settings); },  // ops/reference/optim.cpp
+          [&](const backends::Backend& kernels) { kernels.table<T>().adam_update(p.numel(), w, g, m, v, settings); });
     });
   });
 }
@@ -319,16 +297,16 @@ void Adam::step() {
 // ---------------------------------------------------------------------------------------------
 
 namespace {
-// The gradients' global norm, summed in double with the SIMD lane sums, and one scaling pass.
-double clip_grad_norm_fast(const std::vector<Tensor>& params, double max_norm) {
+// The gradients' global norm, and one scaling pass, by the backend's kernels.
+double clip_grad_norm_by(const backends::Backend& kernels, const std::vector<Tensor>& params, double max_norm) {
   profile::Scope scope(profile::Family::Optimizer);
   double total = 0.0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
-      const auto* pg = g.const_data_ptr<decltype(tag)>();
-      total += fast::lane_sum(g.numel(), [&](std::int64_t j) { return static_cast<double>(pg[j]) * pg[j]; });
+      using T = decltype(tag);
+      total += kernels.table<T>().sum_of_squares(g.numel(), g.const_data_ptr<T>());
     });
   }
   double norm = std::sqrt(total);
@@ -339,8 +317,7 @@ double clip_grad_norm_fast(const std::vector<Tensor>& params, double max_norm) {
     if (!g.defined()) continue;
     dispatch_floating(g.dtype(), "clip_grad_norm", [&](auto tag) {
       using T = decltype(tag);
-      T* pg = g.mutable_data_ptr<T>();
-      for (std::int64_t j = 0, n = g.numel(); j < n; ++j) pg[j] = static_cast<T>(pg[j] * scale);
+      kernels.table<T>().scale(g.numel(), g.mutable_data_ptr<T>(), scale);
     });
   }
   return norm;
@@ -357,7 +334,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
           if (p.grad().defined()) grads.push_back(p.grad());
         return reference::clip_grad_norm(grads, max_norm);
       },
-      [&] { return clip_grad_norm_fast(params, max_norm); });
+      [&](const backends::Backend& kernels) { return clip_grad_norm_by(kernels, params, max_norm); });
 }
 
 double WarmupCosine::lr_at(std::int64_t step) const {

@@ -20,15 +20,6 @@ Tensor erfc(const Tensor& x);
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 
 namespace detail {
-// y[i] = GELU(x[i]) and, when slope is not null, slope[i] = GELU'(x[i]), for i < n. y may be x
-// (in place); slope must not overlap either. The loop behind gelu() (fused/gelu.cpp), also used
-// by linear_gelu (nn_ops.h) on each band of rows straight after its product.
-void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
-void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate);
-// The same for values rounded to bf16 next (linear_gelu under bf16 products): the exact form from
-// fast::normal_bf16, to a relative 3e-5 rather than 5e-7 (kernels/cpu/fast_math.h). The tanh form is
-// gelu_loop's.
-void gelu_loop_bf16(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate);
 // GELU''(x), elementwise: phi(x) (2 - x^2), or the tanh form's (forward over reverse).
 Tensor gelu_curvature(const Tensor& x, GeluApproximation approximate);
 }  // namespace detail

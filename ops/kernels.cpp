@@ -44,12 +44,19 @@ bool use_reference(KernelOp op) {
   return t_kernels == Kernels::Reference || (t_reference_ops >> static_cast<int>(op) & 1u) != 0;
 }
 
-const char* kernels_name(Kernels k) { return k == Kernels::Fast ? "fast" : "reference"; }
+const char* kernels_name(Kernels k) {
+  switch (k) {
+    case Kernels::Fast: return "fast";
+    case Kernels::Reference: return "reference";
+    case Kernels::Naive: return "naive";
+  }
+  return "unknown";
+}
 
 Kernels parse_kernels(std::string_view name) {
-  if (name == "fast") return Kernels::Fast;
-  if (name == "reference") return Kernels::Reference;
-  throw_invalid("kernels", "unknown kernels '{}': expected 'fast' or 'reference'", name);
+  for (Kernels k : {Kernels::Fast, Kernels::Reference, Kernels::Naive})
+    if (name == kernels_name(k)) return k;
+  throw_invalid("kernels", "unknown kernels '{}': expected 'fast', 'reference' or 'naive'", name);
 }
 
 namespace reference {

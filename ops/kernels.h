@@ -22,13 +22,16 @@
 
 namespace ag {
 
-enum class Kernels { Fast, Reference };
+// Fast: the cpu backend's kernels (kernels/cpu/). Reference: the readable twins of ops/reference/,
+// composed of differentiable ops. Naive: the plain-loop backend (kernels/naive/), one thread, no
+// BLAS, no SIMD; float32 and float64 only (it takes no bf16 product policy, so autocast refuses it).
+enum class Kernels { Fast, Reference, Naive };
 
 Kernels kernels();
 void set_kernels(Kernels k);
 
-// "fast" or "reference", and back; parse_kernels throws std::invalid_argument naming the
-// accepted values.
+// "fast", "reference" or "naive", and back; parse_kernels throws std::invalid_argument naming
+// the accepted values.
 const char* kernels_name(Kernels k);
 Kernels parse_kernels(std::string_view name);
 

@@ -140,7 +140,8 @@ Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   // A parameter's bf16 copy is kept for backward, which may run after autocast has ended: one
   // rounding per parameter per step; an activation is rounded again there.
   RoutedOp op{.name = "matmul", .bf16_products = true, .inputs = {a, b}};
-  op.fast = [&](Products products) {
+  // One kernel on every backend: the product policy's (BLAS, or bf16 under autocast).
+  op.fast = [&](Products products, const backends::Backend&) {
     detail::keep_rounded(products, a);
     detail::keep_rounded(products, b);
     Tensor c = batched_gemm(products, a, ta, b, tb);

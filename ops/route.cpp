@@ -157,13 +157,20 @@ Routed route(const RoutedOp& op) {
     return {r.output, r.aside.defined() ? r.aside.detach() : Tensor()};
   }
 
-  // 2. Autocast: the product policy, fixed now and kept by the kernels for their backward.
-  Products products =
-      op.bf16_products && !op.inputs.empty() && detail::autocasts(op.inputs[0]) ? Products::bf16() : Products();
+  // 2. Autocast: the product policy, fixed now and kept by the kernels for their backward, with
+  // the backend whose kernels run it.
+  const backends::Backend& backend = current_backend();
+  bool bf16 = op.bf16_products && !op.inputs.empty() && detail::autocasts(op.inputs[0]);
+  if (bf16 && !backend.bf16_products)
+    throw_invalid(op.name,
+                  "autocast asks for bf16 products, which the {} kernels do not compute (float32 and float64 only); "
+                  "turn autocast off, or use the fast kernels",
+                  backend.name);
+  Products products = bf16 ? Products::bf16() : Products();
   FastRun run;
   {
     profile::Scope scope{std::string_view(op.name)};
-    run = op.fast(products);
+    run = op.fast(products, backend);
   }
 
   // 3. create_graph: chosen by the backward pass when it runs this node.
@@ -250,6 +257,10 @@ bool may_release_inputs(const std::vector<Tensor>& inputs) {
 }
 
 }  // namespace detail
+
+const backends::Backend& current_backend() {
+  return kernels() == Kernels::Naive ? backends::naive_backend() : backends::cpu_backend();
+}
 
 BackwardFn fast_or_composed(BackwardFn fast, BackwardFn composed) {
   return [fast = std::move(fast), composed = std::move(composed)](const Tensor& dy, const std::vector<bool>& need) {

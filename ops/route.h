@@ -12,14 +12,18 @@
 //     check_linear("linear", x, weight, bias);
 //     RoutedOp op{.name = "linear", .kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
 //     op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::linear(in[0], in[1], in[2])}; };
-//     op.fast = [&](const Products& products) { return linear_fast(products, x, weight, bias); };
+//     op.fast = [&](const Products& products, const backends::Backend& backend) {
+//       return linear_fast(products, backend, x, weight, bias);
+//     };
 //     return route(op).output;
 //   }
 //
 // route() applies the three switches the same way to every such op:
 //
 //   1. the kernel switch (ops/kernels.h): under Kernels::Reference, or with the op listed in
-//      set_reference_ops, the reference runs instead, and its own ops build the graph;
+//      set_reference_ops, the reference runs instead, and its own ops build the graph; else the
+//      fast run computes with the kernels of one backend (kernels/table.h): the cpu backend's,
+//      or under Kernels::Naive the plain loops of kernels/naive/, which the backward keeps;
 //   2. autocast (ops/autocast.h): a float32 op whose products may be bf16 gets Products::bf16()
 //      while autocast is on, every other op the BLAS policy (kernels/products.h); a fast run whose
 //      backward reads only a bf16 copy of an input releases the float32 one (FastRun::released);
@@ -48,6 +52,7 @@
 
 #include "../autograd/node.h"
 #include "../kernels/products.h"
+#include "../kernels/table.h"
 #include "kernels.h"
 
 namespace ag {
@@ -108,6 +113,11 @@ class Held {
 // inputs' tangents, which only the tensors themselves carry.
 bool may_release_inputs(const std::vector<Tensor>& inputs);
 
+// GELU's form as the kernels spell it.
+inline backends::GeluForm gelu_form(GeluApproximation approximate) {
+  return approximate == GeluApproximation::None ? backends::GeluForm::Exact : backends::GeluForm::Tanh;
+}
+
 }  // namespace detail
 
 // What the fast forward computed: the output, the backward that goes with it (the hand-derived
@@ -143,7 +153,9 @@ struct RoutedOp {
   bool bf16_products = false;           // whether its matrix products may take bf16 inputs (autocast)
   std::vector<Tensor> inputs = {};      // as passed: the node's inputs, the reference's arguments
   std::function<Routed(const std::vector<Tensor>&)> reference = {};  // the specification
-  std::function<FastRun(const Products&)> fast = {};                 // the fast forward
+  // The forward by the kernels of the backend the switch chose (kernels/table.h), under the
+  // product policy autocast chose; its backward keeps both.
+  std::function<FastRun(const Products&, const backends::Backend&)> fast = {};
   // The backward as differentiable ops, for create_graph (3. above). Unset: the chain rule
   // through `reference` (autograd/grad.h, detail::backward_by_composition).
   ComposedBackward composed = {};
@@ -161,12 +173,16 @@ Routed route(const RoutedOp& op);
 // route() uses it too; the op records the result as an AnyOrder backward.
 BackwardFn fast_or_composed(BackwardFn fast, BackwardFn composed);
 
-// For ops outside the graph (the optimizer's update, gradient clipping): the reference kernel or
-// the fast one, as the kernel switch says.
-template <class Reference, class Fast>
-decltype(auto) route_kernel(KernelOp op, Reference&& reference, Fast&& fast) {
+// The backend whose kernels serve ops now, as the kernel switch says (the fast one under
+// Kernels::Reference, for the ops that have no reference twin).
+const backends::Backend& current_backend();
+
+// For ops outside the graph (the optimizer's update, gradient clipping): the reference kernel, or
+// the chosen backend's, as the kernel switch says.
+template <class Reference, class Kernel>
+decltype(auto) route_kernel(KernelOp op, Reference&& reference, Kernel&& kernel) {
   if (use_reference(op)) return reference();
-  return fast();
+  return kernel(current_backend());
 }
 
 }  // namespace ag

@@ -24,4 +24,15 @@ inline void check_vector(std::string_view op, const char* name, const Tensor& t,
                   shape_str(x.shape()));
 }
 
+// A tensor's data as a kernel takes it (kernels/table.h): null for an undefined tensor, which is
+// how a kernel hears "none" of an optional input and "not wanted" of an optional output.
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+template <class T>
+T* mutable_data_or_null(Tensor& t) {
+  return t.defined() ? t.mutable_data_ptr<T>() : nullptr;
+}
+
 }  // namespace ag

@@ -20,4 +20,22 @@ std::int64_t cached_bytes();
 // Returns every cached block to the system.
 void empty_cache();
 
+// n values of T from the block cache, not yet written, given back when the buffer goes: a
+// kernel's scratch the size of an activation (linear_gelu's dh), which a training step asks for
+// at the same size every step.
+template <class T>
+class BlockBuffer {
+ public:
+  explicit BlockBuffer(std::int64_t n)
+      : n_(n), data_(static_cast<T*>(allocate_block(static_cast<std::size_t>(n) * sizeof(T)))) {}
+  ~BlockBuffer() { free_block(data_, static_cast<std::size_t>(n_) * sizeof(T)); }
+  BlockBuffer(const BlockBuffer&) = delete;
+  BlockBuffer& operator=(const BlockBuffer&) = delete;
+  T* data() const { return data_; }
+
+ private:
+  std::int64_t n_;
+  T* data_;
+};
+
 }  // namespace ag

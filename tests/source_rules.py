@@ -30,9 +30,11 @@ import tempfile
 # Folder -> the folders its files may include (besides their own). Kept equal to the map in
 # docs/architecture.md.
 KERNELS = {"kernels", "kernels/cpu", "kernels/bf16"}
+BACKENDS = KERNELS | {"kernels/naive"}  # every folder of kernels/: rule 4 holds for each
 LAYERS = {
     "runtime": set(),
     "kernels/cpu": {"kernels", "runtime"},
+    "kernels/naive": {"kernels"},  # one thread, no BLAS: not even runtime/'s pool
     "kernels/bf16": {"kernels/cpu", "runtime"},
     "kernels": {"kernels/cpu", "kernels/bf16", "runtime"},
     "autograd": {"runtime"},
@@ -147,7 +149,7 @@ def check(root):
                                 f"docs/architecture.md does not allow for {own}/ (it may include: "
                                 f"{', '.join(sorted(LAYERS[own])) or 'nothing of attograd'})")
             code = line.split("//", 1)[0]
-            if own in KERNELS and AUTOGRAD_NAMES.search(code):
+            if own in BACKENDS and AUTOGRAD_NAMES.search(code):
                 problems.append(f"{rel}:{number}: names {AUTOGRAD_NAMES.search(code).group(1)}, which belongs to "
                                 f"autograd; a kernel takes buffers and sizes and knows nothing of tensors or graphs")
             if SWITCHES.search(code) and rel not in SWITCH_HOMES and (rel.startswith("ops/") or rel.startswith("nn/")):
@@ -185,8 +187,13 @@ def self_test(root):
             f.write("\nnamespace ag { class Tensor; }\n")
         with open(os.path.join(tmp, "tools/npy_case.h"), "a", encoding="utf-8") as f:
             f.write('\n#include "../ops/route.h"\n')
+        with open(os.path.join(tmp, "kernels/naive/linear.cpp"), "a", encoding="utf-8") as f:
+            f.write('\n#include "../../runtime/parallel.h"\n')
+        with open(os.path.join(tmp, "kernels/naive/norms.cpp"), "a", encoding="utf-8") as f:
+            f.write("\nbool planted() { return ag::is_grad_enabled(); }\n")
         found = check(tmp)
-        wanted = ["runtime/parallel.h", "ops/matmul.cpp", "kernels/cpu/blas.h", "kernels/bf16/bf16.h", "tools/npy_case.h"]
+        wanted = ["runtime/parallel.h", "ops/matmul.cpp", "kernels/cpu/blas.h", "kernels/bf16/bf16.h", "tools/npy_case.h",
+                  "kernels/naive/linear.cpp", "kernels/naive/norms.cpp"]
         missed = [w for w in wanted if not any(p.startswith(w + ":") for p in found)]
         return missed
 

@@ -1,7 +1,7 @@
 // The programs' `--precision fp32|bf16|auto` option: whether the run's matrix products take bf16
 // inputs under autocast (ops/autocast.h). `auto`, the default, takes bf16 where oneDNN is built in
-// and the CPU has a bf16 unit (AMX or AVX512-BF16), else fp32; `bf16` where it cannot run is an
-// error before any work starts. Checkpoints stay float32 either way.
+// and the CPU has a bf16 unit (AMX or AVX512-BF16) and the kernels are not the naive ones, else
+// fp32; `bf16` where it cannot run is an error before any work starts. Checkpoints stay float32 either way.
 //
 // The library says whether bf16 products run here (ag::bf16::support()) and turns autocast on
 // (ag::set_autocast_enabled); the option's names, the choice they make and the words that explain
@@ -45,13 +45,16 @@ struct PrecisionChoice {
 inline PrecisionChoice choose_precision(Precision precision) {
   const bf16::Support& s = bf16::support();
   std::string fp32 = fmt::format("fp32 OpenBLAS ({})", blas_kernels());
+  bool naive = kernels() == Kernels::Naive;  // the plain loops take no bf16 products
   switch (precision) {
     case Precision::Fp32: return {false, fp32 + ": asked for with --precision fp32"};
     case Precision::Bf16:
+      if (naive) refuse("--precision bf16: the naive kernels compute in fp32 and f64 only (use fp32, or --kernels fast)");
       if (!s.available) refuse("--precision bf16: {} (use fp32 or auto)", s.reason);
       return {true, "matmul: " + s.reason + ": asked for with --precision bf16"};
     case Precision::Auto: break;
   }
+  if (naive) return {false, "fp32 plain loops (auto: the naive kernels take no bf16 products)"};
   if (s.available) return {true, "matmul: " + s.reason + " (auto: the CPU has a bf16 unit)"};
   return {false, fp32 + " (auto: " + s.reason + ")"};
 }

@@ -5,7 +5,7 @@
 //   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
 //   minigpt explore --checkpoint FILE --prompt TEXT [--out DIR]
 //
-// train, sample and eval take --kernels fast|reference (ops/kernels.h) and --precision fp32|bf16|auto
+// train, sample and eval take --kernels fast|reference|naive (ops/kernels.h) and --precision fp32|bf16|auto
 // (examples/common/precision_option.h: bf16 matrix products where the CPU has a bf16 unit).
 //
 // `minigpt SUBCOMMAND --help` lists every option. Exit status (examples/common/program.h): 0 done,

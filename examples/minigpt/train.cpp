@@ -369,6 +369,8 @@ void Run::print_settings() const {
                plural(o.batch, "window"));
   if (ag::kernels() == ag::Kernels::Reference)
     fmt::print("kernels: reference (ops/reference/): the readable route, slower than the default\n");
+  if (ag::kernels() == ag::Kernels::Naive)
+    fmt::print("kernels: naive (kernels/naive/): plain loops on one thread, slower than the default\n");
   fmt::print("precision: {}\n", o.precision.why);
 }
 

@@ -39,6 +39,7 @@
 #include "../autocast.h"
 #include "../reference/reference.h"
 #include "../route.h"
+#include "../rows.h"
 
 namespace ag {
 
@@ -149,6 +150,7 @@ struct FusedSaved {
   bool causal;
   const char* op;
   Products products;  // the forward's product policy, which backward keeps
+  const backends::Backend* kernels;  // and the backend whose kernels ran it
 };
 
 // Under bf16 products, `products` with q, k and v (and `also`, dout in backward) rounded whole
@@ -190,8 +192,13 @@ std::vector<Tensor> fused_attention_backward(const FusedSaved& s, const Tensor& 
     auto grad = [&](int i) {
       return need[s.at[i].input] ? grads[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
     };
-    attention_backward<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(), grad(0),
-                          grad(1), grad(2), products);
+    const auto& table = s.kernels->table<T>();
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*in(0))>, std::uint16_t>)
+      table.attention_backward_rounded(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(),
+                                       dout.data_ptr<T>(), grad(0), grad(1), grad(2), products);
+    else
+      table.attention_backward(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), dout.data_ptr<T>(),
+                               grad(0), grad(1), grad(2), products);
   };
   if (s.released) {  // T = float, q, k and v read from the forward's bf16 copies
     std::vector<const std::uint16_t*> bases;
@@ -226,8 +233,8 @@ Tensor fused_attention_jvp(const FusedSaved& s, const std::vector<Tensor>& tange
       return t.defined() ? t.template data_ptr<T>() + s.at[i].offset : nullptr;
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, n);
-    attention_jvp<T>(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), tangent(0), tangent(1),
-                     tangent(2), dout.mutable_data_ptr<T>(), s.products);
+    s.kernels->table<T>().attention_jvp(n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(), tangent(0),
+                                        tangent(1), tangent(2), dout.mutable_data_ptr<T>(), s.products);
   });
   return dout;
 }
@@ -252,10 +259,10 @@ std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const 
       return need[s.at[i].input] ? tangents[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, s.n);
-    attention_backward_tangent<T>(s.n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(),
-                                  dout.data_ptr<T>(), moving(0), moving(1), moving(2),
-                                  dout_t.defined() ? dout_t.data_ptr<T>() : nullptr, out(0), out(1), out(2),
-                                  s.products);
+    s.kernels->table<T>().attention_backward_tangent(s.n, s.L, mask, s.scale, in(0), in(1), in(2),
+                                                     s.lse.data_ptr<T>(), dout.data_ptr<T>(), moving(0), moving(1),
+                                                     moving(2), data_or_null<T>(dout_t), out(0), out(1), out(2),
+                                                     s.products);
   });
   return tangents;
 }
@@ -263,7 +270,8 @@ std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const 
 // The fused kernel over any layout: `inputs` are the node's inputs, q, k and v are found in them
 // at `at`, laid out as `L` says; `n`, the mask and the scale have been checked. Each input's
 // gradient has the input's shape, and q's, k's and v's gradients land where q, k and v were read.
-FastRun fused_attention(const Products& products, const char* op, const std::vector<Tensor>& inputs,
+FastRun fused_attention(const Products& products, const backends::Backend& backend, const char* op,
+                        const std::vector<Tensor>& inputs,
                         std::array<Operand, 3> at, const Layouts& L, const Shape& out_shape, const Dims& n,
                         const Tensor& attn_mask, bool causal, bool need_weights, double scale) {
   MaskReader mask = mask_reader(op, attn_mask, causal, n);
@@ -288,12 +296,12 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
     dispatch_floating(first.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       auto in = [&](int i) { return inputs[at[i].input].data_ptr<T>() + at[i].offset; };
-      attention_forward<T>(n, L, mask, scale, in(0), in(1), in(2), lse.mutable_data_ptr<T>(),
-                           need_weights ? weights.mutable_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(),
-                           release ? forward : rounded_once(products, n, inputs));
+      backend.table<T>().attention(n, L, mask, scale, in(0), in(1), in(2), lse.mutable_data_ptr<T>(),
+                                   mutable_data_or_null<T>(weights), out.mutable_data_ptr<T>(),
+                                   release ? forward : rounded_once(products, n, inputs));
     });
   FusedSaved saved{.released = release, .dtype = first.dtype(), .at = at, .mask = attn_mask, .lse = lse, .n = n,
-                   .L = L, .scale = scale, .causal = causal, .op = op, .products = products};
+                   .L = L, .scale = scale, .causal = causal, .op = op, .products = products, .kernels = &backend};
   for (std::size_t i = 0; i < inputs.size(); ++i)
     saved.inputs.emplace_back(inputs[i], release ? rounded[i] : nullptr);  // weakly beside its copy, or held
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)
@@ -306,6 +314,10 @@ FastRun fused_attention(const Products& products, const char* op, const std::vec
                                   const std::vector<bool>& need) {
     return fused_attention_gradient_tangent(saved, dout, dout_t, in_t, need);
   };
+  // A backend without the forward-mode kernels leaves both rules to the reference's ops.
+  bool has_rules = first.dtype() == kFloat32 ? backend.f32.attention_jvp && backend.f32.attention_backward_tangent
+                                             : backend.f64.attention_jvp && backend.f64.attention_backward_tangent;
+  if (!has_rules) return {out, backward, read, weights, {}, {}, rounded};
   return {out, backward, read, weights, tangent, gradient_tangent, rounded};
 }
 
@@ -322,8 +334,8 @@ AttentionResult attend(const char* op, const std::vector<Tensor>& inputs, std::a
     AttentionResult a = reference(in, s);
     return {a.output, need_weights ? a.weights : Tensor()};
   };
-  route_op.fast = [&](const Products& products) {
-    return fused_attention(products, op, inputs, at, L, out_shape, n, attn_mask, causal, need_weights, s);
+  route_op.fast = [&](const Products& products, const backends::Backend& backend) {
+    return fused_attention(products, backend, op, inputs, at, L, out_shape, n, attn_mask, causal, need_weights, s);
   };
   Routed r = route(route_op);
   return {r.output, r.aside};

@@ -1,20 +1,19 @@
-// gelu: the fused op (a fast kernel, and reference::gelu as its twin) and the loops behind it,
-// which linear_gelu (fused/linear.cpp) also runs on each band of rows.
+// gelu: the fused op (the backend's kernel, and reference::gelu as its twin). The loops behind it,
+// which linear_gelu also runs on each band of rows, are the backend's: kernels/cpu/gelu.cpp,
+// kernels/naive/linear.cpp.
 //
 //   x: any shape, float32 or float64.   y, dy, dx: the shape of x.
 #include <cmath>
 #include <numbers>
-#include <utility>
 
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
-#include "../../kernels/cpu/fast_math.h"
-#include "../../runtime/parallel.h"
 #include "../binary.h"
 #include "../elementwise.h"
 #include "../reference/reference.h"
 #include "../route.h"
+#include "../rows.h"
 
 namespace ag {
 
@@ -22,80 +21,11 @@ namespace ag {
 //         dy/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi)   (product rule; Phi' = phi)
 // Tanh:   y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
 //         dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-// Both are computed in the tensor's own type, double for float64 and float math for float32;
-// the exact form's Phi and phi come from fast_math.h, written so that the loop runs in SIMD.
+// Both are computed in the tensor's own type, double for float64 and float math for float32.
 constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
 constexpr double kCubic = 0.044715;
 
-namespace {
-
-// y[i] = f(x[i]) and, when slope is not null, slope[i] = f'(x[i]); `f(v)` returns both.
-// Two loops rather than a test inside one, so that each compiles to SIMD code.
-template <class T, class F>
-[[gnu::always_inline]] inline void value_and_slope_loop(const T* x, T* y, T* slope, std::int64_t n, F f) {
-  if (slope)
-    for (std::int64_t i = 0; i < n; ++i) {
-      auto [value, d] = f(x[i]);
-      y[i] = value;
-      slope[i] = d;
-    }
-  else
-    for (std::int64_t i = 0; i < n; ++i) y[i] = f(x[i]).first;
-}
-
-template <class T>
-std::pair<T, T> gelu_exact(T v) {
-  auto [cdf, pdf] = fast::normal(v);  // Phi(v) and phi(v)
-  return {v * cdf, cdf + v * pdf};
-}
-
-template <class T>
-std::pair<T, T> gelu_tanh(T v) {
-  T t = fast::tanh(T(kSqrt2OverPi) * (v + T(kCubic) * v * v * v));
-  T du = T(kSqrt2OverPi) * (T(1) + T(3 * kCubic) * v * v);
-  return {T(0.5) * v * (T(1) + t), T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du};
-}
-
-// The float32 loops (the exact one is where a GPT step spends its time) are compiled for AVX2 +
-// FMA too.
-AG_SIMD_CLONES void gelu_exact_loop(const float* x, float* y, float* slope, std::int64_t n) {
-  value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_exact(v); });
-}
-AG_SIMD_CLONES void gelu_exact_bf16_loop(const float* x, float* y, float* slope, std::int64_t n) {
-  value_and_slope_loop(x, y, slope, n, [](float v) {
-    auto [cdf, pdf] = fast::normal_bf16(v);
-    return std::pair<float, float>{v * cdf, cdf + v * pdf};
-  });
-}
-AG_SIMD_CLONES void gelu_tanh_loop(const float* x, float* y, float* slope, std::int64_t n) {
-  value_and_slope_loop(x, y, slope, n, [](float v) { return gelu_tanh(v); });
-}
-void gelu_exact_loop(const double* x, double* y, double* slope, std::int64_t n) {
-  value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_exact(v); });
-}
-
-}  // namespace
-
 namespace detail {
-
-void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::None)
-    gelu_exact_loop(x, y, slope, n);
-  else
-    gelu_tanh_loop(x, y, slope, n);
-}
-void gelu_loop_bf16(const float* x, float* y, float* slope, std::int64_t n, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::None)
-    gelu_exact_bf16_loop(x, y, slope, n);
-  else
-    gelu_loop(x, y, slope, n, approximate);
-}
-void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::None)
-    gelu_exact_loop(x, y, slope, n);
-  else
-    value_and_slope_loop(x, y, slope, n, [](double v) { return gelu_tanh(v); });
-}
 
 Tensor gelu_curvature(const Tensor& x, GeluApproximation approximate) {
   Tensor c = empty_like(x);
@@ -133,16 +63,13 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   route_op.reference = [approximate](const std::vector<Tensor>& in) -> Routed {
     return {reference::gelu(in[0], approximate)};
   };
-  route_op.fast = [&](const Products&) {
+  route_op.fast = [&](const Products&, const backends::Backend& backend) {
     bool need_slope = (is_grad_enabled() && x.requires_grad()) || detail::any_tangent({x});
     Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
     dispatch_floating(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      const T* px = x.data_ptr<T>();
-      T *py = y.mutable_data_ptr<T>(), *ps = need_slope ? slope.mutable_data_ptr<T>() : nullptr;
-      parallel_for(x.numel(), 4096, [&](std::int64_t begin, std::int64_t end) {
-        detail::gelu_loop(px + begin, py + begin, ps ? ps + begin : nullptr, end - begin, approximate);
-      });
+      backend.table<T>().gelu(x.numel(), x.data_ptr<T>(), y.mutable_data_ptr<T>(), mutable_data_or_null<T>(slope),
+                              detail::gelu_form(approximate));
     });
     auto backward = [slope](const Tensor& dy, const std::vector<bool>&) {
       NoGradGuard no_grad;

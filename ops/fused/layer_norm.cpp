@@ -8,15 +8,14 @@
 // Forward mode, from the tangents dx, dw, db (each may be absent; docs/forward_mode.md):
 //   dxhat = rstd (dx - mean(dx) - xhat mean(xhat dx)),   dy = dxhat w + xhat dw + db
 //
-// The readable twin is ops/reference/layer_norm.cpp.
+// The readable twin is ops/reference/layer_norm.cpp; the kernels are the backend's (kernels/table.h:
+// kernels/cpu/norms.cpp, kernels/naive/norms.cpp).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
-#include "../../kernels/cpu/fast_math.h"
-#include "../../runtime/parallel.h"
 #include "../binary.h"
 #include "../nn_ops.h"
 #include "../reduce.h"
@@ -29,109 +28,20 @@ namespace ag {
 
 namespace {
 
-// Elements per chunk when layer norm splits its rows across threads: [512, 64] (the tiny GPT's
-// activations) is split too. With each chunk's dw and db partials on their own cache lines
-// (ChunkPartials), splitting it made the tiny step 1-2 % faster on two threads than keeping it on
-// one.
-constexpr std::int64_t kLayerNormGrain = 8192;
-
-// Rows [first, last) of the forward pass: sums in double, elementwise work in T.
-template <class T>
-[[gnu::always_inline]] inline void layer_norm_rows_impl(const T* px, const T* pw, const T* pb, T* py, double* pm,
-                                                        double* pr, std::int64_t d, double eps, std::int64_t first,
-                                                        std::int64_t last) {
-  for (std::int64_t r = first; r < last; ++r) {
-    const T* row = px + r * d;
-    double mu = fast::lane_sum(d, [&](std::int64_t j) { return row[j]; }) / static_cast<double>(d);
-    double var = fast::lane_sum(d,
-                                [&](std::int64_t j) {
-                                  double dev = row[j] - mu;
-                                  return dev * dev;
-                                }) /
-                 static_cast<double>(d);
-    double rs = 1.0 / std::sqrt(var + eps);
-    pm[r] = mu;
-    pr[r] = rs;
-    T m = static_cast<T>(mu), s = static_cast<T>(rs);
-    T* out = py + r * d;
-    for (std::int64_t j = 0; j < d; ++j) out[j] = (row[j] - m) * s * pw[j] + pb[j];
-  }
-}
-
-// Rows [first, last) of the backward pass. dx (when not null) is written; dy xhat and dy are
-// added into dw and db (when not null). scratch holds 2 d values: xhat and g of the current row.
-template <class T>
-[[gnu::always_inline]] inline void layer_norm_backward_rows_impl(const T* px, const T* pdy, const T* pw,
-                                                                 const double* pm, const double* pr, T* dx, T* dw,
-                                                                 T* db, T* scratch, std::int64_t d, std::int64_t first,
-                                                                 std::int64_t last) {
-  T *xhat = scratch, *g = scratch + d;
-  for (std::int64_t r = first; r < last; ++r) {
-    const T *row = px + r * d, *drow = pdy + r * d;
-    T m = static_cast<T>(pm[r]), s = static_cast<T>(pr[r]);
-    for (std::int64_t j = 0; j < d; ++j) {
-      xhat[j] = (row[j] - m) * s;
-      g[j] = drow[j] * pw[j];
-    }
-    if (dw)
-      for (std::int64_t j = 0; j < d; ++j) dw[j] += drow[j] * xhat[j];
-    if (db)
-      for (std::int64_t j = 0; j < d; ++j) db[j] += drow[j];
-    if (!dx) continue;
-    // dx = rstd (g - mean(g) - xhat mean(g xhat))
-    T g_mean = static_cast<T>(fast::lane_sum(d, [&](std::int64_t j) { return g[j]; }) / static_cast<double>(d));
-    T gx_mean =
-        static_cast<T>(fast::lane_sum(d, [&](std::int64_t j) { return g[j] * xhat[j]; }) / static_cast<double>(d));
-    T* dxrow = dx + r * d;
-    for (std::int64_t j = 0; j < d; ++j) dxrow[j] = s * (g[j] - g_mean - xhat[j] * gx_mean);
-  }
-}
-
-// float32 is what a training step runs: compiled for AVX2 + FMA as well (kernels/cpu/fast_math.h).
-AG_SIMD_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py, double* pm,
-                                    double* pr, std::int64_t d, double eps, std::int64_t first, std::int64_t last) {
-  layer_norm_rows_impl(px, pw, pb, py, pm, pr, d, eps, first, last);
-}
-void layer_norm_rows(const double* px, const double* pw, const double* pb, double* py, double* pm, double* pr,
-                     std::int64_t d, double eps, std::int64_t first, std::int64_t last) {
-  layer_norm_rows_impl(px, pw, pb, py, pm, pr, d, eps, first, last);
-}
-AG_SIMD_CLONES void layer_norm_backward_rows(const float* px, const float* pdy, const float* pw, const double* pm,
-                                             const double* pr, float* dx, float* dw, float* db, float* scratch,
-                                             std::int64_t d, std::int64_t first, std::int64_t last) {
-  layer_norm_backward_rows_impl(px, pdy, pw, pm, pr, dx, dw, db, scratch, d, first, last);
-}
-void layer_norm_backward_rows(const double* px, const double* pdy, const double* pw, const double* pm, const double* pr,
-                              double* dx, double* dw, double* db, double* scratch, std::int64_t d, std::int64_t first,
-                              std::int64_t last) {
-  layer_norm_backward_rows_impl(px, pdy, pw, pm, pr, dx, dw, db, scratch, d, first, last);
-}
-
-// dx, dw and db from dy (the formulas above), with xhat recomputed from the saved mean and rstd.
-// Each chunk of rows sums its own partial dw and db; the partials are added in chunk order.
-std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
-                                        const Tensor& rstd, const std::vector<bool>& need) {
+// dx, dw and db from dy (the formulas above) by the backend's kernel, xhat recomputed from the
+// saved mean and rstd.
+std::vector<Tensor> layer_norm_backward(const backends::Backend& backend, const Tensor& dy, const Tensor& x,
+                                        const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                                        const std::vector<bool>& need) {
   std::int64_t d = x.shape().back(), rows = rows_of(x);
   Tensor dx = need[0] ? empty_like(x) : Tensor();
-  Tensor dw = need[1] ? zeros({d}, x.dtype()) : Tensor();
-  Tensor db = need[2] ? zeros({d}, x.dtype()) : Tensor();
+  Tensor dw = need[1] ? empty({d}, x.dtype()) : Tensor();
+  Tensor db = need[2] ? empty({d}, x.dtype()) : Tensor();
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-    std::vector<T> ones_w(w.defined() ? 0 : static_cast<std::size_t>(d), T(1));
-    const T* pw = w.defined() ? w.data_ptr<T>() : ones_w.data();
-    const double *pm = mean.data_ptr<double>(), *pr = rstd.data_ptr<double>();
-    std::int64_t grain = std::max<std::int64_t>(1, kLayerNormGrain / d), chunks = chunk_count(rows, grain);
-    ChunkPartials<T> partial_dw(need[1] ? chunks : 0, d), partial_db(need[2] ? chunks : 0, d);
-    parallel_for_chunks(rows, grain, [&](std::int64_t c, std::int64_t first, std::int64_t last) {
-      T* pdw = need[1] ? partial_dw[c] : nullptr;
-      T* pdb = need[2] ? partial_db[c] : nullptr;
-      std::vector<T> scratch(static_cast<std::size_t>(2 * d));
-      layer_norm_backward_rows(px, pdy, pw, pm, pr, need[0] ? dx.mutable_data_ptr<T>() : nullptr, pdw, pdb,
-                               scratch.data(), d, first, last);
-    });
-    if (need[1]) partial_dw.add_to(dw.mutable_data_ptr<T>());
-    if (need[2]) partial_db.add_to(db.mutable_data_ptr<T>());
+    backend.table<T>().layer_norm_backward(rows, d, x.data_ptr<T>(), data_or_null<T>(w), mean.data_ptr<double>(),
+                                           rstd.data_ptr<double>(), dy.data_ptr<T>(), mutable_data_or_null<T>(dx),
+                                           mutable_data_or_null<T>(dw), mutable_data_or_null<T>(db));
   });
   return {dx, dw, db};
 }
@@ -189,26 +99,19 @@ std::vector<Tensor> layer_norm_gradient_tangent(const Tensor& dy, const Tensor& 
 
 // The fused forward: one pass per row for the statistics (kept in float64 for backward), one for
 // y; backward is layer_norm_backward above.
-FastRun layer_norm_fast(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, std::int64_t rows,
-                        std::int64_t d) {
+FastRun layer_norm_fast(const backends::Backend& backend, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        double eps, std::int64_t rows, std::int64_t d) {
   Tensor y = empty_like(x);
   Tensor mean = empty({rows}, kFloat64), rstd = empty({rows}, kFloat64);
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    // A missing weight is all ones and a missing bias all zeros: one branch-free inner loop.
-    std::vector<T> ones_w(weight.defined() ? 0 : static_cast<std::size_t>(d), T(1));
-    std::vector<T> zeros_b(bias.defined() ? 0 : static_cast<std::size_t>(d), T(0));
-    const T* pw = weight.defined() ? weight.data_ptr<T>() : ones_w.data();
-    const T* pb = bias.defined() ? bias.data_ptr<T>() : zeros_b.data();
-    T* py = y.mutable_data_ptr<T>();
-    double *pm = mean.mutable_data_ptr<double>(), *pr = rstd.mutable_data_ptr<double>();
-    parallel_for(rows, std::max<std::int64_t>(1, kLayerNormGrain / d), [&](std::int64_t first, std::int64_t last) {
-      layer_norm_rows(px, pw, pb, py, pm, pr, d, eps, first, last);
-    });
+    backend.table<T>().layer_norm(rows, d, eps, x.data_ptr<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
+                                  y.mutable_data_ptr<T>(), mean.mutable_data_ptr<double>(),
+                                  rstd.mutable_data_ptr<double>());
   });
-  auto backward = [x, weight, mean, rstd](const Tensor& dy, const std::vector<bool>& need) {
-    return layer_norm_backward(dy, x, weight, mean, rstd, need);
+  const backends::Backend* kernels = &backend;
+  auto backward = [kernels, x, weight, mean, rstd](const Tensor& dy, const std::vector<bool>& need) {
+    return layer_norm_backward(*kernels, dy, x, weight, mean, rstd, need);
   };
   auto tangent = [x, weight, mean, rstd, rows, d](const std::vector<Tensor>& t) {
     return layer_norm_tangent(x, weight, mean, rstd, t, rows, d);
@@ -235,7 +138,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   op.reference = [eps](const std::vector<Tensor>& in) -> Routed {
     return {reference::layer_norm(in[0], in[1], in[2], eps)};
   };
-  op.fast = [&](const Products&) { return layer_norm_fast(x, weight, bias, eps, rows, d); };
+  op.fast = [&](const Products&, const backends::Backend& backend) {
+    return layer_norm_fast(backend, x, weight, bias, eps, rows, d);
+  };
   return route(op).output;
 }
 

@@ -10,9 +10,6 @@
 #include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
 #include "../../autograd/node.h"
-#include "../../kernels/cpu/blas.h"
-#include "../../kernels/cpu/fast_math.h"
-#include "../../runtime/parallel.h"
 #include "../binary.h"
 #include "../elementwise.h"
 #include "../reduce.h"
@@ -26,17 +23,15 @@ namespace ag {
 //   dW[v, :] = sum over positions p with ids[p] = v of dy[p, :]      (a scatter-add)
 namespace {
 
-// dW: dy's rows added into the rows their ids picked (a scatter-add; repeated ids add up).
-Tensor embedding_backward(const Tensor& dy, const Tensor& ids, const Shape& w_shape) {
-  Tensor dw = zeros(w_shape, dy.dtype());
+// dW: dy's rows added into the rows their ids picked (a scatter-add; repeated ids add up), by
+// the backend's kernel.
+Tensor embedding_backward(const backends::Backend& backend, const Tensor& dy, const Tensor& ids,
+                          const Shape& w_shape) {
+  Tensor dw = empty(w_shape, dy.dtype());
   dispatch_floating(dy.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
-    const T* pdy = dy.data_ptr<T>();
-    const auto* pid = ids.data_ptr<std::int64_t>();
-    T* pdw = dw.mutable_data_ptr<T>();
-    std::int64_t dim = w_shape[1];
-    for (std::int64_t p = 0, n = ids.numel(); p < n; ++p)
-      for (std::int64_t j = 0; j < dim; ++j) pdw[pid[p] * dim + j] += pdy[p * dim + j];
+    backend.table<T>().embedding_backward(ids.numel(), w_shape[1], w_shape[0], ids.data_ptr<std::int64_t>(),
+                                          dy.data_ptr<T>(), dw.mutable_data_ptr<T>());
   });
   return dw;
 }
@@ -60,25 +55,26 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   // one-hot rows, which is differentiable in dy.
   RoutedOp op{.name = "embedding", .kernel = KernelOp::Embedding, .inputs = {weight, ids}};
   op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::embedding(in[0], in[1])}; };
-  op.fast = [&](const Products&) {
+  op.fast = [&](const Products&, const backends::Backend& backend) {
     Shape y_shape = ids.shape();
     y_shape.push_back(dim);
     Tensor y = detail::empty_for("embedding", y_shape, weight.dtype());
     dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
       using T = decltype(tag);
-      const T* pw = weight.data_ptr<T>();
-      T* py = y.mutable_data_ptr<T>();
-      for (std::int64_t p = 0; p < positions; ++p) std::copy(pw + pid[p] * dim, pw + (pid[p] + 1) * dim, py + p * dim);
+      backend.table<T>().embedding(positions, dim, weight.data_ptr<T>(), pid, y.mutable_data_ptr<T>());
     });
-    auto backward = [ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
-      return std::vector<Tensor>{embedding_backward(dy, ids, w_shape), Tensor()};  // ids: not differentiable
+    const backends::Backend* kernels = &backend;
+    auto backward = [kernels, ids, w_shape = weight.shape()](const Tensor& dy, const std::vector<bool>&) {
+      return std::vector<Tensor>{embedding_backward(*kernels, dy, ids, w_shape), Tensor()};  // ids: not differentiable
     };
     // y = W[ids]:  dy = dW[ids]
     auto tangent = [ids](const std::vector<Tensor>& t) { return embedding(t[0], ids); };
     // The backward does not read W: its tangent is the same scatter of d(dy).
-    auto gradient_tangent = [ids, w_shape = weight.shape()](const Tensor&, const Tensor& dy_t,
-                                                            const std::vector<Tensor>&, const std::vector<bool>&) {
-      return std::vector<Tensor>{dy_t.defined() ? embedding_backward(dy_t, ids, w_shape) : Tensor(), Tensor()};
+    auto gradient_tangent = [kernels, ids, w_shape = weight.shape()](const Tensor&, const Tensor& dy_t,
+                                                                     const std::vector<Tensor>&,
+                                                                     const std::vector<bool>&) {
+      return std::vector<Tensor>{dy_t.defined() ? embedding_backward(*kernels, dy_t, ids, w_shape) : Tensor(),
+                                 Tensor()};
     };
     return FastRun{y, backward, Saved{ids}, Tensor(), tangent, gradient_tangent};
   };
@@ -117,35 +113,18 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
 // Saved: the logits (shared, not copied) and lse per row; softmax is recomputed as exp(x - lse).
 namespace {
 
-// dlogits = dy (softmax(x) - onehot(target)) / N on counted rows, 0 on ignored ones; softmax
-// recomputed from the saved log-sum-exp as exp(x - lse).
-Tensor cross_entropy_backward(const Tensor& dy, const Tensor& x, const Tensor& targets, const Tensor& lse,
-                              std::int64_t counted, std::int64_t ignore_index) {
-  // Every row is written below; only rows whose target is ignored stay zero.
-  Tensor dx = counted == targets.numel() ? empty(x.shape(), x.dtype()) : zeros(x.shape(), x.dtype());
-  if (counted == 0) return dx;
+// dlogits = dy (softmax(x) - onehot(target)) / N on counted rows, 0 on ignored ones, by the
+// backend's kernel (softmax recomputed from the saved log-sum-exp as exp(x - lse)).
+Tensor cross_entropy_backward(const backends::Backend& backend, const Tensor& dy, const Tensor& x,
+                              const Tensor& targets, const Tensor& lse, std::int64_t counted,
+                              std::int64_t ignore_index) {
+  Tensor dx = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    const auto* pt = targets.data_ptr<std::int64_t>();
-    const double* pl = lse.data_ptr<double>();
-    T* pdx = dx.mutable_data_ptr<T>();
-    std::int64_t classes = x.shape().back();
-    double g = static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
-    for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
-      if (pt[r] == ignore_index) continue;
-      // x - lse in double: lse rounded to float32 would be off by up to 5e-4 at
-      // logits of 1e4, and p with it. Rounding the difference itself to T costs p
-      // a relative |x - lse| 2^-24 at most, small wherever p is not negligible;
-      // the exp then runs in T (SIMD).
-      const T* row = px + r * classes;
-      T* drow = pdx + r * classes;
-      for (std::int64_t c = 0; c < classes; ++c) drow[c] = static_cast<T>(static_cast<double>(row[c]) - pl[r]);
-      fast::exp_shifted(drow, classes, T(0));
-      T gt = static_cast<T>(g);
-      for (std::int64_t c = 0; c < classes; ++c) drow[c] *= gt;
-      drow[pt[r]] -= gt;
-    }
+    double g = counted == 0 ? 0.0 : static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
+    backend.table<T>().cross_entropy_backward(targets.numel(), x.shape().back(), x.data_ptr<T>(),
+                                              targets.data_ptr<std::int64_t>(), ignore_index, lse.data_ptr<double>(),
+                                              g, dx.mutable_data_ptr<T>());
   });
   return dx;
 }
@@ -174,41 +153,33 @@ Tensor cross_entropy_tangent(const Tensor& dx, const Tensor& x, const Tensor& ta
 
 // The loss row by row: the log-sum-exp of each counted row (kept for backward) minus its target's
 // logit, averaged over the counted rows.
-FastRun cross_entropy_fast(const Tensor& logits, const Tensor& targets, std::int64_t rows, std::int64_t classes,
-                           std::int64_t counted, std::int64_t ignore_index) {
-  const auto* pt = targets.data_ptr<std::int64_t>();
+FastRun cross_entropy_fast(const backends::Backend& backend, const Tensor& logits, const Tensor& targets,
+                           std::int64_t rows, std::int64_t classes, std::int64_t counted, std::int64_t ignore_index) {
   Tensor lse = empty({rows}, kFloat64);
   double total = 0.0;
   dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = logits.data_ptr<T>();
-    double* pl = lse.mutable_data_ptr<double>();
-    std::vector<T> e(static_cast<std::size_t>(classes));  // one row's exponentials
-    for (std::int64_t r = 0; r < rows; ++r) {
-      if (pt[r] == ignore_index) continue;
-      const T* row = px + r * classes;
-      T m = fast::lane_max(row, classes, -std::numeric_limits<T>::infinity());
-      std::copy(row, row + classes, e.begin());
-      fast::exp_shifted(e.data(), classes, m);  // exp in T (SIMD for float32), summed in double
-      double sum = fast::lane_sum(classes, [&](std::int64_t c) { return e[static_cast<std::size_t>(c)]; });
-      pl[r] = m + std::log(sum);
-      total += pl[r] - row[pt[r]];
-    }
+    total = backend.table<T>().cross_entropy(rows, classes, logits.data_ptr<T>(), targets.data_ptr<std::int64_t>(),
+                                             ignore_index, lse.mutable_data_ptr<double>());
   });
+  const backends::Backend* kernels = &backend;
   Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
-  auto backward = [x = logits, targets, lse, counted, ignore_index](const Tensor& dy, const std::vector<bool>&) {
+  auto backward = [kernels, x = logits, targets, lse, counted, ignore_index](const Tensor& dy,
+                                                                              const std::vector<bool>&) {
     // targets: not differentiable
-    return std::vector<Tensor>{cross_entropy_backward(dy, x, targets, lse, counted, ignore_index), Tensor()};
+    return std::vector<Tensor>{cross_entropy_backward(*kernels, dy, x, targets, lse, counted, ignore_index),
+                               Tensor()};
   };
   auto tangent = [x = logits, targets, lse, counted, ignore_index](const std::vector<Tensor>& t) {
     return cross_entropy_tangent(t[0], x, targets, lse, counted, ignore_index);
   };
   // Forward over reverse: dx = dy (p - onehot) / N moves with dy, and with p:
   //   d(dx) = d(dy) (p - onehot) / N + dy p (dx - sum_c p_c dx_c) / N   on counted rows
-  auto gradient_tangent = [x = logits, targets, lse, counted, ignore_index](
+  auto gradient_tangent = [kernels, x = logits, targets, lse, counted, ignore_index](
                               const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
                               const std::vector<bool>&) {
-    Tensor t = dy_t.defined() ? cross_entropy_backward(dy_t, x, targets, lse, counted, ignore_index) : Tensor();
+    Tensor t =
+        dy_t.defined() ? cross_entropy_backward(*kernels, dy_t, x, targets, lse, counted, ignore_index) : Tensor();
     if (const Tensor& x_t = in_t[0]; x_t.defined() && counted > 0) {
       Tensor second = zeros(x.shape(), x.dtype());
       dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
@@ -267,7 +238,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   op.reference = [ignore_index](const std::vector<Tensor>& in) -> Routed {
     return {reference::cross_entropy(in[0], in[1], ignore_index)};
   };
-  op.fast = [&](const Products&) { return cross_entropy_fast(logits, targets, rows, classes, counted, ignore_index); };
+  op.fast = [&](const Products&, const backends::Backend& backend) {
+    return cross_entropy_fast(backend, logits, targets, rows, classes, counted, ignore_index);
+  };
   return route(op).output;
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../../autograd/tensor.h"
+#include "../../kernels/table.h"
 #include "../attention.h"
 
 namespace ag::reference {
@@ -62,13 +63,8 @@ AttentionResult scaled_dot_product_attention_packed(const Tensor& qkv, std::int6
                                                     bool causal, double scale);
 
 // One Adam step on one parameter tensor of n elements, in place: w, m (first moment) and v
-// (second moment) are updated from the gradient g. `step` counts from 1. decoupled = AdamW
-// (weight decay shrinks w directly); otherwise the decay is added to the gradient (L2).
-struct AdamSettings {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;
-  std::int64_t step;
-};
+// (second moment) are updated from the gradient g (the settings: kernels/table.h).
+using backends::AdamSettings;
 void adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, const AdamSettings& s);
 void adam_update(double* w, const double* g, double* m, double* v, std::int64_t n, const AdamSettings& s);
 

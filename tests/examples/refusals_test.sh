@@ -70,6 +70,9 @@ for v in -1 nan 0.01; do train "--min-lr $v" "--min-lr must be a finite number f
 train "--warmup 5" "--warmup 5 is longer than the run (--steps 4)" --warmup 5
 train "--seed -1" "--seed must be an integer from 0 to 18446744073709551615, got '-1'" --seed -1
 train "--steps 1e3" "the argument ('1e3') for option '--steps' is invalid" --steps 1e3
+train "--kernels NAIVE" "--kernels must be fast, reference or naive, got 'NAIVE'" --kernels NAIVE
+train "--kernels naive --precision bf16" "--precision bf16: the naive kernels compute in fp32 and f64 only" \
+  --kernels naive --precision bf16
 
 # Sizes too large for the machine, before anything is allocated: the issue's --embd overflows
 # int64 and is reported as such; a merely huge model gets its sizes.

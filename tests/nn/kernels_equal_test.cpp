@@ -1,7 +1,8 @@
-// The fast kernels and the reference kernels (ops/kernels.h, ops/reference/) train the same
-// model to the same numbers: whole training steps of the GPT and of the encoder-decoder
-// Transformer (forward, loss, backward, gradient clipping, AdamW) under both settings, compared
-// loss by loss, gradient by gradient and parameter by parameter.
+// The fast kernels, the reference kernels and the naive backend's plain loops (ops/kernels.h,
+// ops/reference/, kernels/naive/) train the same model to the same numbers: whole training steps
+// of the GPT and of the encoder-decoder Transformer (forward, loss, backward, gradient clipping,
+// AdamW) under each setting, compared loss by loss, gradient by gradient and parameter by
+// parameter.
 //
 // The bound is relative: a gradient's max |fast - reference| over the largest element of any
 // gradient of that step, a parameter's over the largest parameter. Not each tensor's own
@@ -27,6 +28,7 @@
 #include <optional>
 #include <thread>
 
+#include "../../kernels/table.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -190,6 +192,27 @@ TEST(KernelsEqual, GPTWithRmsNormTrainingSteps) {
     }
 }
 
+// The naive backend (kernels/naive/) against the reference twins, whole steps: two
+// implementations written independently of each other and of the fast kernels. float32 is held
+// against the fast route, as the reference is above.
+TEST(KernelsEqual, NaiveBackendTrainsTheGPTLikeTheOtherRoutes) {
+  for (nn::NormKind norm : {nn::NormKind::Layer, nn::NormKind::Rms})
+    for (bool bias : {true, false})
+      for (double dropout : {0.0, 0.2}) {
+        std::string what = fmt::format("GPT float64, {} norm, bias {}, dropout {}: naive against reference",
+                                       norm == nn::NormKind::Rms ? "RMS" : "layer", bias, dropout);
+        SCOPED_TRACE(what);
+        expect_equal_runs(gpt_run(Kernels::Naive, kFloat64, bias, dropout, norm),
+                          gpt_run(Kernels::Reference, kFloat64, bias, dropout, norm), kFloat64, what);
+      }
+  for (double dropout : {0.0, 0.2}) {
+    std::string what = fmt::format("GPT float32, dropout {}: naive against fast", dropout);
+    SCOPED_TRACE(what);
+    expect_equal_runs(gpt_run(Kernels::Naive, kFloat32, true, dropout), gpt_run(Kernels::Fast, kFloat32, true, dropout),
+                      kFloat32, what);
+  }
+}
+
 // The encoder-decoder Transformer: padded sources (key padding in the encoder's self-attention
 // and in every cross-attention), a causal decoder, padding targets ignored by the loss.
 Run transformer_run(Kernels kernels, DType dtype, double dropout) {
@@ -227,6 +250,28 @@ TEST(KernelsEqual, TransformerTrainingSteps) {
       expect_equal_runs(transformer_run(Kernels::Fast, dtype, dropout),
                         transformer_run(Kernels::Reference, dtype, dropout), dtype, what);
     }
+}
+
+TEST(KernelsEqual, NaiveBackendTrainsTheTransformerLikeTheReference) {
+  std::string what = "Transformer float64: naive against reference";
+  expect_equal_runs(transformer_run(Kernels::Naive, kFloat64, 0.2), transformer_run(Kernels::Reference, kFloat64, 0.2),
+                    kFloat64, what);
+}
+
+// The naive route runs the naive loops and no reference twin; the other two routes run no naive
+// loop.
+TEST(KernelsEqual, NaiveRouteRunsItsOwnKernels) {
+  reference::reset_call_counts();
+  backends::reset_naive_calls();
+  gpt_run(Kernels::Fast, kFloat64, true, 0.0);
+  gpt_run(Kernels::Reference, kFloat64, true, 0.0);
+  EXPECT_EQ(backends::naive_calls(), 0);
+  reference::reset_call_counts();
+  gpt_run(Kernels::Naive, kFloat64, true, 0.0);
+  EXPECT_TRUE(reference::call_counts().empty());
+  // Two steps of a two-layer GPT. Forward: 2 embeddings, 5 layer norms, 2 x (qkv, out, head...)
+  // at least one kernel per op and step; backward as many again; AdamW one per parameter.
+  EXPECT_GT(backends::naive_calls(), 2 * (2 + 5 + 2 * 4 + 1 + 1) * 2);
 }
 
 // The reference route really runs the reference kernels, every one of them, and the fast route
@@ -291,9 +336,12 @@ TEST(KernelsEqual, GuardRestoresAndNamesParse) {
   }
   EXPECT_EQ(kernels(), Kernels::Fast);
   EXPECT_EQ(parse_kernels("reference"), Kernels::Reference);
-  EXPECT_EQ(parse_kernels(kernels_name(Kernels::Fast)), Kernels::Fast);
+  EXPECT_EQ(parse_kernels("naive"), Kernels::Naive);
+  for (Kernels k : {Kernels::Fast, Kernels::Reference, Kernels::Naive}) EXPECT_EQ(parse_kernels(kernels_name(k)), k);
   EXPECT_TRUE(test::throws_with<std::invalid_argument>(
-      [] { parse_kernels("Fast"); }, "kernels: unknown kernels 'Fast': expected 'fast' or 'reference'"));
+      [] { parse_kernels("Fast"); }, "kernels: unknown kernels 'Fast': expected 'fast', 'reference' or 'naive'"));
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+      [] { parse_kernels(""); }, "kernels: unknown kernels '': expected 'fast', 'reference' or 'naive'"));
 }
 
 }  // namespace
@@ -354,6 +402,27 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
   EXPECT_TRUE(reference::call_counts().empty()) << "a fast node's backward called a reference kernel";
   EXPECT_TRUE(test::all_close(x.grad(), expected_dx, 1e-12));
   EXPECT_TRUE(test::all_close(w.grad(), expected_dw, 1e-12));
+
+  // A naive forward's backward runs the naive loops under the fast setting too, and a fast
+  // forward's none of them under the naive setting.
+  Tensor xn = x.detach().requires_grad_(), wn = w.detach().requires_grad_();
+  Tensor yn;
+  {
+    KernelGuard naive(Kernels::Naive);
+    yn = layer_norm(linear(xn, wn, Tensor()), Tensor(), Tensor(), 1e-5).sum();
+  }
+  backends::reset_naive_calls();
+  yn.backward();
+  EXPECT_EQ(backends::naive_calls(), 2);  // layer_norm's backward, then linear's
+  EXPECT_TRUE(test::all_close(xn.grad(), expected_dx, 1e-12));
+  EXPECT_TRUE(test::all_close(wn.grad(), expected_dw, 1e-12));
+  Tensor xf = x.detach().requires_grad_();
+  Tensor yf = layer_norm(linear(xf, w, Tensor()), Tensor(), Tensor(), 1e-5).sum();
+  {
+    KernelGuard naive(Kernels::Naive);
+    yf.backward();
+  }
+  EXPECT_EQ(backends::naive_calls(), 2);
 }
 
 }  // namespace ag

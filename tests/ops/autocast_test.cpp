@@ -142,6 +142,26 @@ TEST(Autocast, RefusedWhereBf16CannotRun) {
       "unavailable"));
 }
 
+// The naive backend computes in float32 and float64 only: an op whose products autocast would
+// take in bf16 is refused there, naming the op and the backend, not run in float32 unasked;
+// an op without products (layer_norm) runs, and autocast off, the products run too.
+TEST(Autocast, NaiveKernelsRefuseBf16Products) {
+  SKIP_WITHOUT_BF16();
+  Generator gen(2);
+  Tensor x = randn({3, 5}, gen), w = randn({4, 5}, gen);
+  KernelGuard naive(Kernels::Naive);
+  {
+    AutocastGuard on;
+    EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+        [&] { linear(x, w, Tensor()); }, "linear: autocast asks for bf16 products, which the naive kernels do not"));
+    EXPECT_TRUE(test::throws_with<std::invalid_argument>(
+        [&] { matmul(x, w.t()); }, "matmul: autocast asks for bf16 products, which the naive kernels do not"));
+    EXPECT_TRUE(test::all_close(layer_norm(x, Tensor(), Tensor(), 1e-5),
+                                layer_norm(x.to(kFloat64), Tensor(), Tensor(), 1e-5).to(kFloat32), 1e-6));
+  }
+  EXPECT_TRUE(test::all_close(linear(x, w, Tensor()), matmul(x, w.t()), 1e-6));
+}
+
 TEST(Autocast, GuardIsScopedAndPerThread) {
   SKIP_WITHOUT_BF16();
   EXPECT_FALSE(is_autocast_enabled());

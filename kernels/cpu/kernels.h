@@ -1,0 +1,64 @@
+// The cpu backend's kernels (cpu/table.cpp puts them in its table; kernels/table.h says what
+// each computes). Internal: the ops reach them through the table only.
+#pragma once
+
+#include <cstdint>
+
+#include "../table.h"
+
+namespace ag::backends::cpu {
+
+// gelu.cpp. The loops on one thread (linear_gelu runs them on each band it computed), and the
+// bf16 form, whose Phi is accurate to a relative 3e-5 only: its output and slope are rounded to
+// bf16 next (fast::normal_bf16).
+void gelu_loop(const float* x, float* y, float* slope, std::int64_t n, GeluForm form);
+void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluForm form);
+void gelu_loop_bf16(const float* x, float* y, float* slope, std::int64_t n, GeluForm form);
+template <class T>
+void gelu(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);
+
+// linear.cpp
+template <class T>
+void linear(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y);
+template <class T>
+void linear_gelu(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y, T* slope,
+                 GeluForm form);
+template <class T>
+void linear_backward(const Products& products, const LinearSizes& n, const T* dy, const T* slope, const T* x,
+                     const std::uint16_t* x_rounded, const T* w, T* dx, T* dw, T* db);
+
+// norms.cpp
+template <class T>
+void layer_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b, T* y, double* mean,
+                double* rstd);
+template <class T>
+void layer_norm_backward(std::int64_t rows, std::int64_t d, const T* x, const T* w, const double* mean,
+                         const double* rstd, const T* dy, T* dx, T* dw, T* db);
+template <class T>
+void rms_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, T* y, double* rrms);
+template <class T>
+void rms_norm_backward(std::int64_t rows, std::int64_t d, const T* x, const T* w, const double* rrms, const T* dy,
+                       T* dx, T* dw);
+
+// lookup.cpp: embedding and cross_entropy
+template <class T>
+void embedding(std::int64_t positions, std::int64_t dim, const T* w, const std::int64_t* ids, T* y);
+template <class T>
+void embedding_backward(std::int64_t positions, std::int64_t dim, std::int64_t vocab, const std::int64_t* ids,
+                        const T* dy, T* dw);
+template <class T>
+double cross_entropy(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
+                     std::int64_t ignore_index, double* lse);
+template <class T>
+void cross_entropy_backward(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
+                            std::int64_t ignore_index, const double* lse, double g, T* dx);
+
+// optim.cpp
+template <class T>
+void adam_update(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSettings& s);
+template <class T>
+double sum_of_squares(std::int64_t n, const T* x);
+template <class T>
+void scale(std::int64_t n, T* x, double factor);
+
+}  // namespace ag::backends::cpu

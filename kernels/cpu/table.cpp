@@ -1,0 +1,60 @@
+// The cpu backend's table: the fast kernels, what `--kernels fast` runs.
+#include "attention_tiles.h"
+#include "kernels.h"
+
+namespace ag::backends {
+
+namespace {
+
+// attention_tiles.h's templates take the policy last with a default; the table's entries are
+// plain function pointers with every argument.
+template <class T>
+void attention(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+               const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k, const T* v, T* lse,
+               T* weights, T* out, const Products& products) {
+  attention_kernels::attention_forward<T>(n, L, mask, scale, q, k, v, lse, weights, out, products);
+}
+template <class T, class In>
+void attention_backward(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                        const attention_kernels::MaskReader& mask, double scale, const In* q, const In* k, const In* v,
+                        const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products) {
+  attention_kernels::attention_backward<T, In>(n, L, mask, scale, q, k, v, lse, dout, dq, dk, dv, products);
+}
+
+template <class T>
+Table<T> cpu_table() {
+  Table<T> t{
+      .linear = cpu::linear<T>,
+      .linear_gelu = cpu::linear_gelu<T>,
+      .linear_backward = cpu::linear_backward<T>,
+      .gelu = cpu::gelu<T>,
+      .layer_norm = cpu::layer_norm<T>,
+      .layer_norm_backward = cpu::layer_norm_backward<T>,
+      .rms_norm = cpu::rms_norm<T>,
+      .rms_norm_backward = cpu::rms_norm_backward<T>,
+      .embedding = cpu::embedding<T>,
+      .embedding_backward = cpu::embedding_backward<T>,
+      .cross_entropy = cpu::cross_entropy<T>,
+      .cross_entropy_backward = cpu::cross_entropy_backward<T>,
+      .attention = attention<T>,
+      .attention_backward = attention_backward<T, T>,
+      .attention_backward_rounded = nullptr,
+      .attention_jvp = attention_kernels::attention_jvp<T>,
+      .attention_backward_tangent = attention_kernels::attention_backward_tangent<T>,
+      .adam_update = cpu::adam_update<T>,
+      .sum_of_squares = cpu::sum_of_squares<T>,
+      .scale = cpu::scale<T>,
+  };
+  if constexpr (std::is_same_v<T, float>) t.attention_backward_rounded = attention_backward<float, std::uint16_t>;
+  return t;
+}
+
+}  // namespace
+
+const Backend& cpu_backend() {
+  static const Backend backend{
+      .name = "fast", .bf16_products = true, .f32 = cpu_table<float>(), .f64 = cpu_table<double>()};
+  return backend;
+}
+
+}  // namespace ag::backends

@@ -1,0 +1,76 @@
+// The naive backend's kernels: every kernel a GPT training step needs, written as the plain loops
+// a reader would write first, one thread, every sum a visible loop. table.cpp puts them in the
+// backend's table; kernels/table.h says what each entry computes, and the file named beside each
+// group below writes out its math. Internal: the ops reach them through the table only.
+//
+// Every function is defined for float and double (each .cpp instantiates both). Sums run in
+// double whatever T is, and a result is rounded to T once, when it is stored; only embedding's
+// backward, a scatter-add, adds into its output in T as it goes.
+#pragma once
+
+#include <cstdint>
+
+#include "../table.h"
+
+namespace ag::backends::naive {
+
+// Adds one to naive_calls() (kernels/table.h): every kernel below calls it once, on entry.
+void count_call();
+
+// linear.cpp
+template <class T>
+void linear(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y);
+template <class T>
+void linear_gelu(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y, T* slope,
+                 GeluForm form);
+template <class T>
+void linear_backward(const Products& products, const LinearSizes& n, const T* dy, const T* slope, const T* x,
+                     const std::uint16_t* x_rounded, const T* w, T* dx, T* dw, T* db);
+template <class T>
+void gelu(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);
+
+// norms.cpp
+template <class T>
+void layer_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b, T* y, double* mean,
+                double* rstd);
+template <class T>
+void layer_norm_backward(std::int64_t rows, std::int64_t d, const T* x, const T* w, const double* mean,
+                         const double* rstd, const T* dy, T* dx, T* dw, T* db);
+template <class T>
+void rms_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, T* y, double* rrms);
+template <class T>
+void rms_norm_backward(std::int64_t rows, std::int64_t d, const T* x, const T* w, const double* rrms, const T* dy,
+                       T* dx, T* dw);
+
+// embedding.cpp: embedding and cross_entropy
+template <class T>
+void embedding(std::int64_t positions, std::int64_t dim, const T* w, const std::int64_t* ids, T* y);
+template <class T>
+void embedding_backward(std::int64_t positions, std::int64_t dim, std::int64_t vocab, const std::int64_t* ids,
+                        const T* dy, T* dw);
+template <class T>
+double cross_entropy(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
+                     std::int64_t ignore_index, double* lse);
+template <class T>
+void cross_entropy_backward(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
+                            std::int64_t ignore_index, const double* lse, double g, T* dx);
+
+// attention.cpp
+template <class T>
+void attention(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+               const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k, const T* v, T* lse,
+               T* weights, T* out, const Products& products);
+template <class T>
+void attention_backward(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                        const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k, const T* v,
+                        const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products);
+
+// optim.cpp
+template <class T>
+void adam_update(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSettings& s);
+template <class T>
+double sum_of_squares(std::int64_t n, const T* x);
+template <class T>
+void scale(std::int64_t n, T* x, double factor);
+
+}  // namespace ag::backends::naive

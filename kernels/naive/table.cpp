@@ -1,0 +1,54 @@
+// The naive backend's table: the plain loops of this folder, what `--kernels naive` runs. Its
+// kernels count their calls, so that a test can tell the naive route really ran them.
+#include <atomic>
+
+#include "naive.h"
+
+namespace ag::backends {
+
+namespace {
+
+std::atomic<std::int64_t> calls{0};  // naive kernels run since the last reset
+
+template <class T>
+Table<T> naive_table() {
+  return Table<T>{
+      .linear = naive::linear<T>,
+      .linear_gelu = naive::linear_gelu<T>,
+      .linear_backward = naive::linear_backward<T>,
+      .gelu = naive::gelu<T>,
+      .layer_norm = naive::layer_norm<T>,
+      .layer_norm_backward = naive::layer_norm_backward<T>,
+      .rms_norm = naive::rms_norm<T>,
+      .rms_norm_backward = naive::rms_norm_backward<T>,
+      .embedding = naive::embedding<T>,
+      .embedding_backward = naive::embedding_backward<T>,
+      .cross_entropy = naive::cross_entropy<T>,
+      .cross_entropy_backward = naive::cross_entropy_backward<T>,
+      .attention = naive::attention<T>,
+      .attention_backward = naive::attention_backward<T>,
+      // Optional: bf16 copies never reach this backend (bf16_products = false), and attention's
+      // forward mode runs through the op's reference instead.
+      .attention_backward_rounded = nullptr,
+      .attention_jvp = nullptr,
+      .attention_backward_tangent = nullptr,
+      .adam_update = naive::adam_update<T>,
+      .sum_of_squares = naive::sum_of_squares<T>,
+      .scale = naive::scale<T>,
+  };
+}
+
+}  // namespace
+
+void naive::count_call() { calls.fetch_add(1, std::memory_order_relaxed); }
+
+std::int64_t naive_calls() { return calls.load(std::memory_order_relaxed); }
+void reset_naive_calls() { calls.store(0, std::memory_order_relaxed); }
+
+const Backend& naive_backend() {
+  static const Backend backend{
+      .name = "naive", .bf16_products = false, .f32 = naive_table<float>(), .f64 = naive_table<double>()};
+  return backend;
+}
+
+}  // namespace ag::backends

@@ -1,0 +1,151 @@
+// A backend: the kernels one kind of machine runs, as a table of plain functions on buffers.
+//
+// An op (ops/) checks its arguments, allocates its outputs and records its backward; to compute,
+// it calls the kernels of the backend the router chose for this call (ops/route.h), through the
+// table below. A backend is a folder and one of these tables:
+//
+//   kernels/cpu/     the fast kernels: OpenBLAS products, SIMD loops, the thread pool, tiled attention;
+//                    under autocast their products take bf16 inputs (kernels/bf16/, oneDNN)
+//   kernels/naive/   every kernel a GPT training step needs as plain loops on one thread, the way
+//                    a reader would write them first: no BLAS, no SIMD, no threads, no tiles
+//
+// Every kernel knows only pointers and sizes. Layouts are row-major and contiguous unless a view
+// says otherwise (attention's Layouts). A pointer an entry documents as optional may be null,
+// meaning "none" for an input and "not wanted" for an output; every element of an output that is
+// asked for is written. An entry a backend leaves null (only those marked "optional") is not
+// served by it, and the op computes that part through its reference instead.
+//
+// `products` is the matrix-product policy of the call (kernels/products.h): a backend whose
+// table says bf16_products = false is only ever handed the plain policy.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention_layout.h"
+#include "products.h"
+
+namespace ag::backends {
+
+// The two forms of GELU: x Phi(x), and GPT-2's tanh approximation of it.
+enum class GeluForm { Exact, Tanh };
+
+// linear's sizes: x [rows, in], W [out, in], y [rows, out].
+struct LinearSizes {
+  std::int64_t rows, in, out;
+};
+
+// One Adam or AdamW step's settings. `step` counts from 1; decoupled = AdamW (the decay shrinks
+// w directly), otherwise the decay is added to the gradient (L2).
+struct AdamSettings {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  std::int64_t step;
+};
+
+template <class T>
+struct Table {
+  // --- linear (ops/fused/linear.cpp):  h = x W^T + b
+  // y = h. b optional.
+  void (*linear)(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y);
+  // y = GELU(h), slope = GELU'(h) (optional: kept for backward). b optional.
+  void (*linear_gelu)(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y,
+                      T* slope, GeluForm form);
+  // From dy [rows, out]: with g = dy, or g = dy * slope when slope is given (linear_gelu),
+  //   dx = g W,   dw = g^T x,   db = column sums of g        (each optional)
+  // x is read only for dw; under a bf16 policy (T = float) x_rounded, when given, is x's bf16
+  // copy and is read in its place.
+  void (*linear_backward)(const Products& products, const LinearSizes& n, const T* dy, const T* slope, const T* x,
+                          const std::uint16_t* x_rounded, const T* w, T* dx, T* dw, T* db);
+
+  // --- gelu (ops/fused/gelu.cpp): y = GELU(x) and slope = GELU'(x) (optional) on n values.
+  void (*gelu)(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);
+
+  // --- layer_norm over rows of d values (ops/fused/layer_norm.cpp). w, b optional (1 and 0).
+  // mean and rstd (per row, float64) are written for backward.
+  void (*layer_norm)(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b, T* y,
+                     double* mean, double* rstd);
+  // dx, dw, db (each optional) from dy, with xhat recomputed from mean and rstd.
+  void (*layer_norm_backward)(std::int64_t rows, std::int64_t d, const T* x, const T* w, const double* mean,
+                              const double* rstd, const T* dy, T* dx, T* dw, T* db);
+
+  // --- rms_norm over rows of d values (ops/fused/rms_norm.cpp). w optional; rrms per row.
+  void (*rms_norm)(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, T* y, double* rrms);
+  void (*rms_norm_backward)(std::int64_t rows, std::int64_t d, const T* x, const T* w, const double* rrms, const T* dy,
+                            T* dx, T* dw);
+
+  // --- embedding (ops/fused/nn_ops.cpp): y[p, :] = w[ids[p], :] for `positions` ids into a
+  // table of `dim` columns; backward scatters dy's rows into dw [vocab, dim] (written whole).
+  void (*embedding)(std::int64_t positions, std::int64_t dim, const T* w, const std::int64_t* ids, T* y);
+  void (*embedding_backward)(std::int64_t positions, std::int64_t dim, std::int64_t vocab, const std::int64_t* ids,
+                             const T* dy, T* dw);
+
+  // --- cross_entropy over rows of `classes` logits (ops/fused/nn_ops.cpp). Rows whose target is
+  // ignore_index are skipped. Writes each counted row's log-sum-exp into lse and returns the sum
+  // over counted rows of (lse - x[target]).
+  double (*cross_entropy)(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
+                          std::int64_t ignore_index, double* lse);
+  // dx = g (softmax(x) - onehot(target)) on counted rows, 0 on ignored ones; softmax is
+  // exp(x - lse). g is dloss / (the number of counted rows).
+  void (*cross_entropy_backward)(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
+                                 std::int64_t ignore_index, const double* lse, double g, T* dx);
+
+  // --- scaled dot-product attention, every (batch, head), any layout (ops/fused/attention.cpp;
+  // the formulas are in kernels/cpu/attention_tiles.h). lse [B, H, Tq] is written for backward;
+  // weights (optional, zero-filled by the caller) receives P as [B, H, Tq, Tk].
+  void (*attention)(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                    const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k, const T* v, T* lse,
+                    T* weights, T* out, const Products& products);
+  // dq, dk, dv (each optional) from dout, laid out like q, k, v.
+  void (*attention_backward)(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                             const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k,
+                             const T* v, const T* lse, const T* dout, T* dq, T* dk, T* dv, const Products& products);
+  // Optional: the same with q, k and v read from bf16 copies (T = float, a bf16 policy).
+  void (*attention_backward_rounded)(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                                     const attention_kernels::MaskReader& mask, double scale, const std::uint16_t* q,
+                                     const std::uint16_t* k, const std::uint16_t* v, const T* lse, const T* dout, T* dq,
+                                     T* dk, T* dv, const Products& products);
+  // Optional: forward mode, the output's tangent from the tangents of q, k, v (each optional).
+  void (*attention_jvp)(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                        const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k, const T* v,
+                        const T* lse, const T* dq, const T* dk, const T* dv, T* dout, const Products& products);
+  // Optional: forward over reverse, the tangents of dq, dk, dv (each optional) when q, k, v and
+  // dout move along q_t, k_t, v_t, dout_t (each optional).
+  void (*attention_backward_tangent)(const attention_kernels::Dims& n, const attention_kernels::Layouts& L,
+                                     const attention_kernels::MaskReader& mask, double scale, const T* q, const T* k,
+                                     const T* v, const T* lse, const T* dout, const T* q_t, const T* k_t, const T* v_t,
+                                     const T* dout_t, T* dq_t, T* dk_t, T* dv_t, const Products& products);
+
+  // --- the optimizer (nn/optim.cpp): one Adam step on n values of w, in place, with its moments
+  // m and v, from the gradient g.
+  void (*adam_update)(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSettings& s);
+  // gradient clipping: the sum of squares of n values (in double), and x = x * factor (in double).
+  double (*sum_of_squares)(std::int64_t n, const T* x);
+  void (*scale)(std::int64_t n, T* x, double factor);
+};
+
+struct Backend {
+  const char* name;    // "fast", "naive": what --kernels spells
+  bool bf16_products;  // whether its kernels take a bf16 product policy (autocast)
+  Table<float> f32;
+  Table<double> f64;
+
+  template <class T>
+  const Table<T>& table() const {
+    if constexpr (std::is_same_v<T, float>)
+      return f32;
+    else
+      return f64;
+  }
+};
+
+// The backends, each defined in its folder.
+const Backend& cpu_backend();
+const Backend& naive_backend();
+
+// How many kernels of the naive backend have run since the last reset: what a test reads to see
+// that the naive route really ran the naive loops. One relaxed atomic increment per call.
+std::int64_t naive_calls();
+void reset_naive_calls();
+
+}  // namespace ag::backends

@@ -1,0 +1,527 @@
+// kernels/naive/ against kernels/cpu/: every entry both backends' tables serve gives the same
+// float64 result to 1e-12 (relative, or absolute below 1), on odd non-square sizes, with each
+// optional pointer null and given; a few values worked out by hand; the float32 table close to
+// the float64 one; and naive_calls() counting the naive kernels.
+//
+// Outputs start as NaN: an element a kernel should write and does not shows up as NaN, which
+// agrees with nothing, and an output that is not wanted must still be NaN afterwards.
+#include "../../kernels/table.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ag::backends {
+namespace {
+
+using attention_kernels::Dims;
+using attention_kernels::Layouts;
+using attention_kernels::MaskReader;
+using attention_kernels::View;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const Products kPlain;  // the BLAS policy: the only one the naive backend is handed
+
+const Table<double>& naive64() { return naive_backend().f64; }
+const Table<double>& cpu64() { return cpu_backend().f64; }
+
+std::vector<double> uniform(std::int64_t size, std::mt19937& gen, double lo = -1.0, double hi = 1.0) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<std::size_t>(size));
+  for (double& x : v) x = dist(gen);
+  return v;
+}
+std::vector<double> unwritten(std::int64_t size) { return std::vector<double>(static_cast<std::size_t>(size), kNaN); }
+
+// Equal (equal infinities too), or within tol relatively, or absolutely below 1. NaN never agrees.
+bool close(double a, double b, double tol) {
+  return a == b || std::abs(a - b) <= tol * std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+// Element by element, those marked in `wanted` (every one when it is empty) agree; the others
+// are still NaN in both, as neither backend was asked to write them.
+::testing::AssertionResult agree(const std::vector<double>& naive, const std::vector<double>& cpu,
+                                 const std::vector<bool>& wanted = {}, double tol = 1e-12) {
+  if (naive.size() != cpu.size())
+    return ::testing::AssertionFailure() << "sizes differ: naive " << naive.size() << ", cpu " << cpu.size();
+  for (std::size_t i = 0; i < naive.size(); ++i) {
+    bool ok = wanted.empty() || wanted[i] ? close(naive[i], cpu[i], tol) : std::isnan(naive[i]) && std::isnan(cpu[i]);
+    if (!ok)
+      return ::testing::AssertionFailure() << "element " << i << (wanted.empty() || wanted[i] ? "" : " (not wanted)")
+                                           << ": naive " << naive[i] << ", cpu " << cpu[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+double* data_or_null(std::vector<double>& v, bool wanted) { return wanted ? v.data() : nullptr; }
+
+// ---------------------------------------------------------------------------------------------
+// linear, linear_gelu, linear_backward and gelu
+
+TEST(NaiveBackend, LinearMatchesCpu) {
+  std::mt19937 gen(1);
+  for (LinearSizes n : {LinearSizes{5, 7, 3}, LinearSizes{0, 7, 3}, LinearSizes{5, 0, 3}, LinearSizes{5, 7, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "rows " << n.rows << ", in " << n.in << ", out " << n.out);
+    std::vector<double> x = uniform(n.rows * n.in, gen), w = uniform(n.out * n.in, gen), b = uniform(n.out, gen);
+    std::vector<double> dy = uniform(n.rows * n.out, gen), slope = uniform(n.rows * n.out, gen, 0.0, 1.2);
+    for (bool with_bias : {false, true}) {
+      const double* bias = with_bias ? b.data() : nullptr;
+      std::vector<double> y1 = unwritten(n.rows * n.out), y2 = y1;
+      naive64().linear(kPlain, n, x.data(), w.data(), bias, y1.data());
+      cpu64().linear(kPlain, n, x.data(), w.data(), bias, y2.data());
+      EXPECT_TRUE(agree(y1, y2)) << "linear, bias " << with_bias;
+      for (GeluForm form : {GeluForm::Exact, GeluForm::Tanh})
+        for (bool with_slope : {false, true}) {
+          std::vector<double> g1 = unwritten(n.rows * n.out), g2 = g1, s1 = g1, s2 = g1;
+          naive64().linear_gelu(kPlain, n, x.data(), w.data(), bias, g1.data(), data_or_null(s1, with_slope), form);
+          cpu64().linear_gelu(kPlain, n, x.data(), w.data(), bias, g2.data(), data_or_null(s2, with_slope), form);
+          EXPECT_TRUE(agree(g1, g2)) << "linear_gelu y, bias " << with_bias << ", tanh " << (form == GeluForm::Tanh);
+          std::vector<bool> slope_wanted(s1.size(), with_slope);
+          EXPECT_TRUE(agree(s1, s2, slope_wanted)) << "linear_gelu slope, tanh " << (form == GeluForm::Tanh);
+        }
+    }
+    for (bool with_slope : {false, true})
+      for (int want = 0; want < 8; ++want) {  // bits: dx, dw, db
+        bool want_dx = want & 1, want_dw = want & 2, want_db = want & 4;
+        std::vector<double> dx1 = unwritten(n.rows * n.in), dx2 = dx1, dw1 = unwritten(n.out * n.in), dw2 = dw1;
+        std::vector<double> db1 = unwritten(n.out), db2 = db1;
+        const double* s = with_slope ? slope.data() : nullptr;
+        naive64().linear_backward(kPlain, n, dy.data(), s, x.data(), nullptr, w.data(), data_or_null(dx1, want_dx),
+                                  data_or_null(dw1, want_dw), data_or_null(db1, want_db));
+        cpu64().linear_backward(kPlain, n, dy.data(), s, x.data(), nullptr, w.data(), data_or_null(dx2, want_dx),
+                                data_or_null(dw2, want_dw), data_or_null(db2, want_db));
+        SCOPED_TRACE(::testing::Message()
+                     << "slope " << with_slope << ", wanted dx " << want_dx << " dw " << want_dw << " db " << want_db);
+        EXPECT_TRUE(agree(dx1, dx2, std::vector<bool>(dx1.size(), want_dx))) << "dx";
+        EXPECT_TRUE(agree(dw1, dw2, std::vector<bool>(dw1.size(), want_dw))) << "dw";
+        EXPECT_TRUE(agree(db1, db2, std::vector<bool>(db1.size(), want_db))) << "db";
+      }
+  }
+}
+
+TEST(NaiveBackend, GeluMatchesCpu) {
+  std::mt19937 gen(2);
+  std::vector<double> x = uniform(11, gen, -4.0, 4.0);
+  for (GeluForm form : {GeluForm::Exact, GeluForm::Tanh})
+    for (bool with_slope : {false, true}) {
+      std::vector<double> y1 = unwritten(11), y2 = y1, s1 = y1, s2 = y1;
+      naive64().gelu(11, x.data(), y1.data(), data_or_null(s1, with_slope), form);
+      cpu64().gelu(11, x.data(), y2.data(), data_or_null(s2, with_slope), form);
+      EXPECT_TRUE(agree(y1, y2)) << "tanh " << (form == GeluForm::Tanh);
+      EXPECT_TRUE(agree(s1, s2, std::vector<bool>(11, with_slope))) << "tanh " << (form == GeluForm::Tanh);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm and rms_norm
+
+TEST(NaiveBackend, LayerNormMatchesCpu) {
+  std::mt19937 gen(3);
+  const std::int64_t rows = 5, d = 9;
+  const double eps = 1e-5;
+  std::vector<double> x = uniform(rows * d, gen, -2.0, 3.0), dy = uniform(rows * d, gen);
+  std::vector<double> w = uniform(d, gen, 0.5, 1.5), b = uniform(d, gen);
+  for (bool with_w : {false, true})
+    for (bool with_b : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "w " << with_w << ", b " << with_b);
+      const double *pw = with_w ? w.data() : nullptr, *pb = with_b ? b.data() : nullptr;
+      std::vector<double> y1 = unwritten(rows * d), y2 = y1, mean1 = unwritten(rows), mean2 = mean1;
+      std::vector<double> rstd1 = mean1, rstd2 = mean1;
+      naive64().layer_norm(rows, d, eps, x.data(), pw, pb, y1.data(), mean1.data(), rstd1.data());
+      cpu64().layer_norm(rows, d, eps, x.data(), pw, pb, y2.data(), mean2.data(), rstd2.data());
+      EXPECT_TRUE(agree(y1, y2)) << "y";
+      EXPECT_TRUE(agree(mean1, mean2)) << "mean";
+      EXPECT_TRUE(agree(rstd1, rstd2)) << "rstd";
+      if (with_b) continue;  // backward does not read b
+      for (int want = 0; want < 8; ++want) {
+        bool want_dx = want & 1, want_dw = want & 2, want_db = want & 4;
+        std::vector<double> dx1 = unwritten(rows * d), dx2 = dx1, dw1 = unwritten(d), dw2 = dw1, db1 = dw1, db2 = dw1;
+        naive64().layer_norm_backward(rows, d, x.data(), pw, mean1.data(), rstd1.data(), dy.data(),
+                                      data_or_null(dx1, want_dx), data_or_null(dw1, want_dw),
+                                      data_or_null(db1, want_db));
+        cpu64().layer_norm_backward(rows, d, x.data(), pw, mean1.data(), rstd1.data(), dy.data(),
+                                    data_or_null(dx2, want_dx), data_or_null(dw2, want_dw), data_or_null(db2, want_db));
+        EXPECT_TRUE(agree(dx1, dx2, std::vector<bool>(dx1.size(), want_dx))) << "dx, wanted " << want;
+        EXPECT_TRUE(agree(dw1, dw2, std::vector<bool>(dw1.size(), want_dw))) << "dw, wanted " << want;
+        EXPECT_TRUE(agree(db1, db2, std::vector<bool>(db1.size(), want_db))) << "db, wanted " << want;
+      }
+    }
+}
+
+TEST(NaiveBackend, RmsNormMatchesCpu) {
+  std::mt19937 gen(4);
+  const std::int64_t rows = 5, d = 9;
+  const double eps = 1e-6;
+  std::vector<double> x = uniform(rows * d, gen, -2.0, 3.0), dy = uniform(rows * d, gen);
+  std::vector<double> w = uniform(d, gen, 0.5, 1.5);
+  for (bool with_w : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "w " << with_w);
+    const double* pw = with_w ? w.data() : nullptr;
+    std::vector<double> y1 = unwritten(rows * d), y2 = y1, rrms1 = unwritten(rows), rrms2 = rrms1;
+    naive64().rms_norm(rows, d, eps, x.data(), pw, y1.data(), rrms1.data());
+    cpu64().rms_norm(rows, d, eps, x.data(), pw, y2.data(), rrms2.data());
+    EXPECT_TRUE(agree(y1, y2)) << "y";
+    EXPECT_TRUE(agree(rrms1, rrms2)) << "rrms";
+    for (int want = 0; want < 4; ++want) {
+      bool want_dx = want & 1, want_dw = want & 2;
+      std::vector<double> dx1 = unwritten(rows * d), dx2 = dx1, dw1 = unwritten(d), dw2 = dw1;
+      naive64().rms_norm_backward(rows, d, x.data(), pw, rrms1.data(), dy.data(), data_or_null(dx1, want_dx),
+                                  data_or_null(dw1, want_dw));
+      cpu64().rms_norm_backward(rows, d, x.data(), pw, rrms1.data(), dy.data(), data_or_null(dx2, want_dx),
+                                data_or_null(dw2, want_dw));
+      EXPECT_TRUE(agree(dx1, dx2, std::vector<bool>(dx1.size(), want_dx))) << "dx, wanted " << want;
+      EXPECT_TRUE(agree(dw1, dw2, std::vector<bool>(dw1.size(), want_dw))) << "dw, wanted " << want;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// embedding and cross_entropy
+
+TEST(NaiveBackend, EmbeddingMatchesCpuWithRepeatedIds) {
+  std::mt19937 gen(5);
+  const std::int64_t vocab = 6, dim = 4, positions = 7;
+  const std::int64_t ids[positions] = {2, 0, 2, 5, 2, 1, 0};  // 2 three times, 0 twice; 3 and 4 never
+  std::vector<double> w = uniform(vocab * dim, gen), dy = uniform(positions * dim, gen);
+  std::vector<double> y1 = unwritten(positions * dim), y2 = y1;
+  naive64().embedding(positions, dim, w.data(), ids, y1.data());
+  cpu64().embedding(positions, dim, w.data(), ids, y2.data());
+  EXPECT_TRUE(agree(y1, y2));
+  std::vector<double> dw1 = unwritten(vocab * dim), dw2 = dw1;  // written whole: rows 3 and 4 become 0
+  naive64().embedding_backward(positions, dim, vocab, ids, dy.data(), dw1.data());
+  cpu64().embedding_backward(positions, dim, vocab, ids, dy.data(), dw2.data());
+  EXPECT_TRUE(agree(dw1, dw2));
+  EXPECT_EQ(dw1[3 * dim], 0.0);
+  EXPECT_DOUBLE_EQ(dw1[2 * dim + 1], dy[0 * dim + 1] + dy[2 * dim + 1] + dy[4 * dim + 1]);
+}
+
+TEST(NaiveBackend, CrossEntropyMatchesCpuWithIgnoredRows) {
+  std::mt19937 gen(6);
+  const std::int64_t rows = 6, classes = 5, ignore = -100;
+  const std::int64_t targets[rows] = {3, ignore, 0, 4, ignore, 3};
+  std::vector<double> x = uniform(rows * classes, gen, -30.0, 30.0);  // large logits: the max shift matters
+  std::vector<double> lse1 = unwritten(rows), lse2 = lse1;
+  double loss1 = naive64().cross_entropy(rows, classes, x.data(), targets, ignore, lse1.data());
+  double loss2 = cpu64().cross_entropy(rows, classes, x.data(), targets, ignore, lse2.data());
+  EXPECT_TRUE(close(loss1, loss2, 1e-12)) << loss1 << " vs " << loss2;
+  std::vector<bool> counted(rows);
+  for (std::int64_t r = 0; r < rows; ++r) counted[static_cast<std::size_t>(r)] = targets[r] != ignore;
+  EXPECT_TRUE(agree(lse1, lse2, counted));  // an ignored row's lse is not written
+  std::vector<double> dx1 = unwritten(rows * classes), dx2 = dx1;
+  double g = 0.37 / 4;  // dloss over the 4 counted rows
+  naive64().cross_entropy_backward(rows, classes, x.data(), targets, ignore, lse1.data(), g, dx1.data());
+  cpu64().cross_entropy_backward(rows, classes, x.data(), targets, ignore, lse1.data(), g, dx2.data());
+  EXPECT_TRUE(agree(dx1, dx2));
+  for (std::int64_t c = 0; c < classes; ++c) EXPECT_EQ(dx1[static_cast<std::size_t>(1 * classes + c)], 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// attention
+
+// One attention problem: q, k and v live in one buffer (at q_at, k_at, v_at), their gradients in
+// another of the same size at the same places, as the packed layout's do.
+struct AttentionCase {
+  std::string name;
+  Dims n;
+  Layouts L = {};
+  std::int64_t q_at = 0, k_at = 0, v_at = 0, size = 0, out_size = 0;
+  std::shared_ptr<bool[]> mask_data = nullptr;  // what `mask` reads, if anything
+  MaskReader mask = {};
+};
+
+AttentionCase separate(std::string name, Dims n, bool last, MaskReader mask = {},
+                       std::shared_ptr<bool[]> mask_data = nullptr) {
+  auto view = last ? attention_kernels::heads_last : attention_kernels::heads_first;
+  AttentionCase c{name + (last ? ", heads last" : ", heads first"), n};
+  c.L = {view(n.h, n.tq, n.d), view(n.h, n.tk, n.d), view(n.h, n.tk, n.dv), view(n.h, n.tq, n.dv)};
+  c.k_at = n.b * n.h * n.tq * n.d;
+  c.v_at = c.k_at + n.b * n.h * n.tk * n.d;
+  c.size = c.v_at + n.b * n.h * n.tk * n.dv;
+  c.out_size = n.b * n.h * n.tq * n.dv;
+  c.mask = mask;
+  c.mask.shift = n.tk - n.tq;
+  c.mask_data = std::move(mask_data);
+  return c;
+}
+
+// [B, T, 3 H d]: each position's query, key and value are its row's three thirds.
+AttentionCase packed(std::int64_t b, std::int64_t h, std::int64_t t, std::int64_t d, bool causal) {
+  std::int64_t width = h * d;
+  View p{t * 3 * width, d, 3 * width};
+  AttentionCase c{std::string("packed") + (causal ? ", causal" : ""), Dims{b, h, t, t, d, d}};
+  c.L = {p, p, p, attention_kernels::heads_last(h, t, d)};
+  c.q_at = 0, c.k_at = width, c.v_at = 2 * width;
+  c.size = b * t * 3 * width;
+  c.out_size = b * t * width;
+  c.mask.causal = causal;
+  return c;
+}
+
+// A bool mask of `size` elements, true with probability 0.7.
+std::shared_ptr<bool[]> random_mask(std::int64_t size, std::mt19937& gen) {
+  std::shared_ptr<bool[]> m(new bool[static_cast<std::size_t>(size)]);
+  std::bernoulli_distribution keep(0.7);
+  for (std::int64_t i = 0; i < size; ++i) m[i] = keep(gen);
+  return m;
+}
+
+std::vector<AttentionCase> attention_cases() {
+  std::mt19937 gen(7);
+  std::vector<AttentionCase> cases;
+  for (bool last : {false, true}) {
+    Dims n{2, 3, 5, 7, 4, 3};
+    cases.push_back(separate("no mask", n, last));
+    cases.push_back(separate("causal", n, last, MaskReader{.causal = true}));
+    // Tq > Tk under the causal rule: the first two queries see no key at all.
+    cases.push_back(separate("causal, Tq > Tk", Dims{2, 3, 7, 5, 4, 3}, last, MaskReader{.causal = true}));
+    // A [Tq, Tk] mask broadcast over batch and heads, with query 1 seeing no key.
+    std::shared_ptr<bool[]> m = random_mask(n.tq * n.tk, gen);
+    for (std::int64_t j = 0; j < n.tk; ++j) m[n.tk + j] = false;
+    cases.push_back(separate("broadcast mask", n, last, MaskReader{.mask = m.get(), .si = n.tk, .sj = 1}, m));
+    // A [B, 1, Tq, Tk] mask with causal on top: a fully masked row in batch 1 only.
+    std::shared_ptr<bool[]> mb = random_mask(n.b * n.tq * n.tk, gen);
+    for (std::int64_t j = 0; j < n.tk; ++j) mb[(1 * n.tq + 3) * n.tk + j] = false;
+    cases.push_back(separate("per-batch mask and causal", n, last,
+                             MaskReader{.mask = mb.get(), .sb = n.tq * n.tk, .si = n.tk, .sj = 1, .causal = true}, mb));
+    cases.push_back(separate("no keys", Dims{2, 3, 5, 0, 4, 3}, last));
+  }
+  cases.push_back(packed(2, 3, 5, 4, false));
+  cases.push_back(packed(2, 3, 5, 4, true));
+  return cases;
+}
+
+// Which elements of a buffer of `size` the (rows x cols) matrices of every (b, h), seen through
+// `view` from `offset`, cover.
+std::vector<bool> covered(std::int64_t size, const Dims& n, const View& view, std::int64_t offset, std::int64_t rows,
+                          std::int64_t cols) {
+  std::vector<bool> c(static_cast<std::size_t>(size));
+  for (std::int64_t b = 0; b < n.b; ++b)
+    for (std::int64_t h = 0; h < n.h; ++h)
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j)
+          c[static_cast<std::size_t>(offset + view.at(b, h) + i * view.ld + j)] = true;
+  return c;
+}
+
+TEST(NaiveBackend, AttentionMatchesCpu) {
+  std::mt19937 gen(8);
+  const double scale = 0.37;
+  for (const AttentionCase& a : attention_cases()) {
+    SCOPED_TRACE(a.name);
+    const Dims& n = a.n;
+    std::vector<double> in = uniform(a.size, gen, -2.0, 2.0);
+    std::vector<double> dout = uniform(a.out_size, gen);
+    const double *q = in.data() + a.q_at, *k = in.data() + a.k_at, *v = in.data() + a.v_at;
+    std::vector<double> lse1 = unwritten(n.b * n.h * n.tq), lse2 = lse1, out1 = unwritten(a.out_size), out2 = out1;
+    std::vector<double> w1(static_cast<std::size_t>(n.b * n.h * n.tq * n.tk)), w2 = w1;  // zeroed by the caller
+    for (bool with_weights : {false, true}) {
+      naive64().attention(n, a.L, a.mask, scale, q, k, v, lse1.data(), data_or_null(w1, with_weights), out1.data(),
+                          kPlain);
+      cpu64().attention(n, a.L, a.mask, scale, q, k, v, lse2.data(), data_or_null(w2, with_weights), out2.data(),
+                        kPlain);
+      EXPECT_TRUE(agree(lse1, lse2)) << "lse, weights " << with_weights;
+      EXPECT_TRUE(agree(out1, out2)) << "out, weights " << with_weights;
+      EXPECT_TRUE(agree(w1, w2)) << "weights, weights " << with_weights;
+    }
+    // A row of weights sums to 1, or to 0 with lse = -inf where its query sees no key.
+    for (std::int64_t row = 0; row < n.b * n.h * n.tq; ++row) {
+      double sum = 0;
+      for (std::int64_t j = 0; j < n.tk; ++j) sum += w1[static_cast<std::size_t>(row * n.tk + j)];
+      EXPECT_NEAR(sum, lse1[static_cast<std::size_t>(row)] == -kInf ? 0.0 : 1.0, 1e-12) << "row " << row;
+    }
+    // Backward from the naive forward's lse, with every subset of dq, dk, dv wanted.
+    std::vector<bool> region[3] = {covered(a.size, n, a.L.q, a.q_at, n.tq, n.d),
+                                   covered(a.size, n, a.L.k, a.k_at, n.tk, n.d),
+                                   covered(a.size, n, a.L.v, a.v_at, n.tk, n.dv)};
+    for (int want = 1; want < 8; ++want) {
+      std::vector<double> g1 = unwritten(a.size), g2 = g1;
+      std::vector<bool> wanted(static_cast<std::size_t>(a.size));
+      std::array<double*, 3> p1{}, p2{};
+      std::int64_t at[3] = {a.q_at, a.k_at, a.v_at};
+      for (int part = 0; part < 3; ++part) {
+        if (!(want & (1 << part))) continue;
+        p1[static_cast<std::size_t>(part)] = g1.data() + at[part];
+        p2[static_cast<std::size_t>(part)] = g2.data() + at[part];
+        for (std::size_t i = 0; i < wanted.size(); ++i) wanted[i] = wanted[i] || region[part][i];
+      }
+      naive64().attention_backward(n, a.L, a.mask, scale, q, k, v, lse1.data(), dout.data(), p1[0], p1[1], p1[2],
+                                   kPlain);
+      cpu64().attention_backward(n, a.L, a.mask, scale, q, k, v, lse1.data(), dout.data(), p2[0], p2[1], p2[2], kPlain);
+      EXPECT_TRUE(agree(g1, g2, wanted)) << "gradients, wanted dq " << (want & 1) << " dk " << (want & 2) << " dv "
+                                         << (want & 4);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the optimizer
+
+TEST(NaiveBackend, AdamAndClippingMatchCpu) {
+  std::mt19937 gen(9);
+  const std::int64_t n = 13;
+  std::vector<double> w = uniform(n, gen), g = uniform(n, gen), m = uniform(n, gen, -0.1, 0.1);
+  std::vector<double> v = uniform(n, gen, 0.0, 0.01);
+  for (bool decoupled : {false, true}) {
+    AdamSettings s{
+        .lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .decoupled = decoupled, .step = 3};
+    std::vector<double> w1 = w, w2 = w, m1 = m, m2 = m, v1 = v, v2 = v;
+    naive64().adam_update(n, w1.data(), g.data(), m1.data(), v1.data(), s);
+    cpu64().adam_update(n, w2.data(), g.data(), m2.data(), v2.data(), s);
+    EXPECT_TRUE(agree(w1, w2)) << "w, decoupled " << decoupled;
+    EXPECT_TRUE(agree(m1, m2)) << "m, decoupled " << decoupled;
+    EXPECT_TRUE(agree(v1, v2)) << "v, decoupled " << decoupled;
+  }
+  EXPECT_TRUE(close(naive64().sum_of_squares(n, g.data()), cpu64().sum_of_squares(n, g.data()), 1e-12));
+  std::vector<double> x1 = g, x2 = g;
+  naive64().scale(n, x1.data(), 0.3);
+  cpu64().scale(n, x2.data(), 0.3);
+  EXPECT_TRUE(agree(x1, x2));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values worked out by hand, for both backends.
+
+TEST(NaiveBackend, LinearByHand) {
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    const Table<double>& t = backend->f64;
+    // x = [1 2], W = [[1 0] [0 1] [1 1]], b = [0.5 -1 0]:  y = x W^T + b = [1.5 1 3]
+    LinearSizes n{1, 2, 3};
+    const double x[] = {1, 2}, w[] = {1, 0, 0, 1, 1, 1}, b[] = {0.5, -1, 0};
+    std::vector<double> y(3);
+    t.linear(kPlain, n, x, w, b, y.data());
+    EXPECT_EQ(y, (std::vector<double>{1.5, 1, 3}));
+    // dy = [1 2 3]:  dx = dy W = [1 + 3, 2 + 3],  dW = dy^T x = [[1 2] [2 4] [3 6]],  db = dy
+    const double dy[] = {1, 2, 3};
+    std::vector<double> dx(2), dw(6), db(3);
+    t.linear_backward(kPlain, n, dy, nullptr, x, nullptr, w, dx.data(), dw.data(), db.data());
+    EXPECT_EQ(dx, (std::vector<double>{4, 5}));
+    EXPECT_EQ(dw, (std::vector<double>{1, 2, 2, 4, 3, 6}));
+    EXPECT_EQ(db, (std::vector<double>{1, 2, 3}));
+    // GELU(0) = 0 and GELU'(0) = 1/2 in both forms; GELU(1) = Phi(1) = 0.8413447460685429.
+    const double at[] = {0, 1};
+    std::vector<double> g(2), slope(2);
+    for (GeluForm form : {GeluForm::Exact, GeluForm::Tanh}) {
+      t.gelu(2, at, g.data(), slope.data(), form);
+      EXPECT_EQ(g[0], 0.0);
+      EXPECT_DOUBLE_EQ(slope[0], 0.5);
+    }
+    t.gelu(2, at, g.data(), nullptr, GeluForm::Exact);
+    EXPECT_NEAR(g[1], 0.8413447460685429, 1e-15);
+  }
+}
+
+TEST(NaiveBackend, LayerNormByHand) {
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    const Table<double>& t = backend->f64;
+    // Row 0: [0 0 2 2], mean 1, variance 1, xhat [-1 -1 1 1]. Row 1: [3 -1 3 -1], mean 1,
+    // variance 4, rstd 1/2, xhat [1 -1 1 -1]. eps = 0 keeps the numbers round.
+    const double x[] = {0, 0, 2, 2, 3, -1, 3, -1}, w[] = {1, 2, 3, 4}, b[] = {0, 0, 0, 1};
+    std::vector<double> y(8), mean(2), rstd(2);
+    t.layer_norm(2, 4, 0.0, x, w, b, y.data(), mean.data(), rstd.data());
+    EXPECT_EQ(mean, (std::vector<double>{1, 1}));
+    EXPECT_EQ(rstd, (std::vector<double>{1, 0.5}));
+    EXPECT_EQ(y, (std::vector<double>{-1, -2, 3, 5, 1, -2, 3, -3}));  // xhat w + b
+    // dy = e_0 on row 0, 0 on row 1. g = dy w = [1 0 0 0], mean(g) = 1/4, mean(g xhat) = -1/4:
+    // dx = rstd (g - 1/4 + xhat / 4) = [1/2 -1/2 0 0]; dw = dy xhat = [-1 0 0 0]; db = dy.
+    const double dy[] = {1, 0, 0, 0, 0, 0, 0, 0};
+    std::vector<double> dx(8), dw(4), db(4);
+    t.layer_norm_backward(2, 4, x, w, mean.data(), rstd.data(), dy, dx.data(), dw.data(), db.data());
+    std::vector<double> expected_dx{0.5, -0.5, 0, 0, 0, 0, 0, 0};
+    for (std::size_t i = 0; i < 8; ++i) EXPECT_NEAR(dx[i], expected_dx[i], 1e-15) << "dx " << i;
+    EXPECT_EQ(dw, (std::vector<double>{-1, 0, 0, 0}));
+    EXPECT_EQ(db, (std::vector<double>{1, 0, 0, 0}));
+  }
+}
+
+TEST(NaiveBackend, CrossEntropyByHand) {
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    const Table<double>& t = backend->f64;
+    // Row 0: [0 ln 3], softmax [1/4 3/4], lse ln 4, target 1: loss ln 4 - ln 3.
+    // Row 1: ignored. Row 2: [5 5], softmax [1/2 1/2], lse 5 + ln 2, target 0: loss ln 2.
+    const double x[] = {0, std::log(3.0), 7, -7, 5, 5};
+    const std::int64_t targets[] = {1, -1, 0};
+    std::vector<double> lse(3, kNaN);
+    double loss = t.cross_entropy(3, 2, x, targets, -1, lse.data());
+    EXPECT_NEAR(loss, std::log(4.0 / 3.0) + std::log(2.0), 1e-15);
+    EXPECT_NEAR(lse[0], std::log(4.0), 1e-15);
+    EXPECT_NEAR(lse[2], 5 + std::numbers::ln2, 1e-15);
+    // g = 1/2:  dx = g (softmax - onehot) = [1/8 -1/8], [0 0], [-1/4 1/4]
+    std::vector<double> dx(6, kNaN);
+    t.cross_entropy_backward(3, 2, x, targets, -1, lse.data(), 0.5, dx.data());
+    std::vector<double> expected{0.125, -0.125, 0, 0, -0.25, 0.25};
+    for (std::size_t i = 0; i < 6; ++i) EXPECT_NEAR(dx[i], expected[i], 1e-15) << "dx " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// float32 and the call count
+
+std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// The float32 table computes what the float64 one does, up to float32's rounding.
+TEST(NaiveBackend, Float32AgreesWithFloat64) {
+  std::mt19937 gen(10);
+  AttentionCase a = separate("causal", Dims{2, 3, 5, 7, 4, 3}, true, MaskReader{.causal = true});
+  const Dims& n = a.n;
+  std::vector<double> in = uniform(a.size, gen), dout = uniform(a.out_size, gen);
+  std::vector<float> in32 = to_float(in), dout32 = to_float(dout);
+  std::vector<double> lse(static_cast<std::size_t>(n.b * n.h * n.tq)), out(static_cast<std::size_t>(a.out_size));
+  std::vector<double> grad(static_cast<std::size_t>(a.size));
+  std::vector<float> lse32(lse.size()), out32(out.size()), grad32(grad.size());
+  const Table<double>& t64 = naive_backend().f64;
+  const Table<float>& t32 = naive_backend().f32;
+  t64.attention(n, a.L, a.mask, 0.5, in.data() + a.q_at, in.data() + a.k_at, in.data() + a.v_at, lse.data(), nullptr,
+                out.data(), kPlain);
+  t32.attention(n, a.L, a.mask, 0.5, in32.data() + a.q_at, in32.data() + a.k_at, in32.data() + a.v_at, lse32.data(),
+                nullptr, out32.data(), kPlain);
+  t64.attention_backward(n, a.L, a.mask, 0.5, in.data() + a.q_at, in.data() + a.k_at, in.data() + a.v_at, lse.data(),
+                         dout.data(), grad.data() + a.q_at, grad.data() + a.k_at, grad.data() + a.v_at, kPlain);
+  t32.attention_backward(n, a.L, a.mask, 0.5, in32.data() + a.q_at, in32.data() + a.k_at, in32.data() + a.v_at,
+                         lse32.data(), dout32.data(), grad32.data() + a.q_at, grad32.data() + a.k_at,
+                         grad32.data() + a.v_at, kPlain);
+  EXPECT_TRUE(agree(to_double(lse32), lse, {}, 1e-5)) << "lse";
+  EXPECT_TRUE(agree(to_double(out32), out, {}, 1e-5)) << "out";
+  EXPECT_TRUE(agree(to_double(grad32), grad, {}, 1e-5)) << "dq, dk, dv";
+
+  LinearSizes ln{5, 7, 3};
+  std::vector<double> x = uniform(35, gen), w = uniform(21, gen), b = uniform(3, gen), y(15), slope(15);
+  std::vector<float> x32 = to_float(x), w32 = to_float(w), b32 = to_float(b), y32(15), slope32(15);
+  t64.linear_gelu(kPlain, ln, x.data(), w.data(), b.data(), y.data(), slope.data(), GeluForm::Exact);
+  t32.linear_gelu(kPlain, ln, x32.data(), w32.data(), b32.data(), y32.data(), slope32.data(), GeluForm::Exact);
+  EXPECT_TRUE(agree(to_double(y32), y, {}, 1e-5)) << "linear_gelu y";
+  EXPECT_TRUE(agree(to_double(slope32), slope, {}, 1e-5)) << "linear_gelu slope";
+}
+
+// Every naive kernel adds one to naive_calls() per call; the cpu ones add nothing.
+TEST(NaiveBackend, CallsAreCounted) {
+  reset_naive_calls();
+  EXPECT_EQ(naive_calls(), 0);
+  const double x[] = {1, 2}, w[] = {3, 4};
+  double y = 0;
+  naive64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
+  EXPECT_EQ(naive_calls(), 1);
+  cpu64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
+  EXPECT_EQ(naive_calls(), 1);
+  EXPECT_EQ(naive64().sum_of_squares(2, x), 5.0);
+  naive_backend().f32.scale(0, nullptr, 2.0);
+  EXPECT_EQ(naive_calls(), 3);
+  reset_naive_calls();
+  EXPECT_EQ(naive_calls(), 0);
+}
+
+}  // namespace
+}  // namespace ag::backends
