@@ -53,6 +53,7 @@ Metadata gpt_metadata(const nn::GPTConfig& c, const data::CharTokenizer& tokeniz
   };
   // Written only when it is not GPT-2's LayerNorm, so such checkpoints stay as nanoGPT writes them.
   if (c.norm != nn::NormKind::Layer) config["norm"] = nn::norm_name(c.norm);
+  if (c.mlp != nn::MlpKind::Gelu) config["mlp"] = nn::mlp_name(c.mlp);
   std::vector<std::string> tokens = tokenizer.tokens();  // returned by value: begin and end of one copy
   json::array vocab(tokens.begin(), tokens.end());
   return {{"config", json::serialize(config)}, {"vocab", json::serialize(vocab)}, {"format", "attograd-gpt"}};
@@ -92,6 +93,8 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
     if (const json::value* bias = fields.if_contains("bias")) ckpt.config.bias = json::as_bool(*bias, "config.bias");
     if (const json::value* norm = fields.if_contains("norm"))
       ckpt.config.norm = nn::parse_norm(json::as_string(*norm, "config.norm"));
+    if (const json::value* mlp = fields.if_contains("mlp"))
+      ckpt.config.mlp = nn::parse_mlp(json::as_string(*mlp, "config.mlp"));
     json::value vocab = json::parse(meta("vocab"));
     for (const json::value& t : json::as_array(vocab, "vocab"))
       ckpt.vocab.emplace_back(json::as_string(t, "vocab entry"));
@@ -162,12 +165,13 @@ std::map<std::string, Tensor> stage_gpt(const nn::GPT& model, const GPTCheckpoin
   const std::string where = ckpt.source.empty() ? "load_gpt" : fmt::format("{}: load_gpt", ckpt.source);
   const nn::GPTConfig &a = model.config, &b = ckpt.config;
   if (a.vocab_size != b.vocab_size || a.block_size != b.block_size || a.n_layer != b.n_layer || a.n_head != b.n_head ||
-      a.n_embd != b.n_embd || a.bias != b.bias || a.norm != b.norm)
+      a.n_embd != b.n_embd || a.bias != b.bias || a.norm != b.norm || a.mlp != b.mlp)
     throw_invalid(where,
-                  "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}) differs from "
-                  "the model's (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {})",
+                  "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}, mlp {}) differs "
+                  "from the model's (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}, mlp {})",
                   b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, b.bias, nn::norm_name(b.norm),
-                  a.vocab_size, a.block_size, a.n_layer, a.n_head, a.n_embd, a.bias, nn::norm_name(a.norm));
+                  nn::mlp_name(b.mlp), a.vocab_size, a.block_size, a.n_layer, a.n_head, a.n_embd, a.bias,
+                  nn::norm_name(a.norm), nn::mlp_name(a.mlp));
   // Stage every tensor first: names, shapes, dtypes and values all checked before the model changes.
   std::vector<nn::NamedTensor> expected = gpt_state_dict(model);  // no biases when config.bias is false
   std::set<std::string> wanted;

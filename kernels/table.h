@@ -35,6 +35,11 @@ struct LinearSizes {
   std::int64_t rows, in, out;
 };
 
+// swiglu's sizes: x [rows, in], W1 and W3 [hidden, in], W2 [out, hidden], y [rows, out].
+struct SwigluSizes {
+  std::int64_t rows, in, hidden, out;
+};
+
 // One Adam or AdamW step's settings. `step` counts from 1; decoupled = AdamW (the decay shrinks
 // w directly), otherwise the decay is added to the gradient (L2).
 struct AdamSettings {
@@ -57,6 +62,19 @@ struct Table {
   // copy and is read in its place.
   void (*linear_backward)(const Products& products, const LinearSizes& n, const T* dy, const T* slope, const T* x,
                           const std::uint16_t* x_rounded, const T* w, T* dx, T* dw, T* db);
+
+  // --- swiglu (ops/fused/swiglu.cpp): the MLP of LLaMA-style models, without biases.
+  //   h1 = x W1^T,   h3 = x W3^T,   a = silu(h1) h3,   y = a W2^T,      silu(v) = v sigmoid(v)
+  // h1 and h3 [rows, hidden] are written for backward (optional: not kept).
+  void (*swiglu)(const Products& products, const SwigluSizes& n, const T* x, const T* w1, const T* w3, const T* w2,
+                 T* y, T* h1, T* h3);
+  // From dy [rows, out], with the forward's h1 and h3 (a recomputed from them):
+  //   da = dy W2,   dW2 = dy^T a
+  //   dh3 = da silu(h1),   dh1 = da h3 silu'(h1),   silu'(v) = sigmoid(v) (1 + v (1 - sigmoid(v)))
+  //   dx = dh1 W1 + dh3 W3,   dW1 = dh1^T x,   dW3 = dh3^T x
+  // dx, dw1, dw3, dw2 each optional.
+  void (*swiglu_backward)(const Products& products, const SwigluSizes& n, const T* dy, const T* x, const T* w1,
+                          const T* w3, const T* w2, const T* h1, const T* h3, T* dx, T* dw1, T* dw3, T* dw2);
 
   // --- gelu (ops/fused/gelu.cpp): y = GELU(x) and slope = GELU'(x) (optional) on n values.
   void (*gelu)(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);

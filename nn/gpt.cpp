@@ -22,6 +22,7 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
                  .dropout = c.dropout,
                  .norm_first = true,
                  .norm = c.norm,
+                 .mlp = c.mlp,
                  .bias = c.bias,
                  .max_len = c.block_size};
   for (std::int64_t i = 0; i < c.n_layer; ++i) blocks->push_back(std::make_shared<SelfAttentionBlock>(o, generator));
@@ -33,7 +34,8 @@ GPT::GPT(const GPTConfig& c, Generator& generator) : config(c) {
     bool is_bias = name.ends_with(".bias");
     bool is_norm = name.find("ln_") != std::string::npos;
     if (is_norm) continue;  // LayerNorm and RMSNorm keep weight 1, bias 0
-    bool feeds_residual = name.ends_with("out_proj.weight") || name.ends_with("mlp.proj.weight");
+    bool feeds_residual = name.ends_with("out_proj.weight") || name.ends_with("mlp.proj.weight") ||
+                          name.ends_with("mlp.down_proj.weight");
     Tensor value = is_bias ? zeros(p.shape()) : randn(p.shape(), generator) * (feeds_residual ? residual_std : 0.02);
     p.set_data(value.detach());
   }

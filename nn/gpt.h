@@ -20,6 +20,9 @@ struct GPTConfig {
   double dropout = 0.0;
   bool bias = true;
   NormKind norm = NormKind::Layer;  // the blocks' and the final norm: LayerNorm or RMSNorm (no bias)
+  // The blocks' MLP: GPT-2's (4 n_embd, GELU) or LLaMA's SwiGLU (swiglu_hidden(4 n_embd), no
+  // biases). With norm = Rms and rotary positions this is a LLaMA-shaped model.
+  MlpKind mlp = MlpKind::Gelu;
 };
 
 class GPT : public Module {

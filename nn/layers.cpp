@@ -82,4 +82,36 @@ Tensor FeedForward::forward(const Tensor& x) {
   return drop->forward(proj->forward(linear_gelu(x, fc->weight, fc->bias, gelu)));
 }
 
+SwiGLU::SwiGLU(std::int64_t d_model, std::int64_t d_hidden, double dropout, Generator& generator) {
+  gate_proj = register_module("gate_proj", std::make_shared<Linear>(d_model, d_hidden, false, generator));
+  up_proj = register_module("up_proj", std::make_shared<Linear>(d_model, d_hidden, false, generator));
+  down_proj = register_module("down_proj", std::make_shared<Linear>(d_hidden, d_model, false, generator));
+  drop = register_module("drop", std::make_shared<Dropout>(dropout, generator));
+}
+
+// The three projections' weights go to the fused op, not through the three Linears' forward.
+Tensor SwiGLU::forward(const Tensor& x) {
+  return drop->forward(swiglu(x, gate_proj->weight, up_proj->weight, down_proj->weight));
+}
+
+const char* mlp_name(MlpKind kind) { return kind == MlpKind::Gelu ? "gelu" : "swiglu"; }
+
+MlpKind parse_mlp(std::string_view name) {
+  if (name == "gelu") return MlpKind::Gelu;
+  if (name == "swiglu") return MlpKind::Swiglu;
+  throw_invalid("mlp", "unknown MLP '{}': expected 'gelu' or 'swiglu'", name);
+}
+
+std::int64_t swiglu_hidden(std::int64_t gelu_hidden) {
+  if (gelu_hidden <= 0) throw_invalid("swiglu_hidden", "the GELU MLP's hidden size must be positive, got {}", gelu_hidden);
+  std::int64_t two_thirds = (2 * gelu_hidden + 2) / 3;  // rounded up
+  return (two_thirds + 7) / 8 * 8;
+}
+
+std::shared_ptr<Mlp> make_mlp(MlpKind kind, std::int64_t d_model, std::int64_t gelu_hidden, double dropout, bool bias,
+                              Generator& generator) {
+  if (kind == MlpKind::Swiglu) return std::make_shared<SwiGLU>(d_model, swiglu_hidden(gelu_hidden), dropout, generator);
+  return std::make_shared<FeedForward>(d_model, gelu_hidden, dropout, bias, generator);
+}
+
 }  // namespace ag::nn

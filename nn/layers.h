@@ -87,19 +87,53 @@ class Dropout : public Module {
   Generator generator_;
 };
 
-// The position-wise network of a Transformer block: Linear, GELU, Linear, Dropout.
-//   x: [..., d_model]  ->  [..., d_model], through a hidden size d_hidden (usually 4 d_model)
-class FeedForward : public Module {
+// What FeedForward and SwiGLU share, so that a block can hold either (BlockOptions::mlp): the
+// position-wise network of a Transformer block.   x: [..., d_model]  ->  [..., d_model]
+class Mlp : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+// GPT-2's MLP: Linear, GELU, Linear, Dropout, through a hidden size d_hidden (usually 4 d_model).
+class FeedForward : public Mlp {
  public:
   FeedForward(std::int64_t d_model, std::int64_t d_hidden, double dropout = 0.0, bool bias = true,
               Generator& generator = default_generator(), GeluApproximation gelu = GeluApproximation::None);
-  Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor forward(const Tensor& x) override;
 
   std::shared_ptr<Linear> fc;    // d_model -> d_hidden
   std::shared_ptr<Linear> proj;  // d_hidden -> d_model
   std::shared_ptr<Dropout> drop;
   GeluApproximation gelu;
 };
+
+// LLaMA's MLP (ops/nn_ops.h, swiglu), then Dropout: (silu(x W_gate^T) * x W_up^T) W_down^T,
+// three projections without biases. Its hidden size is usually about 8/3 d_model, which gives it
+// the parameters of a 4 d_model GELU MLP (swiglu_hidden).
+class SwiGLU : public Mlp {
+ public:
+  SwiGLU(std::int64_t d_model, std::int64_t d_hidden, double dropout = 0.0,
+         Generator& generator = default_generator());
+  Tensor forward(const Tensor& x) override;
+
+  std::shared_ptr<Linear> gate_proj;  // d_model -> d_hidden, through silu
+  std::shared_ptr<Linear> up_proj;    // d_model -> d_hidden
+  std::shared_ptr<Linear> down_proj;  // d_hidden -> d_model
+  std::shared_ptr<Dropout> drop;
+};
+
+// Which MLP a model's blocks use: "gelu" (FeedForward, GPT-2's) or "swiglu" (SwiGLU, LLaMA's).
+enum class MlpKind { Gelu, Swiglu };
+// "gelu" or "swiglu", and back; parse_mlp throws std::invalid_argument naming both.
+const char* mlp_name(MlpKind kind);
+MlpKind parse_mlp(std::string_view name);
+// SwiGLU's hidden size standing in for a GELU MLP of `gelu_hidden`: two thirds of it (three
+// matrices instead of two, the same parameters), rounded up to a multiple of 8.
+std::int64_t swiglu_hidden(std::int64_t gelu_hidden);
+// A FeedForward (with biases when `bias`) of hidden size `gelu_hidden`, or a SwiGLU of
+// swiglu_hidden(gelu_hidden).
+std::shared_ptr<Mlp> make_mlp(MlpKind kind, std::int64_t d_model, std::int64_t gelu_hidden, double dropout, bool bias,
+                              Generator& generator);
 
 }  // namespace ag::nn

@@ -18,7 +18,7 @@ SelfAttentionBlock::SelfAttentionBlock(const BlockOptions& o, Generator& generat
   attn = register_module(
       "attn", std::make_shared<MultiHeadAttention>(o.d_model, o.n_heads, attention_options(o, o.rotary), generator));
   ln_2 = register_module("ln_2", make_norm(o.norm, o.d_model, o.bias));
-  mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
+  mlp = register_module("mlp", make_mlp(o.mlp, o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
 
 Tensor SelfAttentionBlock::forward(const Tensor& x, const Tensor& mask, bool causal, Tensor* weights, KVCache* cache) {
@@ -41,7 +41,7 @@ TransformerDecoderBlock::TransformerDecoderBlock(const BlockOptions& o, Generato
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(
                                                  o.d_model, o.n_heads, attention_options(o, false, true), generator));
   ln_3 = register_module("ln_3", make_norm(o.norm, o.d_model, o.bias));
-  mlp = register_module("mlp", std::make_shared<FeedForward>(o.d_model, o.d_ff, o.dropout, o.bias, generator));
+  mlp = register_module("mlp", make_mlp(o.mlp, o.d_model, o.d_ff, o.dropout, o.bias, generator));
 }
 
 Tensor TransformerDecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& memory_mask,

@@ -19,6 +19,7 @@ struct BlockOptions {
   double dropout = 0.0;
   bool norm_first = true;           // pre-LN; false for post-LN
   NormKind norm = NormKind::Layer;  // LayerNorm (with `bias`) or RMSNorm
+  MlpKind mlp = MlpKind::Gelu;      // FeedForward of d_ff (with `bias`), or SwiGLU of swiglu_hidden(d_ff)
   bool bias = true;
   bool rotary = false;  // RoPE in self-attention
   std::int64_t max_len = 2048;
@@ -38,7 +39,7 @@ class SelfAttentionBlock : public Module {
   bool norm_first;
   std::shared_ptr<Normalization> ln_1, ln_2;
   std::shared_ptr<MultiHeadAttention> attn;
-  std::shared_ptr<FeedForward> mlp;
+  std::shared_ptr<Mlp> mlp;
 };
 
 // Causal self-attention + cross-attention over the encoder output ("memory") + feed-forward.
@@ -54,7 +55,7 @@ class TransformerDecoderBlock : public Module {
   bool norm_first;
   std::shared_ptr<Normalization> ln_1, ln_2, ln_3;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
-  std::shared_ptr<FeedForward> mlp;
+  std::shared_ptr<Mlp> mlp;
 };
 
 // How the encoder-decoder model learns where each token is.

@@ -43,6 +43,7 @@ Kernels parse_kernels(std::string_view name);
   X(Gelu, "gelu")                                                            \
   X(LayerNorm, "layer_norm")                                                 \
   X(RmsNorm, "rms_norm")                                                     \
+  X(Swiglu, "swiglu")                                                        \
   X(Embedding, "embedding")                                                  \
   X(CrossEntropy, "cross_entropy")                                           \
   X(Attention, "scaled_dot_product_attention") /* in all three layouts */    \

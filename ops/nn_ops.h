@@ -17,6 +17,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                    GeluApproximation approximate = GeluApproximation::None);
 
+// The MLP of LLaMA-style models, SwiGLU, as one op (no biases):
+//   y = (silu(x W_gate^T) * x W_up^T) W_down^T,   silu(v) = v sigmoid(v)
+// x: [..., in]   w_gate, w_up: [hidden, in]   w_down: [out, hidden]   y: [..., out]
+// Its three products take bf16 inputs under autocast, as linear's do.
+Tensor swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down);
+
 // Rows of `weight` picked by `ids`.   weight: [V, D]   ids: int64, any shape   y: [*ids.shape, D]
 // Not differentiable in ids; repeated ids add their gradients into the same row.
 Tensor embedding(const Tensor& weight, const Tensor& ids);

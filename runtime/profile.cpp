@@ -43,6 +43,7 @@ constexpr Named kNamed[] = {
     {"matmul", Family::Products},
     {"linear", Family::Elementwise},
     {"gelu", Family::Elementwise},
+    {"swiglu", Family::Elementwise},
     {"add", Family::Elementwise},
     {"sub", Family::Elementwise},
     {"mul", Family::Elementwise},

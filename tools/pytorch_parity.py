@@ -67,6 +67,12 @@ CASES = [
          batch=3, seq=17, seed=8, tokens="ascii", norm="rms"),
     dict(name="RMSNorm, no bias", vocab_size=30, block_size=12, n_layer=3, n_head=4, n_embd=32, bias=False,
          batch=2, seq=9, seed=9, tokens="cjk", norm="rms"),
+    # SwiGLU MLPs (config "mlp": "swiglu"): LLaMA's gate_proj, up_proj and down_proj, no biases,
+    # hidden size swiglu_hidden(4 n_embd); with RMSNorm, a LLaMA-shaped block.
+    dict(name="SwiGLU", vocab_size=11, block_size=17, n_layer=2, n_head=3, n_embd=48, bias=True,
+         batch=3, seq=17, seed=10, tokens="ascii", mlp="swiglu"),
+    dict(name="SwiGLU, RMSNorm, no bias", vocab_size=30, block_size=12, n_layer=3, n_head=4, n_embd=20,
+         bias=False, batch=2, seq=9, seed=11, tokens="cjk", norm="rms", mlp="swiglu"),
 ]
 
 # --- file formats --------------------------------------------------------------------------
@@ -161,17 +167,29 @@ def rms(c):
     return c.get("norm", "layer") == "rms"
 
 
+def swiglu(c):
+    return c.get("mlp", "gelu") == "swiglu"
+
+
+def swiglu_hidden(gelu_hidden):
+    """nn::swiglu_hidden: two thirds of the GELU MLP's hidden size, rounded up to a multiple of 8."""
+    return ((2 * gelu_hidden + 2) // 3 + 7) // 8 * 8
+
+
 def parameter_shapes(c):
     """(name, shape) for every parameter, in nanoGPT's state-dict order."""
     C, shapes = c["n_embd"], []
     shapes += [("transformer.wte.weight", [c["vocab_size"], C]), ("transformer.wpe.weight", [c["block_size"], C])]
+    H = swiglu_hidden(4 * C)
+    mlp = ([("mlp.gate_proj", [H, C]), ("mlp.up_proj", [H, C]), ("mlp.down_proj", [C, H])] if swiglu(c)
+           else [("mlp.c_fc", [4 * C, C]), ("mlp.c_proj", [C, 4 * C])])
     for i in range(c["n_layer"]):
         h = f"transformer.h.{i}."
-        layer = [("ln_1", [C]), ("attn.c_attn", [3 * C, C]), ("attn.c_proj", [C, C]),
-                 ("ln_2", [C]), ("mlp.c_fc", [4 * C, C]), ("mlp.c_proj", [C, 4 * C])]
+        layer = [("ln_1", [C]), ("attn.c_attn", [3 * C, C]), ("attn.c_proj", [C, C]), ("ln_2", [C])] + mlp
         for module, weight_shape in layer:  # a bias has one entry per output row
             shapes.append((h + module + ".weight", weight_shape))
-            if c["bias"] and not (module.startswith("ln_") and rms(c)):  # RMSNorm has no bias
+            no_bias = (module.startswith("ln_") and rms(c)) or (module.startswith("mlp.") and swiglu(c))
+            if c["bias"] and not no_bias:
                 shapes.append((h + module + ".bias", [weight_shape[0]]))
     shapes.append(("transformer.ln_f.weight", [C]))
     if c["bias"] and not rms(c):
@@ -229,7 +247,11 @@ def gpt_loss(params, c, ids, targets):
         h = f"transformer.h.{i}"
         x = x + causal_self_attention(norm(x, params, h + ".ln_1", c), params, h + ".attn", c["n_head"])
         mlp_in = norm(x, params, h + ".ln_2", c)
-        x = x + linear(F.gelu(linear(mlp_in, params, h + ".mlp.c_fc")), params, h + ".mlp.c_proj")  # erf GELU
+        if swiglu(c):  # (silu(x W_gate^T) * x W_up^T) W_down^T, silu(g) = g sigmoid(g)
+            gate, up = linear(mlp_in, params, h + ".mlp.gate_proj"), linear(mlp_in, params, h + ".mlp.up_proj")
+            x = x + linear(gate * torch.sigmoid(gate) * up, params, h + ".mlp.down_proj")
+        else:
+            x = x + linear(F.gelu(linear(mlp_in, params, h + ".mlp.c_fc")), params, h + ".mlp.c_proj")  # erf GELU
     logits = norm(x, params, "transformer.ln_f", c) @ params["transformer.wte.weight"].T  # tied head
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -346,11 +368,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pytorch_parity_") as workdir:
         for case in CASES:
             case["config"] = {k: case[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "bias")}
-            if "norm" in case:
-                case["config"]["norm"] = case["norm"]
+            for key in ("norm", "mlp"):
+                if key in case:
+                    case["config"][key] = case[key]
             print(f"{case['name']}: vocab {case['vocab_size']}, block {case['block_size']}, "
                   f"layers {case['n_layer']}, heads {case['n_head']}, embd {case['n_embd']}, bias {case['bias']}, "
-                  f"norm {case.get('norm', 'layer')}, "
+                  f"norm {case.get('norm', 'layer')}, mlp {case.get('mlp', 'gelu')}, "
                   f"B {case['batch']}, T {case['seq']}, {case.get('file_dtype', 'F64')} file, {case['tokens']} tokens")
             print(f"  {'':<38} {'shape':>8} {'max |ref|':>10} {'max abs':>10} {'max rel':>10}")
             ok, max_abs, max_rel = run_case(case, args.gpt_grads, workdir)

@@ -82,12 +82,19 @@ Size attention(const Size& d, bool bias) { return linear(d, d * 3, bias) + linea
 Size feed_forward(const Size& d, const Size& hidden, bool bias) {
   return linear(d, hidden, bias) + linear(hidden, d, bias);
 }
+// SwiGLU: gate, up and down, no biases, of nn::swiglu_hidden(4 d) (at most 3 d + 8, the bound
+// taken where 4 d is past what int64 can hold).
+Size swiglu(std::int64_t d) {
+  Size hidden = d <= std::numeric_limits<std::int64_t>::max() / 8 ? Size(nn::swiglu_hidden(4 * d)) : Size(d) * 3 + 8;
+  return Size(d) * hidden * 3;
+}
 
 }  // namespace
 
 Size gpt_parameter_count(const nn::GPTConfig& c) {
   Size d = c.n_embd;
-  Size block = layer_norm(d, c.bias) * 2 + attention(d, c.bias) + feed_forward(d, d * 4, c.bias);
+  Size mlp = c.mlp == nn::MlpKind::Swiglu ? swiglu(c.n_embd) : feed_forward(d, d * 4, c.bias);
+  Size block = layer_norm(d, c.bias) * 2 + attention(d, c.bias) + mlp;
   return Size(c.vocab_size) * d + Size(c.block_size) * d + Size(c.n_layer) * block + layer_norm(d, c.bias);
 }
 

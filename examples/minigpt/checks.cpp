@@ -121,6 +121,12 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
         "model, so leave --norm out (or start a new run: another --out, or --overwrite without --resume)",
         ag::nn::norm_name(o.model.norm), path, ag::nn::norm_name(stored.config.norm));
   o.model.norm = stored.config.norm;
+  if (given("mlp") && o.model.mlp != stored.config.mlp)
+    refuse(
+        "--mlp {} conflicts with the run being resumed: {} was trained with --mlp {}; a resumed run keeps its "
+        "model, so leave --mlp out (or start a new run: another --out, or --overwrite without --resume)",
+        ag::nn::mlp_name(o.model.mlp), path, ag::nn::mlp_name(stored.config.mlp));
+  o.model.mlp = stored.config.mlp;
   // The schedule: --steps, --lr, --min-lr and --warmup left out are the run's. One given that
   // differs makes a new schedule, which train notes when it resumes. (The file's, checked here,
   // so that a bad one is not blamed on an option the command line never gave.)

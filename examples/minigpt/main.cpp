@@ -53,7 +53,7 @@ bool parse(int argc, char** argv, const po::options_description& options, po::va
 
 int train_command(int argc, char** argv) {
   minigpt::TrainOptions o;
-  std::string precision, norm = "layer";
+  std::string precision, norm = "layer", mlp = "gelu";
   po::options_description opts(
       "minigpt train: train a character-level GPT (defaults finish in under a minute on 2 cores)");
   opts.add_options()("help,h", "show this help")(
@@ -68,6 +68,9 @@ int train_command(int argc, char** argv) {
                                                                            "width of the residual stream")(
       "norm", with_default(&norm),
       "normalisation in every block and before the head: layer (LayerNorm, GPT-2's) or rms (RMSNorm, LLaMA's)")(
+      "mlp", with_default(&mlp),
+      "each block's MLP: gelu (4 x embd, GELU, GPT-2's) or swiglu (SwiGLU of about 8/3 x embd, no biases, "
+      "LLaMA's)")(
       "dropout", with_default(&o.model.dropout), "dropout probability")(
       "lr", with_default(&o.lr), "peak learning rate")("min-lr", with_default(&o.min_lr),
                                                        "learning rate at the end of the cosine")(
@@ -97,6 +100,8 @@ int train_command(int argc, char** argv) {
   if (!parse(argc, argv, opts, vm, code)) return code;
   if (norm != "layer" && norm != "rms") refuse("--norm must be layer or rms, got '{}'", norm);
   o.model.norm = ag::nn::parse_norm(norm);
+  if (mlp != "gelu" && mlp != "swiglu") refuse("--mlp must be gelu or swiglu, got '{}'", mlp);
+  o.model.mlp = ag::nn::parse_mlp(mlp);
   o.precision = ag::examples::apply_precision(precision, false);  // train prints it with the run's settings
   // Before anything else is said: a model option that contradicts the run being resumed.
   if (o.resume && !o.overwrite)

@@ -43,7 +43,7 @@ struct TrainOptions {
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
 // Every check throws ag::examples::Refused naming the option or the file.
 
-// --resume: the model options (--block, --layers, --heads, --embd, --dropout, --norm) become
+// --resume: the model options (--block, --layers, --heads, --embd, --dropout, --norm, --mlp) become
 // those of the training state in --out. One the command line gave (`given` says which, by name)
 // must agree with it: a conflict is refused, naming both values. The schedule's options
 // (--steps, --lr, --min-lr, --warmup) and the ones recorded_options lists are the run's when

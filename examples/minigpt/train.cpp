@@ -172,12 +172,12 @@ void write_log_line(std::FILE* log, const std::string& path, const std::string& 
 std::string run_description(const TrainOptions& o, const Corpus& corpus, const ag::nn::GPTConfig& config) {
   return fmt::format(
       "corpus: {} characters in {} (fingerprint {:016x})\nvocabulary: {}\nmodel: block {} layers {} heads {} embd {} "
-      "dropout {} norm {}\n"
+      "dropout {} norm {} mlp {}\n"
       "steps {} batch {} lr {} min-lr {} warmup {} weight-decay {} grad-clip {}\neval-interval {} eval-batches {} "
       "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nprecision {}\nthreads per process {}\n",
       corpus.dataset.size(Split::Train) + corpus.dataset.size(Split::Validation),
       plural(std::ssize(corpus.files), "file"), corpus.fingerprint, config.vocab_size, config.block_size,
-      config.n_layer, config.n_head, config.n_embd, config.dropout, ag::nn::norm_name(config.norm), o.steps, o.batch,
+      config.n_layer, config.n_head, config.n_embd, config.dropout, ag::nn::norm_name(config.norm), ag::nn::mlp_name(config.mlp), o.steps, o.batch,
       o.lr, o.min_lr, o.warmup, o.weight_decay, o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval,
       o.sync_check_interval, o.seed, o.resume, ag::kernels_name(ag::kernels()), o.precision.bf16 ? "bf16" : "fp32",
       ag::get_num_threads());
@@ -355,9 +355,10 @@ void Run::print_settings() const {
   fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
              static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
              plural(tokenizer.size(), "character"));
-  fmt::print("model: {}, {}, n_embd {}, block {}{}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
+  fmt::print("model: {}, {}, n_embd {}, block {}{}{}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
              plural(config.n_head, "head"), config.n_embd, config.block_size,
              config.norm == ag::nn::NormKind::Rms ? ", RMSNorm" : "",
+             config.mlp == ag::nn::MlpKind::Swiglu ? ", SwiGLU" : "",
              static_cast<double>(model.parameter_count()) / 1e6);
   fmt::print("training: {} of {} x {} tokens, AdamW lr {} (warm-up {}, cosine to {})\n", plural(o.steps, "step"),
              o.batch * micro, config.block_size, o.lr, o.warmup, o.min_lr);

@@ -27,6 +27,8 @@ Table<T> cpu_table() {
       .linear = cpu::linear<T>,
       .linear_gelu = cpu::linear_gelu<T>,
       .linear_backward = cpu::linear_backward<T>,
+      .swiglu = cpu::swiglu<T>,
+      .swiglu_backward = cpu::swiglu_backward<T>,
       .gelu = cpu::gelu<T>,
       .layer_norm = cpu::layer_norm<T>,
       .layer_norm_backward = cpu::layer_norm_backward<T>,

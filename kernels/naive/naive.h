@@ -29,6 +29,14 @@ void linear_backward(const Products& products, const LinearSizes& n, const T* dy
 template <class T>
 void gelu(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);
 
+// swiglu.cpp
+template <class T>
+void swiglu(const Products& products, const SwigluSizes& n, const T* x, const T* w1, const T* w3, const T* w2, T* y,
+            T* h1, T* h3);
+template <class T>
+void swiglu_backward(const Products& products, const SwigluSizes& n, const T* dy, const T* x, const T* w1, const T* w3,
+                     const T* w2, const T* h1, const T* h3, T* dx, T* dw1, T* dw3, T* dw2);
+
 // norms.cpp
 template <class T>
 void layer_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b, T* y, double* mean,

@@ -16,6 +16,8 @@ Table<T> naive_table() {
       .linear = naive::linear<T>,
       .linear_gelu = naive::linear_gelu<T>,
       .linear_backward = naive::linear_backward<T>,
+      .swiglu = naive::swiglu<T>,
+      .swiglu_backward = naive::swiglu_backward<T>,
       .gelu = naive::gelu<T>,
       .layer_norm = naive::layer_norm<T>,
       .layer_norm_backward = naive::layer_norm_backward<T>,

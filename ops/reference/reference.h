@@ -16,6 +16,7 @@
 //   rms_norm.cpp         normalisation by the root mean square (LLaMA-style models)
 //   attention.cpp        softmax(Q K^T / sqrt(d) + mask) V, in its three layouts
 //   linear.cpp           x W^T + b, and the MLP's GELU
+//   swiglu.cpp           the gated MLP of LLaMA-style models
 //   cross_entropy.cpp    the loss
 //   optim.cpp            AdamW's update and gradient clipping
 #pragma once
@@ -32,6 +33,8 @@ namespace ag::reference {
 
 // y = x W^T + b          x: [..., in]  weight: [out, in]  bias: [out] or undefined
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// (silu(x W_gate^T) * x W_up^T) W_down^T, silu(v) = v sigmoid(v): LLaMA's MLP, no biases
+Tensor swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down);
 // GELU(x) = x Phi(x), or GPT-2's tanh approximation of it
 Tensor gelu(const Tensor& x, GeluApproximation approximate);
 // gelu(linear(x, weight, bias))

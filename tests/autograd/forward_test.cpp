@@ -315,6 +315,18 @@ TEST(ForwardGradcheck, SoftmaxLogSoftmaxAndMaskedFill) {
 }
 
 // The ops with two kernels: the fast kernel's node and the reference's ops both carry tangents.
+TEST(ForwardGradcheck, SwigluOnOddShapes) {
+  Generator gen(18);
+  Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), g = uniform_leaf({7, 5}, gen), u = uniform_leaf({7, 5}, gen),
+         d = uniform_leaf({3, 7}, gen);
+  for (Kernels k : {Kernels::Fast, Kernels::Reference, Kernels::Naive}) {
+    KernelGuard guard(k);
+    EXPECT_TRUE(forward_check([](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); },
+                              {x, g, u, d}))
+        << kernels_name(k);
+  }
+}
+
 TEST(ForwardGradcheck, NormsLinearGeluEmbeddingCrossEntropyDropout) {
   Generator gen(17);
   Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0);

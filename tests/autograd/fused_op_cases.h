@@ -34,6 +34,7 @@ inline std::vector<FusedOpCase> fused_op_cases(Generator& gen) {
   Tensor w = uniform_leaf({5}, gen, 0.5, 1.5), b = uniform_leaf({5}, gen);
   Tensor lw = uniform_leaf({4, 5}, gen), lb = uniform_leaf({4}, gen);
   Tensor table = uniform_leaf({5, 3}, gen);
+  Tensor gate = uniform_leaf({6, 5}, gen), up = uniform_leaf({6, 5}, gen), down = uniform_leaf({3, 6}, gen);
   Tensor ids = from_vector<std::int64_t>({4, 0, 4, 2, 1, 4}, {2, 3});
   Tensor targets = from_vector<std::int64_t>({1, -100, 4, 0, 2, -100}, {2, 3});
   Tensor all_ignored = from_vector<std::int64_t>({7, 7, 7, 7, 7, 7}, {2, 3});
@@ -52,6 +53,8 @@ inline std::vector<FusedOpCase> fused_op_cases(Generator& gen) {
       {"layer_norm, no affine", [](In in) { return layer_norm(in[0], {}, {}, 1e-5); }, {x}},
       {"layer_norm, squared", [](In in) { return layer_norm(in[0], in[1], in[2], 1e-3).pow(2.0); }, {x, w, b}},
       {"rms_norm", [](In in) { return rms_norm(in[0], in[1], 1e-5); }, {x, w}},
+      {"swiglu", [](In in) { return swiglu(in[0], in[1], in[2], in[3]); }, {x, gate, up, down}},
+      {"swiglu, squared", [](In in) { return swiglu(in[0], in[1], in[2], in[3]).pow(2.0); }, {x, gate, up, down}},
       {"embedding", [ids](In in) { return embedding(in[0], ids).pow(2.0); }, {table}},
       {"cross_entropy", [targets](In in) { return cross_entropy(in[0], targets); }, {x}},
       {"cross_entropy, squared", [targets](In in) { return cross_entropy(in[0], targets).pow(2.0); }, {x}},

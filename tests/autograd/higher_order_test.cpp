@@ -394,6 +394,18 @@ TEST(Gradgradcheck, RmsNormWithAndWithoutWeight) {
   }
 }
 
+TEST(Gradgradcheck, SwigluOnOddShapes) {
+  Generator gen(28);
+  Tensor x = uniform_leaf({2, 3, 5}, gen, -2.0, 2.0), g = uniform_leaf({7, 5}, gen), u = uniform_leaf({7, 5}, gen),
+         d = uniform_leaf({3, 7}, gen), x1 = uniform_leaf({5}, gen);
+  for (Kernels k : {Kernels::Fast, Kernels::Reference, Kernels::Naive}) {
+    KernelGuard guard(k);
+    auto f = [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); };
+    EXPECT_TRUE(testing::gradgradcheck(f, {x, g, u, d})) << kernels_name(k);
+    EXPECT_TRUE(testing::gradgradcheck(f, {x1, g, u, d})) << kernels_name(k) << ", 1-d input";
+  }
+}
+
 TEST(Gradgradcheck, LinearLinearGeluAndGelu) {
   Generator gen(18);
   Tensor x = uniform_leaf({2, 3, 4}, gen), x1 = uniform_leaf({4}, gen);

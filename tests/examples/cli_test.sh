@@ -141,6 +141,23 @@ expect 0 "$minigpt" train "${fresh[@]}" --steps 3 --warmup 0 --norm rms --layers
   --out "$dir/rms"
 has out "model: 1 layer, 1 head, n_embd 16, block 16, RMSNorm:"
 expect 0 "$minigpt" sample --checkpoint "$dir/rms/minigpt.safetensors" --tokens 5
+# --mlp: the same for SwiGLU. The LayerNorm run above has GELU MLPs: resuming it with SwiGLU is a
+# conflict; a new LLaMA-shaped run trains, says so, resumes, and its checkpoint samples.
+after=$(snapshot "$dir/run")
+expect 2 "$minigpt" train "${rest[@]}" --steps 8 --resume --mlp swiglu
+has err "--mlp swiglu conflicts with the run being resumed"
+has err "was trained with --mlp gelu"
+[ "$(snapshot "$dir/run")" = "$after" ] || fail "the refused --mlp resume changed $dir/run"
+expect 2 "$minigpt" train "${fresh[@]}" --steps 2 --mlp relu --out "$dir/never"
+has err "--mlp must be gelu or swiglu, got 'relu'"
+[ ! -e "$dir/never" ] || fail "a refused --mlp run created its directory"
+expect 0 "$minigpt" train "${fresh[@]}" --steps 3 --warmup 0 --norm rms --mlp swiglu --layers 1 --heads 1 --embd 16 \
+  --block 16 --out "$dir/llama"
+has out "model: 1 layer, 1 head, n_embd 16, block 16, RMSNorm, SwiGLU:"
+expect 0 "$minigpt" train "${fresh[@]}" --steps 4 --resume --out "$dir/llama"
+has out "resuming from step 3"
+has out "SwiGLU"
+expect 0 "$minigpt" sample --checkpoint "$dir/llama/minigpt.safetensors" --tokens 5
 
 # 6. --overwrite replaces the run.
 expect 0 "$minigpt" train "${rest[@]}" --steps 2 --warmup 0 --overwrite --layers 2 --heads 2 --embd 16 --block 16

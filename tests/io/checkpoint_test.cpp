@@ -389,11 +389,49 @@ TEST(GPTCheckpoint, RmsNormIsSavedInTheConfigAndChecked) {
   Tensor ids = from_vector<std::int64_t>({1, 2, 3, 4}, {1, 4});
   EXPECT_EQ(a.forward(ids).to_vector<float>(), b.forward(ids).to_vector<float>());
   std::vector<float> before = layer.forward(ids).to_vector<float>();
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(layer, ckpt); }, "norm rms) differs from"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(layer, ckpt); }, "norm rms, mlp gelu) differs from"));
   EXPECT_EQ(layer.forward(ids).to_vector<float>(), before);
   // A checkpoint without the key is a LayerNorm one, as every earlier file and nanoGPT's are.
   io::save_gpt(dir.path("l.safetensors"), layer, tok);
   EXPECT_EQ(io::read_gpt_checkpoint(dir.path("l.safetensors")).config.norm, nn::NormKind::Layer);
+}
+
+// A GPT with SwiGLU MLPs keeps its choice in the config ("mlp": "swiglu"), holds three
+// projections per MLP under LLaMA's names and no MLP biases, and is refused by a GELU model,
+// which stays as it was.
+TEST(GPTCheckpoint, SwigluIsSavedInTheConfigAndChecked) {
+  Scratch dir;
+  Generator g1(1), g2(2), g3(3);
+  nn::GPTConfig swiglu = small_gpt();
+  swiglu.mlp = nn::MlpKind::Swiglu;
+  nn::GPT a(swiglu, g1), b(swiglu, g2), gelu(small_gpt(), g3);
+  auto tok = data::CharTokenizer::from_text("abcdefg");
+  io::save_gpt(dir.path("m.safetensors"), a, tok);
+  io::GPTCheckpoint ckpt = io::read_gpt_checkpoint(dir.path("m.safetensors"));
+  EXPECT_EQ(ckpt.config.mlp, nn::MlpKind::Swiglu);
+  std::int64_t d = swiglu.n_embd, hidden = nn::swiglu_hidden(4 * d);
+  for (const char* name : {"transformer.h.0.mlp.gate_proj.weight", "transformer.h.0.mlp.up_proj.weight"}) {
+    ASSERT_NE(ckpt.file.find(name), nullptr) << name;
+    EXPECT_EQ(ckpt.file.find(name)->shape(), (Shape{hidden, d}));
+  }
+  ASSERT_NE(ckpt.file.find("transformer.h.0.mlp.down_proj.weight"), nullptr);
+  EXPECT_EQ(ckpt.file.find("transformer.h.0.mlp.down_proj.weight")->shape(), (Shape{d, hidden}));
+  EXPECT_EQ(ckpt.file.find("transformer.h.0.mlp.c_fc.weight"), nullptr);
+  EXPECT_EQ(ckpt.file.find("transformer.h.0.mlp.down_proj.bias"), nullptr);
+  io::load_gpt(b, ckpt);
+  Tensor ids = from_vector<std::int64_t>({1, 2, 3, 4}, {1, 4});
+  EXPECT_EQ(a.forward(ids).to_vector<float>(), b.forward(ids).to_vector<float>());
+  std::vector<float> before = gelu.forward(ids).to_vector<float>();
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(gelu, ckpt); }, "mlp swiglu) differs from"));
+  EXPECT_EQ(gelu.forward(ids).to_vector<float>(), before);
+  // A checkpoint without the key is a GELU one, as every earlier file and nanoGPT's are.
+  io::save_gpt(dir.path("g.safetensors"), gelu, tok);
+  EXPECT_EQ(io::read_gpt_checkpoint(dir.path("g.safetensors")).config.mlp, nn::MlpKind::Gelu);
+  // An unknown MLP name in the metadata is refused by name.
+  io::TensorFile file = io::load_safetensors(dir.path("m.safetensors"));
+  file.metadata["config"] = R"({"vocab_size": 7, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16, "mlp": "relu"})";
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::gpt_checkpoint(file, "x.safetensors"); },
+                                                 "unknown MLP 'relu': expected 'gelu' or 'swiglu'"));
 }
 
 // Every way a GPT checkpoint can be wrong; the target model must come out unchanged each time.
@@ -506,7 +544,7 @@ TEST(GPTCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
   auto tok = data::CharTokenizer::from_text("abcdefg");
   std::string path = dir.path("nan.safetensors");
   for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
-    Tensor w = (*source.blocks)[1].mlp->fc->weight;
+    Tensor w = std::dynamic_pointer_cast<nn::FeedForward>((*source.blocks)[1].mlp)->fc->weight;
     w.mutable_data_ptr<float>()[5] = static_cast<float>(bad);
     io::save_gpt(path, source, tok);
     std::vector<float> before = target.named_parameters().front().second.to_vector<float>();
@@ -517,7 +555,7 @@ TEST(GPTCheckpoint, NonFiniteWeightsAreRefusedUnlessAllowed) {
                     path, bad)));
     EXPECT_EQ(target.named_parameters().front().second.to_vector<float>(), before);
     io::load_gpt(target, io::read_gpt_checkpoint(path), {.allow_non_finite = true});
-    float loaded = (*target.blocks)[1].mlp->fc->weight.data_ptr<float>()[5];
+    float loaded = std::dynamic_pointer_cast<nn::FeedForward>((*target.blocks)[1].mlp)->fc->weight.data_ptr<float>()[5];
     EXPECT_TRUE(std::isnan(bad) ? std::isnan(loaded) : loaded == static_cast<float>(bad));
     w.mutable_data_ptr<float>()[5] = 0;
   }

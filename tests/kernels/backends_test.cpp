@@ -1,7 +1,8 @@
 // kernels/naive/ against kernels/cpu/: every entry both backends' tables serve gives the same
 // float64 result to 1e-12 (relative, or absolute below 1), on odd non-square sizes, with each
-// optional pointer null and given; a few values worked out by hand; the float32 table close to
-// the float64 one; and naive_calls() counting the naive kernels.
+// optional pointer null and given; a few values worked out by hand; swiglu's backward against
+// central differences of its forward; the float32 table close to the float64 one; and
+// naive_calls() counting the naive kernels.
 //
 // Outputs start as NaN: an element a kernel should write and does not shows up as NaN, which
 // agrees with nothing, and an output that is not wanted must still be NaN afterwards.
@@ -63,7 +64,10 @@ bool close(double a, double b, double tol) {
   return ::testing::AssertionSuccess();
 }
 
-double* data_or_null(std::vector<double>& v, bool wanted) { return wanted ? v.data() : nullptr; }
+template <class T>
+T* data_or_null(std::vector<T>& v, bool wanted) {
+  return wanted ? v.data() : nullptr;
+}
 
 // ---------------------------------------------------------------------------------------------
 // linear, linear_gelu, linear_backward and gelu
@@ -120,6 +124,147 @@ TEST(NaiveBackend, GeluMatchesCpu) {
       EXPECT_TRUE(agree(y1, y2)) << "tanh " << (form == GeluForm::Tanh);
       EXPECT_TRUE(agree(s1, s2, std::vector<bool>(11, with_slope))) << "tanh " << (form == GeluForm::Tanh);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// swiglu and swiglu_backward
+
+// One swiglu problem: x in [-2, 2] so that h1 spreads over both arms of silu; dy is also the r
+// of the finite-difference check's loss sum(y * r).
+template <class T>
+struct SwigluCase {
+  SwigluSizes n;
+  std::vector<T> x, w1, w3, w2, dy;
+};
+SwigluCase<double> swiglu_case(SwigluSizes n, std::mt19937& gen) {
+  return {n,
+          uniform(n.rows * n.in, gen, -2.0, 2.0),
+          uniform(n.hidden * n.in, gen),
+          uniform(n.hidden * n.in, gen),
+          uniform(n.out * n.hidden, gen),
+          uniform(n.rows * n.out, gen)};
+}
+
+template <class T>
+std::vector<T> unwritten_as(std::int64_t size) {
+  return std::vector<T>(static_cast<std::size_t>(size), std::numeric_limits<T>::quiet_NaN());
+}
+// The forward's outputs, NaN where not written.
+template <class T>
+struct SwigluForward {
+  std::vector<T> y, h1, h3;
+};
+template <class T>
+SwigluForward<T> swiglu_forward(const Table<T>& t, const SwigluCase<T>& c, bool keep_h1 = true, bool keep_h3 = true) {
+  const SwigluSizes& n = c.n;
+  SwigluForward<T> f{unwritten_as<T>(n.rows * n.out), unwritten_as<T>(n.rows * n.hidden),
+                     unwritten_as<T>(n.rows * n.hidden)};
+  t.swiglu(kPlain, n, c.x.data(), c.w1.data(), c.w3.data(), c.w2.data(), f.y.data(), data_or_null(f.h1, keep_h1),
+           data_or_null(f.h3, keep_h3));
+  return f;
+}
+
+// The backward's outputs from c.dy and the forward's h1 and h3, NaN where not written. `want`'s
+// bits ask for dx, dW1, dW3, dW2.
+template <class T>
+struct SwigluGradients {
+  std::vector<T> dx, dw1, dw3, dw2;
+};
+template <class T>
+SwigluGradients<T> swiglu_gradients(const Table<T>& t, const SwigluCase<T>& c, const SwigluForward<T>& f,
+                                    int want = 15) {
+  const SwigluSizes& n = c.n;
+  SwigluGradients<T> g{unwritten_as<T>(n.rows * n.in), unwritten_as<T>(n.hidden * n.in),
+                       unwritten_as<T>(n.hidden * n.in), unwritten_as<T>(n.out * n.hidden)};
+  t.swiglu_backward(kPlain, n, c.dy.data(), c.x.data(), c.w1.data(), c.w3.data(), c.w2.data(), f.h1.data(), f.h3.data(),
+                    data_or_null(g.dx, want & 1), data_or_null(g.dw1, want & 2), data_or_null(g.dw3, want & 4),
+                    data_or_null(g.dw2, want & 8));
+  return g;
+}
+
+bool all_zero(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double e) { return e == 0.0; });
+}
+
+// Odd sizes, each size 0 in turn, and one large enough for the cpu kernels to split their
+// products and their elementwise pass across threads (when there are two).
+TEST(NaiveBackend, SwigluMatchesCpu) {
+  std::mt19937 gen(11);
+  for (SwigluSizes n : {SwigluSizes{5, 7, 6, 3}, SwigluSizes{0, 7, 6, 3}, SwigluSizes{5, 0, 6, 3},
+                        SwigluSizes{5, 7, 0, 3}, SwigluSizes{5, 7, 6, 0}, SwigluSizes{256, 32, 72, 24}}) {
+    SCOPED_TRACE(::testing::Message() << "rows " << n.rows << ", in " << n.in << ", hidden " << n.hidden << ", out "
+                                      << n.out);
+    SwigluCase<double> c = swiglu_case(n, gen);
+    // With any size 0, y and every gradient are 0: an empty sum, or a factor that is one (h1 and
+    // h3 when in = 0, da when out = 0).
+    bool empty = n.rows * n.in * n.hidden * n.out == 0;
+    for (int keep = 0; keep < 4; ++keep) {  // bits: h1, h3
+      bool keep_h1 = keep & 1, keep_h3 = keep & 2;
+      SCOPED_TRACE(::testing::Message() << "kept h1 " << keep_h1 << " h3 " << keep_h3);
+      SwigluForward<double> f1 = swiglu_forward(naive64(), c, keep_h1, keep_h3);
+      SwigluForward<double> f2 = swiglu_forward(cpu64(), c, keep_h1, keep_h3);
+      EXPECT_TRUE(agree(f1.y, f2.y)) << "y";
+      EXPECT_TRUE(agree(f1.h1, f2.h1, std::vector<bool>(f1.h1.size(), keep_h1))) << "h1";
+      EXPECT_TRUE(agree(f1.h3, f2.h3, std::vector<bool>(f1.h3.size(), keep_h3))) << "h3";
+      if (empty) {
+        EXPECT_TRUE(all_zero(f2.y)) << "y";
+      }
+    }
+    // Backward from the naive forward's h1 and h3, with every subset of dx, dW1, dW3, dW2 wanted.
+    SwigluForward<double> f = swiglu_forward(naive64(), c);
+    for (int want = 0; want < 16; ++want) {
+      SCOPED_TRACE(::testing::Message() << "wanted dx " << (want & 1) << " dW1 " << (want & 2) << " dW3 " << (want & 4)
+                                        << " dW2 " << (want & 8));
+      SwigluGradients<double> g1 = swiglu_gradients(naive64(), c, f, want), g2 = swiglu_gradients(cpu64(), c, f, want);
+      EXPECT_TRUE(agree(g1.dx, g2.dx, std::vector<bool>(g1.dx.size(), want & 1))) << "dx";
+      EXPECT_TRUE(agree(g1.dw1, g2.dw1, std::vector<bool>(g1.dw1.size(), want & 2))) << "dW1";
+      EXPECT_TRUE(agree(g1.dw3, g2.dw3, std::vector<bool>(g1.dw3.size(), want & 4))) << "dW3";
+      EXPECT_TRUE(agree(g1.dw2, g2.dw2, std::vector<bool>(g1.dw2.size(), want & 8))) << "dW2";
+      if (empty && want == 15) {
+        for (const auto* grad : {&g2.dx, &g2.dw1, &g2.dw3, &g2.dw2}) EXPECT_TRUE(all_zero(*grad));
+      }
+    }
+  }
+}
+
+// L = sum(y * r) has dL/dy = r, so swiglu_backward from dy = r gives dL/dx, dL/dW1, dL/dW3 and
+// dL/dW2; each element is checked against (L(p + eps) - L(p - eps)) / (2 eps), one argument at a
+// time, with the forward alone.
+TEST(NaiveBackend, SwigluBackwardMatchesCentralDifferences) {
+  std::mt19937 gen(12);
+  const SwigluCase<double> c = swiglu_case(SwigluSizes{3, 4, 5, 2}, gen);
+  const double eps = 1e-6;
+  struct Argument {
+    const char* name;
+    std::vector<double> SwigluCase<double>::*values;
+    std::vector<double> SwigluGradients<double>::*gradient;
+  };
+  const Argument arguments[] = {{"x", &SwigluCase<double>::x, &SwigluGradients<double>::dx},
+                                {"W1", &SwigluCase<double>::w1, &SwigluGradients<double>::dw1},
+                                {"W3", &SwigluCase<double>::w3, &SwigluGradients<double>::dw3},
+                                {"W2", &SwigluCase<double>::w2, &SwigluGradients<double>::dw2}};
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    const Table<double>& t = backend->f64;
+    auto loss = [&](const SwigluCase<double>& at) {
+      std::vector<double> y = swiglu_forward(t, at, false, false).y;
+      double sum = 0;
+      for (std::size_t k = 0; k < y.size(); ++k) sum += y[k] * c.dy[k];
+      return sum;
+    };
+    SwigluGradients<double> analytic = swiglu_gradients(t, c, swiglu_forward(t, c));
+    for (const Argument& arg : arguments) {
+      const std::vector<double>& grad = analytic.*arg.gradient;
+      for (std::size_t k = 0; k < grad.size(); ++k) {
+        SwigluCase<double> plus = c, minus = c;
+        (plus.*arg.values)[k] += eps;
+        (minus.*arg.values)[k] -= eps;
+        double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+        EXPECT_TRUE(close(grad[k], numeric, 1e-8))
+            << "d" << arg.name << "[" << k << "]: analytic " << grad[k] << ", central difference " << numeric;
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -421,6 +566,67 @@ TEST(NaiveBackend, LinearByHand) {
   }
 }
 
+TEST(NaiveBackend, SwigluByHand) {
+  // x = [1 2], W1 = [1 0], W3 = [1 0.5], W2 = [3]:  h1 = 1, h3 = 2, a = silu(1) h3 = 2 s, y = 3 a = 6 s,
+  // with s = sigmoid(1) = silu(1), and silu'(1) = s (1 + 1 (1 - s)) = s (2 - s).
+  const double s = 1 / (1 + std::exp(-1.0)), slope = s * (2 - s);
+  // dy = 0.5:  da = dy W2 = 1.5,  dW2 = dy a = s,  dh3 = da silu(1) = 1.5 s,  dh1 = da h3 silu'(1) = 3 silu'(1)
+  //   dx = dh1 W1 + dh3 W3 = [dh1 + dh3, dh3 / 2],  dW1 = dh1 x = [dh1, 2 dh1],  dW3 = dh3 x = [dh3, 2 dh3]
+  const double dh1 = 3 * slope, dh3 = 1.5 * s;
+  const SwigluCase<double> c{SwigluSizes{1, 2, 1, 1}, {1, 2}, {1, 0}, {1, 0.5}, {3}, {0.5}};
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    SwigluForward<double> f = swiglu_forward(backend->f64, c);
+    EXPECT_EQ(f.h1, (std::vector<double>{1}));
+    EXPECT_EQ(f.h3, (std::vector<double>{2}));
+    EXPECT_NEAR(f.y[0], 6 * s, 1e-15);
+    SwigluGradients<double> g = swiglu_gradients(backend->f64, c, f);
+    EXPECT_NEAR(g.dw2[0], s, 1e-15);
+    EXPECT_NEAR(g.dx[0], dh1 + dh3, 1e-15);
+    EXPECT_NEAR(g.dx[1], dh3 / 2, 1e-15);
+    EXPECT_NEAR(g.dw1[0], dh1, 1e-15);
+    EXPECT_NEAR(g.dw1[1], 2 * dh1, 1e-15);
+    EXPECT_NEAR(g.dw3[0], dh3, 1e-15);
+    EXPECT_NEAR(g.dw3[1], 2 * dh3, 1e-15);
+  }
+}
+
+// h1 far out, finite or not: silu and silu' take their limits (0 below; v and 1 above) where
+// v sigmoid(v) would be inf * 0 = NaN, and a finite h1 never gives NaN.
+template <class T>
+void check_swiglu_far_out(const Table<T>& t) {
+  const T inf = std::numeric_limits<T>::infinity();
+  // x = [1], W1 = [-inf -1000 1000], W3 = [2 2 2], W2 = [1 1 1]:  h1 = W1, h3 = 2, a = [0 -0 2000], y = 2000
+  SwigluCase<T> c{SwigluSizes{1, 1, 3, 1}, {1}, {-inf, -1000, 1000}, {2, 2, 2}, {1, 1, 1}, {1}};
+  SwigluForward<T> f = swiglu_forward(t, c);
+  EXPECT_EQ(f.h1, (std::vector<T>{-inf, -1000, 1000}));
+  EXPECT_EQ(f.y, (std::vector<T>{2000}));
+  // Backward at h1 = [-inf -1000 1000 inf], h3 = 2, with W1 = W3 = W2 = [1 1 1 1], x = 1, dy = 1:
+  //   da = [1 1 1 1],  silu(h1) = [0 -0 1000 inf],  silu'(h1) = [0 -0 1 1]
+  //   dh1 = da h3 silu'(h1) = [0 0 2 2],  dh3 = da silu(h1) = [0 0 1000 inf],  a = [0 0 2000 inf]
+  //   dW1 = dh1 x,  dW3 = dh3 x,  dW2 = dy a,  dx = sum of dh1 + sum of dh3 = inf
+  c = {SwigluSizes{1, 1, 4, 1}, {1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1}};
+  f.h1 = {-inf, -1000, 1000, inf};
+  f.h3 = {2, 2, 2, 2};
+  SwigluGradients<T> g = swiglu_gradients(t, c, f);
+  EXPECT_EQ(g.dw1, (std::vector<T>{0, 0, 2, 2}));
+  EXPECT_EQ(g.dw3, (std::vector<T>{0, 0, 1000, inf}));
+  EXPECT_EQ(g.dw2, (std::vector<T>{0, 0, 2000, inf}));
+  EXPECT_EQ(g.dx, (std::vector<T>{inf}));
+}
+
+TEST(NaiveBackend, SwigluFarOutIsNeverNaN) {
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    {
+      SCOPED_TRACE("float64");
+      check_swiglu_far_out(backend->f64);
+    }
+    SCOPED_TRACE("float32");
+    check_swiglu_far_out(backend->f32);
+  }
+}
+
 TEST(NaiveBackend, LayerNormByHand) {
   for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
     SCOPED_TRACE(backend->name);
@@ -506,6 +712,32 @@ TEST(NaiveBackend, Float32AgreesWithFloat64) {
   EXPECT_TRUE(agree(to_double(slope32), slope, {}, 1e-5)) << "linear_gelu slope";
 }
 
+SwigluCase<float> to_float(const SwigluCase<double>& c) {
+  return {c.n, to_float(c.x), to_float(c.w1), to_float(c.w3), to_float(c.w2), to_float(c.dy)};
+}
+
+// swiglu's float32 table, each backend's, computes what its float64 one does up to float32's
+// rounding; each backward starts from its own forward's h1 and h3.
+TEST(NaiveBackend, SwigluFloat32AgreesWithFloat64) {
+  std::mt19937 gen(13);
+  const SwigluCase<double> c = swiglu_case(SwigluSizes{5, 7, 6, 3}, gen);
+  const SwigluCase<float> c32 = to_float(c);
+  for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(backend->name);
+    SwigluForward<double> f = swiglu_forward(backend->f64, c);
+    SwigluForward<float> f32 = swiglu_forward(backend->f32, c32);
+    EXPECT_TRUE(agree(to_double(f32.y), f.y, {}, 1e-5)) << "y";
+    EXPECT_TRUE(agree(to_double(f32.h1), f.h1, {}, 1e-5)) << "h1";
+    EXPECT_TRUE(agree(to_double(f32.h3), f.h3, {}, 1e-5)) << "h3";
+    SwigluGradients<double> g = swiglu_gradients(backend->f64, c, f);
+    SwigluGradients<float> g32 = swiglu_gradients(backend->f32, c32, f32);
+    EXPECT_TRUE(agree(to_double(g32.dx), g.dx, {}, 1e-5)) << "dx";
+    EXPECT_TRUE(agree(to_double(g32.dw1), g.dw1, {}, 1e-5)) << "dW1";
+    EXPECT_TRUE(agree(to_double(g32.dw3), g.dw3, {}, 1e-5)) << "dW3";
+    EXPECT_TRUE(agree(to_double(g32.dw2), g.dw2, {}, 1e-5)) << "dW2";
+  }
+}
+
 // Every naive kernel adds one to naive_calls() per call; the cpu ones add nothing.
 TEST(NaiveBackend, CallsAreCounted) {
   reset_naive_calls();
@@ -519,6 +751,10 @@ TEST(NaiveBackend, CallsAreCounted) {
   EXPECT_EQ(naive64().sum_of_squares(2, x), 5.0);
   naive_backend().f32.scale(0, nullptr, 2.0);
   EXPECT_EQ(naive_calls(), 3);
+  const SwigluSizes one{1, 1, 1, 1};
+  naive64().swiglu(kPlain, one, x, x, x, x, &y, nullptr, nullptr);
+  naive64().swiglu_backward(kPlain, one, x, x, x, x, x, x, x, &y, nullptr, nullptr, nullptr);
+  EXPECT_EQ(naive_calls(), 5);
   reset_naive_calls();
   EXPECT_EQ(naive_calls(), 0);
 }

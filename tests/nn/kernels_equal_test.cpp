@@ -137,7 +137,8 @@ Tensor random_ids(Generator& gen, std::int64_t vocab, Shape shape, std::int64_t 
 // float64 runs two steps, float32 one (see the top of this file).
 int steps_for(DType dtype) { return dtype == kFloat64 ? 2 : 1; }
 
-Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout, nn::NormKind norm = nn::NormKind::Layer) {
+Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout, nn::NormKind norm = nn::NormKind::Layer,
+            nn::MlpKind mlp = nn::MlpKind::Gelu) {
   Generator gen(11);
   nn::GPT model({.vocab_size = 29,
                  .block_size = 17,
@@ -146,7 +147,8 @@ Run gpt_run(Kernels kernels, DType dtype, bool bias, double dropout, nn::NormKin
                  .n_embd = 48,
                  .dropout = dropout,
                  .bias = bias,
-                 .norm = norm},
+                 .norm = norm,
+                 .mlp = mlp},
                 gen);
   Generator data(5);
   std::vector<Tensor> x, y;
@@ -211,6 +213,25 @@ TEST(KernelsEqual, NaiveBackendTrainsTheGPTLikeTheOtherRoutes) {
     expect_equal_runs(gpt_run(Kernels::Naive, kFloat32, true, dropout), gpt_run(Kernels::Fast, kFloat32, true, dropout),
                       kFloat32, what);
   }
+}
+
+// A LLaMA-shaped GPT (RMSNorm, SwiGLU MLPs): the three routes, whole steps, both dtypes; the
+// reference route runs the swiglu twin once per block and step.
+TEST(KernelsEqual, GPTWithSwigluTrainingSteps) {
+  for (DType dtype : {kFloat64, kFloat32})
+    for (double dropout : {0.0, 0.2}) {
+      std::string what = fmt::format("GPT {} with SwiGLU, dropout {}", dtype_name(dtype), dropout);
+      SCOPED_TRACE(what);
+      reference::reset_call_counts();
+      auto reference_run = gpt_run(Kernels::Reference, dtype, false, dropout, nn::NormKind::Rms, nn::MlpKind::Swiglu);
+      EXPECT_EQ(reference::call_counts()["swiglu"], steps_for(dtype) * 2);  // one MLP per block
+      EXPECT_EQ(reference::call_counts().count("linear_gelu"), 0u);
+      expect_equal_runs(gpt_run(Kernels::Fast, dtype, false, dropout, nn::NormKind::Rms, nn::MlpKind::Swiglu),
+                        reference_run, dtype, what + ": fast against reference");
+      if (dtype == kFloat64)
+        expect_equal_runs(gpt_run(Kernels::Naive, dtype, false, dropout, nn::NormKind::Rms, nn::MlpKind::Swiglu),
+                          reference_run, dtype, what + ": naive against reference");
+    }
 }
 
 // The encoder-decoder Transformer: padded sources (key padding in the encoder's self-attention

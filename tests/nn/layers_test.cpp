@@ -102,6 +102,31 @@ TEST(FeedForward, GradcheckBothGelus) {
   }
 }
 
+TEST(SwiGLU, GradcheckAndChoiceByName) {
+  Generator gen(7);
+  nn::SwiGLU mlp(5, 7, 0.0, gen);
+  mlp.to(kFloat64);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : mlp.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"gate_proj.weight", "up_proj.weight", "down_proj.weight"}));  // no biases
+  Tensor x = normal_leaf({2, 3, 5}, gen);
+  EXPECT_TRUE(gradcheck_module(mlp, {x}, [&] { return mlp.forward(x); }));
+  EXPECT_TRUE(all_close(mlp.forward(x), swiglu(x, mlp.gate_proj->weight, mlp.up_proj->weight, mlp.down_proj->weight), 0));
+  // Two thirds of the GELU MLP's hidden size, rounded up to a multiple of 8: the same parameters.
+  EXPECT_EQ(nn::swiglu_hidden(512), 344);  // 341.3 -> 344
+  EXPECT_EQ(nn::swiglu_hidden(192), 128);
+  EXPECT_EQ(nn::swiglu_hidden(1), 8);
+  EXPECT_NE(dynamic_cast<nn::SwiGLU*>(nn::make_mlp(nn::MlpKind::Swiglu, 4, 16, 0.0, true, gen).get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::FeedForward*>(nn::make_mlp(nn::MlpKind::Gelu, 4, 16, 0.0, true, gen).get()), nullptr);
+  EXPECT_EQ(nn::make_mlp(nn::MlpKind::Swiglu, 4, 16, 0.0, true, gen)->named_parameters()[0].second.shape(),
+            (Shape{16, 4}));  // swiglu_hidden(16) = 16
+  EXPECT_EQ(nn::parse_mlp(nn::mlp_name(nn::MlpKind::Swiglu)), nn::MlpKind::Swiglu);
+  EXPECT_EQ(nn::parse_mlp(nn::mlp_name(nn::MlpKind::Gelu)), nn::MlpKind::Gelu);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::parse_mlp("relu"); },
+                                                 "mlp: unknown MLP 'relu': expected 'gelu' or 'swiglu'"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::swiglu_hidden(0); }, "swiglu_hidden: the GELU MLP's"));
+}
+
 TEST(Layers, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { nn::Linear(0, 3); },
                                                  "Linear: sizes must be positive, got in_features=0"));

@@ -591,6 +591,9 @@ std::vector<BadCall> module_rows() {
       {"nn::FeedForward with the wrong input width", [] { nn::FeedForward(4, 16).forward(f32(2, 5)); },
        "linear_gelu: input of shape [2, 5] does not fit weight of shape [16, 4]",
        [] { finite(nn::FeedForward(4, 16).forward(f32(2, 4))); }},
+      {"nn::SwiGLU with the wrong input width", [] { nn::SwiGLU(4, 8).forward(f32(2, 5)); },
+       "swiglu: input of shape [2, 5] does not fit w_gate of shape [8, 4] (expected [hidden, 5])",
+       [] { finite(nn::SwiGLU(4, 8).forward(f32(2, 4))); }},
       {"nn::MultiHeadAttention with n_embd not divisible by heads", [] { nn::MultiHeadAttention(10, 3); },
        "MultiHeadAttention: d_model 10 is not divisible into 3 heads",
        [] {

@@ -1,5 +1,6 @@
 // Checks the ops of ops/nn_ops.h (in ops/fused/): linear, linear_gelu, embedding, layer_norm, dropout,
 // cross_entropy.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -349,6 +350,93 @@ TEST(RmsNorm, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { rms_norm(scalar(1.0)); }, "rms_norm: needs at least one dim"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { rms_norm(ones({2, 3}, kInt64)); }, "rms_norm: expected a float"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { rms_norm(ones({2, 3}), ones({3}, kFloat64)); }, "rms_norm"));
+}
+
+// One row, in = 2, hidden = 1, out = 1, by hand: h1 = x . g, h3 = x . u, a = h1 sigmoid(h1) h3,
+// y = d a. With x = [1, 2], g = [0.5, -0.25] (h1 = 0), u = [1, 1] (h3 = 3): silu(0) = 0, so
+// y = 0; silu'(0) = sigmoid(0) = 1/2, so dy/dx = d (silu'(h1) h3 g + silu(h1) u) = 2 * 1.5 g.
+TEST(Swiglu, HandComputedRow) {
+  Tensor x = tensor({1, 2}, {1, 2}, kFloat64).requires_grad_();
+  Tensor g = tensor({0.5, -0.25}, {1, 2}, kFloat64), u = tensor({1, 1}, {1, 2}, kFloat64),
+         d = tensor({2}, {1, 1}, kFloat64);
+  Tensor y = swiglu(x, g, u, d);
+  EXPECT_TRUE(all_close(y, {0.0}, 1e-15));
+  y.sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {2 * 1.5 * 0.5, 2 * 1.5 * -0.25}, 1e-15));
+  // h1 = 2 (g = [2, 0]): silu(2) = 2 / (1 + e^-2), y = 2 silu(2) 3.
+  Tensor g2 = tensor({2, 0}, {1, 2}, kFloat64);
+  EXPECT_TRUE(all_close(swiglu(x.detach(), g2, u, d), {2 * (2 / (1 + std::exp(-2.0))) * 3}, 1e-15));
+}
+
+TEST(Swiglu, GradcheckEveryInput) {
+  Generator gen(16);
+  for (auto [in, hidden, out] : {std::array<std::int64_t, 3>{5, 7, 3}, {4, 1, 6}, {1, 9, 2}}) {
+    Tensor x = normal_leaf({3, 2, in}, gen), g = normal_leaf({hidden, in}, gen), u = normal_leaf({hidden, in}, gen),
+           d = normal_leaf({out, hidden}, gen);
+    EXPECT_TRUE(testing::gradcheck(
+        [](const std::vector<Tensor>& t) { return swiglu(t[0], t[1], t[2], t[3]); }, {x, g, u, d}))
+        << in << " -> " << hidden << " -> " << out;
+  }
+  Tensor v = normal_leaf({5}, gen), g = normal_leaf({3, 5}, gen), u = normal_leaf({3, 5}, gen),
+         d = normal_leaf({2, 3}, gen);  // a 1-d input: one row
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& t) { return swiglu(t[0], t[1], t[2], t[3]); },
+                                 {v, g, u, d}));
+  EXPECT_EQ(swiglu(v, g, u, d).shape(), (Shape{2}));
+}
+
+TEST(Swiglu, Float32ForwardAndBackwardMatchFloat64) {
+  Generator gen(17);
+  Tensor x64 = randn({6, 11}, gen, kFloat64), g64 = randn({13, 11}, gen, kFloat64),
+         u64 = randn({13, 11}, gen, kFloat64), d64 = randn({7, 13}, gen, kFloat64) * 0.3;
+  std::vector<Tensor> out, grads[2];
+  for (DType dtype : {kFloat64, kFloat32}) {
+    std::vector<Tensor> in;
+    for (const Tensor& t : {x64, g64, u64, d64}) in.push_back(t.to(dtype).requires_grad_());
+    Tensor y = swiglu(in[0], in[1], in[2], in[3]);
+    Generator w(3);
+    (y * randn(y.shape(), w, dtype)).sum().backward();
+    out.push_back(y.detach().to(kFloat64));
+    for (const Tensor& t : in) grads[dtype == kFloat64 ? 0 : 1].push_back(t.grad().to(kFloat64));
+  }
+  EXPECT_TRUE(all_close(out[1], out[0], 1e-4));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(all_close(grads[1][i], grads[0][i], 1e-4)) << "input " << i;
+}
+
+// Large |h1|: silu(v) -> v for v >> 0 and -> 0 (not NaN) for v << 0, in both dtypes, with a
+// finite gradient.
+TEST(Swiglu, SaturatedGatesStayFinite) {
+  for (DType dtype : {kFloat64, kFloat32}) {
+    Tensor x = tensor({1}, {1, 1}, dtype).requires_grad_();
+    Tensor g = tensor({-1e4, 1e4}, {2, 1}, dtype), u = tensor({1, 1}, {2, 1}, dtype), d = tensor({1, 1}, {1, 2}, dtype);
+    Tensor y = swiglu(x, g, u, d);
+    EXPECT_TRUE(all_close(y.to(kFloat64), {1e4}, 1e-6)) << dtype_name(dtype);
+    y.sum().backward();
+    EXPECT_TRUE(all_close(x.grad().to(kFloat64), {2e4}, 1e-6)) << dtype_name(dtype);
+  }
+}
+
+TEST(Swiglu, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { swiglu(ones({2, 3}), ones({4, 5}), ones({4, 5}), ones({3, 4})); },
+      "swiglu: input of shape [2, 3] does not fit w_gate of shape [4, 5] (expected [hidden, 3])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { swiglu(ones({2, 3}), ones({4, 3}), ones({5, 3}), ones({3, 4})); },
+      "swiglu: w_up has shape [5, 3], expected w_gate's [4, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { swiglu(ones({2, 3}), ones({4, 3}), ones({4, 3}), ones({3, 5})); },
+      "swiglu: w_down has shape [3, 5], expected [out, 4] for the hidden size of w_gate [4, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { swiglu(scalar(1.0), ones({4, 1}), ones({4, 1}), ones({1, 4})); }, "swiglu: input of shape []"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { swiglu(ones({2, 3}), ones({4, 3}, kFloat64), ones({4, 3}), ones({3, 4})); }, "swiglu"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { swiglu(ones({2, 3}, kInt64), ones({4, 3}, kInt64), ones({4, 3}, kInt64), ones({3, 4}, kInt64)); },
+      "swiglu: expected a float"));
+  // Empty sizes compute (zeros where a sum is empty) rather than fail.
+  EXPECT_TRUE(all_close(swiglu(ones({2, 0}, kFloat64), ones({4, 0}, kFloat64), ones({4, 0}, kFloat64),
+                               ones({3, 4}, kFloat64)),
+                        std::vector<double>(6, 0.0), 0));
+  EXPECT_EQ(swiglu(ones({0, 3}), ones({4, 3}), ones({4, 3}), ones({2, 4})).shape(), (Shape{0, 2}));
 }
 
 TEST(Dropout, EvalAndZeroProbabilityAreIdentity) {

@@ -136,6 +136,15 @@ TEST(Reference, RmsNorm) {
   }
 }
 
+TEST(Reference, Swiglu) {
+  Generator gen(18);
+  Tensor x = normal_leaf({3, 4, 7}, gen), g = normal_leaf({10, 7}, gen), u = normal_leaf({10, 7}, gen),
+         d = normal_leaf({5, 10}, gen);
+  Op f = [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); };
+  expect_routes_agree("swiglu", f, {x, g, u, d});
+  expect_gradcheck(f, {x, g, u, d});
+}
+
 TEST(Reference, CrossEntropy) {
   Generator gen(6);
   Tensor logits = normal_leaf({3, 5, 13}, gen);
