@@ -97,13 +97,18 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   } catch (const std::invalid_argument& e) {
     refuse("--resume: {}", e.what());
   }
-  auto take = [&](const char* option, auto& value, auto stored_value) {
+  // The run's value of a model option, as `spell` writes it on a command line; one given that
+  // differs is refused.
+  auto take_spelled = [&](const char* option, auto& value, auto stored_value, auto spell) {
     if (given(option) && value != stored_value)
       refuse(
           "--{} {} conflicts with the run being resumed: {} was trained with --{} {}; a resumed run keeps its "
           "model, so leave --{} out (or start a new run: another --out, or --overwrite without --resume)",
-          option, ag::examples::as_typed(value), path, option, ag::examples::as_typed(stored_value), option);
+          option, spell(value), path, option, spell(stored_value), option);
     value = stored_value;
+  };
+  auto take = [&](const char* option, auto& value, auto stored_value) {
+    take_spelled(option, value, stored_value, [](auto v) { return ag::examples::as_typed(v); });
   };
   take("block", o.model.block_size, stored.config.block_size);
   take("layers", o.model.n_layer, stored.config.n_layer);
@@ -115,18 +120,8 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
     note("{} does not record its dropout (an older file); using --dropout {}", path,
          ag::examples::as_typed(o.model.dropout));
   o.model.bias = stored.config.bias;
-  if (given("norm") && o.model.norm != stored.config.norm)
-    refuse(
-        "--norm {} conflicts with the run being resumed: {} was trained with --norm {}; a resumed run keeps its "
-        "model, so leave --norm out (or start a new run: another --out, or --overwrite without --resume)",
-        ag::nn::norm_name(o.model.norm), path, ag::nn::norm_name(stored.config.norm));
-  o.model.norm = stored.config.norm;
-  if (given("mlp") && o.model.mlp != stored.config.mlp)
-    refuse(
-        "--mlp {} conflicts with the run being resumed: {} was trained with --mlp {}; a resumed run keeps its "
-        "model, so leave --mlp out (or start a new run: another --out, or --overwrite without --resume)",
-        ag::nn::mlp_name(o.model.mlp), path, ag::nn::mlp_name(stored.config.mlp));
-  o.model.mlp = stored.config.mlp;
+  take_spelled("norm", o.model.norm, stored.config.norm, ag::nn::norm_name);
+  take_spelled("mlp", o.model.mlp, stored.config.mlp, ag::nn::mlp_name);
   // The schedule: --steps, --lr, --min-lr and --warmup left out are the run's. One given that
   // differs makes a new schedule, which train notes when it resumes. (The file's, checked here,
   // so that a bad one is not blamed on an option the command line never gave.)
