@@ -166,12 +166,12 @@ std::map<std::string, Tensor> stage_gpt(const nn::GPT& model, const GPTCheckpoin
   const nn::GPTConfig &a = model.config, &b = ckpt.config;
   if (a.vocab_size != b.vocab_size || a.block_size != b.block_size || a.n_layer != b.n_layer || a.n_head != b.n_head ||
       a.n_embd != b.n_embd || a.bias != b.bias || a.norm != b.norm || a.mlp != b.mlp)
-    throw_invalid(where,
-                  "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}, mlp {}) differs "
-                  "from the model's (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}, mlp {})",
-                  b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, b.bias, nn::norm_name(b.norm),
-                  nn::mlp_name(b.mlp), a.vocab_size, a.block_size, a.n_layer, a.n_head, a.n_embd, a.bias,
-                  nn::norm_name(a.norm), nn::mlp_name(a.mlp));
+    throw_invalid(
+        where,
+        "checkpoint config (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}, mlp {}) differs "
+        "from the model's (vocab {}, block {}, layers {}, heads {}, embd {}, bias {}, norm {}, mlp {})",
+        b.vocab_size, b.block_size, b.n_layer, b.n_head, b.n_embd, b.bias, nn::norm_name(b.norm), nn::mlp_name(b.mlp),
+        a.vocab_size, a.block_size, a.n_layer, a.n_head, a.n_embd, a.bias, nn::norm_name(a.norm), nn::mlp_name(a.mlp));
   // Stage every tensor first: names, shapes, dtypes and values all checked before the model changes.
   std::vector<nn::NamedTensor> expected = gpt_state_dict(model);  // no biases when config.bias is false
   std::set<std::string> wanted;

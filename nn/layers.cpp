@@ -103,7 +103,8 @@ MlpKind parse_mlp(std::string_view name) {
 }
 
 std::int64_t swiglu_hidden(std::int64_t gelu_hidden) {
-  if (gelu_hidden <= 0) throw_invalid("swiglu_hidden", "the GELU MLP's hidden size must be positive, got {}", gelu_hidden);
+  if (gelu_hidden <= 0)
+    throw_invalid("swiglu_hidden", "the GELU MLP's hidden size must be positive, got {}", gelu_hidden);
   std::int64_t two_thirds = (2 * gelu_hidden + 2) / 3;  // rounded up
   return (two_thirds + 7) / 8 * 8;
 }

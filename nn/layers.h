@@ -113,8 +113,7 @@ class FeedForward : public Mlp {
 // the parameters of a 4 d_model GELU MLP (swiglu_hidden).
 class SwiGLU : public Mlp {
  public:
-  SwiGLU(std::int64_t d_model, std::int64_t d_hidden, double dropout = 0.0,
-         Generator& generator = default_generator());
+  SwiGLU(std::int64_t d_model, std::int64_t d_hidden, double dropout = 0.0, Generator& generator = default_generator());
   Tensor forward(const Tensor& x) override;
 
   std::shared_ptr<Linear> gate_proj;  // d_model -> d_hidden, through silu

@@ -49,7 +49,8 @@ inline PrecisionChoice choose_precision(Precision precision) {
   switch (precision) {
     case Precision::Fp32: return {false, fp32 + ": asked for with --precision fp32"};
     case Precision::Bf16:
-      if (naive) refuse("--precision bf16: the naive kernels compute in fp32 and f64 only (use fp32, or --kernels fast)");
+      if (naive)
+        refuse("--precision bf16: the naive kernels compute in fp32 and f64 only (use fp32, or --kernels fast)");
       if (!s.available) refuse("--precision bf16: {} (use fp32 or auto)", s.reason);
       return {true, "matmul: " + s.reason + ": asked for with --precision bf16"};
     case Precision::Auto: break;

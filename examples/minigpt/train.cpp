@@ -177,10 +177,10 @@ std::string run_description(const TrainOptions& o, const Corpus& corpus, const a
       "checkpoint-interval {} sync-every {}\nseed {}\nresume {}\nkernels {}\nprecision {}\nthreads per process {}\n",
       corpus.dataset.size(Split::Train) + corpus.dataset.size(Split::Validation),
       plural(std::ssize(corpus.files), "file"), corpus.fingerprint, config.vocab_size, config.block_size,
-      config.n_layer, config.n_head, config.n_embd, config.dropout, ag::nn::norm_name(config.norm), ag::nn::mlp_name(config.mlp), o.steps, o.batch,
-      o.lr, o.min_lr, o.warmup, o.weight_decay, o.grad_clip, o.eval_interval, o.eval_batches, o.checkpoint_interval,
-      o.sync_check_interval, o.seed, o.resume, ag::kernels_name(ag::kernels()), o.precision.bf16 ? "bf16" : "fp32",
-      ag::get_num_threads());
+      config.n_layer, config.n_head, config.n_embd, config.dropout, ag::nn::norm_name(config.norm),
+      ag::nn::mlp_name(config.mlp), o.steps, o.batch, o.lr, o.min_lr, o.warmup, o.weight_decay, o.grad_clip,
+      o.eval_interval, o.eval_batches, o.checkpoint_interval, o.sync_check_interval, o.seed, o.resume,
+      ag::kernels_name(ag::kernels()), o.precision.bf16 ? "bf16" : "fp32", ag::get_num_threads());
 }
 
 // --- The run, in the order it happens -------------------------------------------------------

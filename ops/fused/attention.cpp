@@ -259,10 +259,9 @@ std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const 
       return need[s.at[i].input] ? tangents[s.at[i].input].template mutable_data_ptr<T>() + s.at[i].offset : nullptr;
     };
     MaskReader mask = mask_reader(s.op, s.mask, s.causal, s.n);
-    s.kernels->table<T>().attention_backward_tangent(s.n, s.L, mask, s.scale, in(0), in(1), in(2),
-                                                     s.lse.data_ptr<T>(), dout.data_ptr<T>(), moving(0), moving(1),
-                                                     moving(2), data_or_null<T>(dout_t), out(0), out(1), out(2),
-                                                     s.products);
+    s.kernels->table<T>().attention_backward_tangent(s.n, s.L, mask, s.scale, in(0), in(1), in(2), s.lse.data_ptr<T>(),
+                                                     dout.data_ptr<T>(), moving(0), moving(1), moving(2),
+                                                     data_or_null<T>(dout_t), out(0), out(1), out(2), s.products);
   });
   return tangents;
 }
@@ -271,9 +270,9 @@ std::vector<Tensor> fused_attention_gradient_tangent(const FusedSaved& s, const 
 // at `at`, laid out as `L` says; `n`, the mask and the scale have been checked. Each input's
 // gradient has the input's shape, and q's, k's and v's gradients land where q, k and v were read.
 FastRun fused_attention(const Products& products, const backends::Backend& backend, const char* op,
-                        const std::vector<Tensor>& inputs,
-                        std::array<Operand, 3> at, const Layouts& L, const Shape& out_shape, const Dims& n,
-                        const Tensor& attn_mask, bool causal, bool need_weights, double scale) {
+                        const std::vector<Tensor>& inputs, std::array<Operand, 3> at, const Layouts& L,
+                        const Shape& out_shape, const Dims& n, const Tensor& attn_mask, bool causal, bool need_weights,
+                        double scale) {
   MaskReader mask = mask_reader(op, attn_mask, causal, n);
   for (std::int64_t size : {n.tq, n.tk, n.d, n.dv}) blas::detail::to_int(size);  // before any work starts
   const Tensor& first = inputs[0];
@@ -300,8 +299,18 @@ FastRun fused_attention(const Products& products, const backends::Backend& backe
                                    mutable_data_or_null<T>(weights), out.mutable_data_ptr<T>(),
                                    release ? forward : rounded_once(products, n, inputs));
     });
-  FusedSaved saved{.released = release, .dtype = first.dtype(), .at = at, .mask = attn_mask, .lse = lse, .n = n,
-                   .L = L, .scale = scale, .causal = causal, .op = op, .products = products, .kernels = &backend};
+  FusedSaved saved{.released = release,
+                   .dtype = first.dtype(),
+                   .at = at,
+                   .mask = attn_mask,
+                   .lse = lse,
+                   .n = n,
+                   .L = L,
+                   .scale = scale,
+                   .causal = causal,
+                   .op = op,
+                   .products = products,
+                   .kernels = &backend};
   for (std::size_t i = 0; i < inputs.size(); ++i)
     saved.inputs.emplace_back(inputs[i], release ? rounded[i] : nullptr);  // weakly beside its copy, or held
   Saved read = inputs;  // q, k and v, and the mask (not an input: it gets no gradient)

@@ -48,7 +48,9 @@ Shape linear_shape(const Tensor& x, const Tensor& weight) {
 // FastRun::released).
 detail::Held whole(const Tensor& x) { return detail::Held(x, nullptr); }
 
-backends::LinearSizes sizes(const Tensor& x, const Tensor& weight) { return {rows_of(x), weight.size(1), weight.size(0)}; }
+backends::LinearSizes sizes(const Tensor& x, const Tensor& weight) {
+  return {rows_of(x), weight.size(1), weight.size(0)};
+}
 
 // dx, dW and db from dy by the backend's kernel, under the forward's product policy: with
 // `slope` = GELU'(h) (linear_gelu), from dh = dy GELU'(h). x may be undefined when dW is not
@@ -64,10 +66,9 @@ std::vector<Tensor> linear_backward(const Products& products, const backends::Ba
   Tensor x_itself = need[1] && !x_rounded ? x.get() : Tensor();
   dispatch_floating(dy.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    backend.table<T>().linear_backward(products, n, dy.data_ptr<T>(), data_or_null<T>(slope),
-                                       data_or_null<T>(x_itself), x_rounded, w.data_ptr<T>(),
-                                       mutable_data_or_null<T>(dx), mutable_data_or_null<T>(dw),
-                                       mutable_data_or_null<T>(db));
+    backend.table<T>().linear_backward(products, n, dy.data_ptr<T>(), data_or_null<T>(slope), data_or_null<T>(x_itself),
+                                       x_rounded, w.data_ptr<T>(), mutable_data_or_null<T>(dx),
+                                       mutable_data_or_null<T>(dw), mutable_data_or_null<T>(db));
   });
   return {dx, dw, db};
 }
@@ -136,8 +137,8 @@ FastRun linear_fast(Products products, const backends::Backend& backend, const T
   };
   auto tangent = [held = in.x, weight](const std::vector<Tensor>& t) { return linear_tangent(held.get(), weight, t); };
   auto gradient_tangent = [products, kernels, held = in.x, weight](const Tensor& dy, const Tensor& dy_t,
-                                                                      const std::vector<Tensor>& in_t,
-                                                                      const std::vector<bool>& need) {
+                                                                   const std::vector<Tensor>& in_t,
+                                                                   const std::vector<bool>& need) {
     return linear_gradient_tangent(products, *kernels, dy, dy_t, held.get(), weight, in_t[0], in_t[1], need);
   };
   FastRun run{y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};

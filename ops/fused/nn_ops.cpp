@@ -25,8 +25,7 @@ namespace {
 
 // dW: dy's rows added into the rows their ids picked (a scatter-add; repeated ids add up), by
 // the backend's kernel.
-Tensor embedding_backward(const backends::Backend& backend, const Tensor& dy, const Tensor& ids,
-                          const Shape& w_shape) {
+Tensor embedding_backward(const backends::Backend& backend, const Tensor& dy, const Tensor& ids, const Shape& w_shape) {
   Tensor dw = empty(w_shape, dy.dtype());
   dispatch_floating(dy.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
@@ -123,8 +122,8 @@ Tensor cross_entropy_backward(const backends::Backend& backend, const Tensor& dy
     using T = decltype(tag);
     double g = counted == 0 ? 0.0 : static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
     backend.table<T>().cross_entropy_backward(targets.numel(), x.shape().back(), x.data_ptr<T>(),
-                                              targets.data_ptr<std::int64_t>(), ignore_index, lse.data_ptr<double>(),
-                                              g, dx.mutable_data_ptr<T>());
+                                              targets.data_ptr<std::int64_t>(), ignore_index, lse.data_ptr<double>(), g,
+                                              dx.mutable_data_ptr<T>());
   });
   return dx;
 }
@@ -165,10 +164,9 @@ FastRun cross_entropy_fast(const backends::Backend& backend, const Tensor& logit
   const backends::Backend* kernels = &backend;
   Tensor loss = scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), logits.dtype());
   auto backward = [kernels, x = logits, targets, lse, counted, ignore_index](const Tensor& dy,
-                                                                              const std::vector<bool>&) {
+                                                                             const std::vector<bool>&) {
     // targets: not differentiable
-    return std::vector<Tensor>{cross_entropy_backward(*kernels, dy, x, targets, lse, counted, ignore_index),
-                               Tensor()};
+    return std::vector<Tensor>{cross_entropy_backward(*kernels, dy, x, targets, lse, counted, ignore_index), Tensor()};
   };
   auto tangent = [x = logits, targets, lse, counted, ignore_index](const std::vector<Tensor>& t) {
     return cross_entropy_tangent(t[0], x, targets, lse, counted, ignore_index);

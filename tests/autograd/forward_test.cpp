@@ -321,8 +321,8 @@ TEST(ForwardGradcheck, SwigluOnOddShapes) {
          d = uniform_leaf({3, 7}, gen);
   for (Kernels k : {Kernels::Fast, Kernels::Reference, Kernels::Naive}) {
     KernelGuard guard(k);
-    EXPECT_TRUE(forward_check([](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); },
-                              {x, g, u, d}))
+    EXPECT_TRUE(
+        forward_check([](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); }, {x, g, u, d}))
         << kernels_name(k);
   }
 }

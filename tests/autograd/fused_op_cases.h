@@ -45,7 +45,8 @@ inline std::vector<FusedOpCase> fused_op_cases(Generator& gen) {
       {"linear, 1-d input", [](In in) { return linear(in[0], in[1], in[2]).exp(); }, {x1, lw, lb}},
       {"linear, the same tensor twice", [](In in) { return linear(in[0], in[0]).tanh(); }, {lw.slice(1, 0, 4)}},
       {"linear_gelu", [](In in) { return linear_gelu(in[0], in[1], in[2]); }, {x, lw, lb}},
-      {"linear_gelu tanh, no bias", [](In in) { return linear_gelu(in[0], in[1], {}, GeluApproximation::Tanh); },
+      {"linear_gelu tanh, no bias",
+       [](In in) { return linear_gelu(in[0], in[1], {}, GeluApproximation::Tanh); },
        {x, lw}},
       {"gelu", [](In in) { return in[0].gelu(); }, {x}},
       {"gelu tanh", [](In in) { return in[0].gelu(GeluApproximation::Tanh); }, {x}},
@@ -59,7 +60,8 @@ inline std::vector<FusedOpCase> fused_op_cases(Generator& gen) {
       {"cross_entropy", [targets](In in) { return cross_entropy(in[0], targets); }, {x}},
       {"cross_entropy, squared", [targets](In in) { return cross_entropy(in[0], targets).pow(2.0); }, {x}},
       {"cross_entropy, every row ignored",
-       [all_ignored](In in) { return cross_entropy(in[0], all_ignored, 7) + in[0].pow(3.0).sum(); }, {x}},
+       [all_ignored](In in) { return cross_entropy(in[0], all_ignored, 7) + in[0].pow(3.0).sum(); },
+       {x}},
   };
 }
 

@@ -389,7 +389,8 @@ TEST(GPTCheckpoint, RmsNormIsSavedInTheConfigAndChecked) {
   Tensor ids = from_vector<std::int64_t>({1, 2, 3, 4}, {1, 4});
   EXPECT_EQ(a.forward(ids).to_vector<float>(), b.forward(ids).to_vector<float>());
   std::vector<float> before = layer.forward(ids).to_vector<float>();
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::load_gpt(layer, ckpt); }, "norm rms, mlp gelu) differs from"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([&] { io::load_gpt(layer, ckpt); }, "norm rms, mlp gelu) differs from"));
   EXPECT_EQ(layer.forward(ids).to_vector<float>(), before);
   // A checkpoint without the key is a LayerNorm one, as every earlier file and nanoGPT's are.
   io::save_gpt(dir.path("l.safetensors"), layer, tok);
@@ -429,7 +430,8 @@ TEST(GPTCheckpoint, SwigluIsSavedInTheConfigAndChecked) {
   EXPECT_EQ(io::read_gpt_checkpoint(dir.path("g.safetensors")).config.mlp, nn::MlpKind::Gelu);
   // An unknown MLP name in the metadata is refused by name.
   io::TensorFile file = io::load_safetensors(dir.path("m.safetensors"));
-  file.metadata["config"] = R"({"vocab_size": 7, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16, "mlp": "relu"})";
+  file.metadata["config"] =
+      R"({"vocab_size": 7, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 16, "mlp": "relu"})";
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::gpt_checkpoint(file, "x.safetensors"); },
                                                  "unknown MLP 'relu': expected 'gelu' or 'swiglu'"));
 }

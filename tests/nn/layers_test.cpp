@@ -111,7 +111,8 @@ TEST(SwiGLU, GradcheckAndChoiceByName) {
   EXPECT_EQ(names, (std::vector<std::string>{"gate_proj.weight", "up_proj.weight", "down_proj.weight"}));  // no biases
   Tensor x = normal_leaf({2, 3, 5}, gen);
   EXPECT_TRUE(gradcheck_module(mlp, {x}, [&] { return mlp.forward(x); }));
-  EXPECT_TRUE(all_close(mlp.forward(x), swiglu(x, mlp.gate_proj->weight, mlp.up_proj->weight, mlp.down_proj->weight), 0));
+  EXPECT_TRUE(
+      all_close(mlp.forward(x), swiglu(x, mlp.gate_proj->weight, mlp.up_proj->weight, mlp.down_proj->weight), 0));
   // Two thirds of the GELU MLP's hidden size, rounded up to a multiple of 8: the same parameters.
   EXPECT_EQ(nn::swiglu_hidden(512), 344);  // 341.3 -> 344
   EXPECT_EQ(nn::swiglu_hidden(192), 128);

@@ -373,14 +373,14 @@ TEST(Swiglu, GradcheckEveryInput) {
   for (auto [in, hidden, out] : {std::array<std::int64_t, 3>{5, 7, 3}, {4, 1, 6}, {1, 9, 2}}) {
     Tensor x = normal_leaf({3, 2, in}, gen), g = normal_leaf({hidden, in}, gen), u = normal_leaf({hidden, in}, gen),
            d = normal_leaf({out, hidden}, gen);
-    EXPECT_TRUE(testing::gradcheck(
-        [](const std::vector<Tensor>& t) { return swiglu(t[0], t[1], t[2], t[3]); }, {x, g, u, d}))
+    EXPECT_TRUE(
+        testing::gradcheck([](const std::vector<Tensor>& t) { return swiglu(t[0], t[1], t[2], t[3]); }, {x, g, u, d}))
         << in << " -> " << hidden << " -> " << out;
   }
   Tensor v = normal_leaf({5}, gen), g = normal_leaf({3, 5}, gen), u = normal_leaf({3, 5}, gen),
          d = normal_leaf({2, 3}, gen);  // a 1-d input: one row
-  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& t) { return swiglu(t[0], t[1], t[2], t[3]); },
-                                 {v, g, u, d}));
+  EXPECT_TRUE(
+      testing::gradcheck([](const std::vector<Tensor>& t) { return swiglu(t[0], t[1], t[2], t[3]); }, {v, g, u, d}));
   EXPECT_EQ(swiglu(v, g, u, d).shape(), (Shape{2}));
 }
 
@@ -417,25 +417,39 @@ TEST(Swiglu, SaturatedGatesStayFinite) {
 
 TEST(Swiglu, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { swiglu(ones({2, 3}), ones({4, 5}), ones({4, 5}), ones({3, 4})); },
+      [] {
+        swiglu(ones({2, 3}), ones({4, 5}), ones({4, 5}), ones({3, 4}));
+      },
       "swiglu: input of shape [2, 3] does not fit w_gate of shape [4, 5] (expected [hidden, 3])"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { swiglu(ones({2, 3}), ones({4, 3}), ones({5, 3}), ones({3, 4})); },
+      [] {
+        swiglu(ones({2, 3}), ones({4, 3}), ones({5, 3}), ones({3, 4}));
+      },
       "swiglu: w_up has shape [5, 3], expected w_gate's [4, 3]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { swiglu(ones({2, 3}), ones({4, 3}), ones({4, 3}), ones({3, 5})); },
+      [] {
+        swiglu(ones({2, 3}), ones({4, 3}), ones({4, 3}), ones({3, 5}));
+      },
       "swiglu: w_down has shape [3, 5], expected [out, 4] for the hidden size of w_gate [4, 3]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { swiglu(scalar(1.0), ones({4, 1}), ones({4, 1}), ones({1, 4})); }, "swiglu: input of shape []"));
+      [] {
+        swiglu(scalar(1.0), ones({4, 1}), ones({4, 1}), ones({1, 4}));
+      },
+      "swiglu: input of shape []"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { swiglu(ones({2, 3}), ones({4, 3}, kFloat64), ones({4, 3}), ones({3, 4})); }, "swiglu"));
+      [] {
+        swiglu(ones({2, 3}), ones({4, 3}, kFloat64), ones({4, 3}), ones({3, 4}));
+      },
+      "swiglu"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { swiglu(ones({2, 3}, kInt64), ones({4, 3}, kInt64), ones({4, 3}, kInt64), ones({3, 4}, kInt64)); },
+      [] {
+        swiglu(ones({2, 3}, kInt64), ones({4, 3}, kInt64), ones({4, 3}, kInt64), ones({3, 4}, kInt64));
+      },
       "swiglu: expected a float"));
   // Empty sizes compute (zeros where a sum is empty) rather than fail.
-  EXPECT_TRUE(all_close(swiglu(ones({2, 0}, kFloat64), ones({4, 0}, kFloat64), ones({4, 0}, kFloat64),
-                               ones({3, 4}, kFloat64)),
-                        std::vector<double>(6, 0.0), 0));
+  EXPECT_TRUE(
+      all_close(swiglu(ones({2, 0}, kFloat64), ones({4, 0}, kFloat64), ones({4, 0}, kFloat64), ones({3, 4}, kFloat64)),
+                std::vector<double>(6, 0.0), 0));
   EXPECT_EQ(swiglu(ones({0, 3}), ones({4, 3}), ones({4, 3}), ones({2, 4})).shape(), (Shape{0, 2}));
 }
 
