@@ -39,7 +39,7 @@ void column_sums(const double* dy, std::int64_t rows, std::int64_t out, double* 
 template <class T, class Epilogue>
 void linear_bands(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y,
                   Epilogue epilogue) {
-  auto [rows, in, out] = n;
+  std::int64_t rows = n.rows, in = n.in, out = n.out;  // named, not bound: lambdas capture them
   if (rows == 0 || out == 0) return;
   blas::Matrix<const T> xs{x, rows, in}, ws{w, out, in};
   blas::Matrix<T> ys{y, rows, out};
@@ -65,7 +65,7 @@ void linear_bands(const Products& products, const LinearSizes& n, const T* x, co
 // slower that way on two threads.
 template <class T>
 void backward_blas(const LinearSizes& n, const T* g, const T* x, const T* w, T* dx, T* dw, T* db) {
-  auto [rows, in, out] = n;
+  std::int64_t rows = n.rows, in = n.in, out = n.out;  // named, not bound: lambdas capture them
   bool full_work = rows * in * out > 0;  // the GEMMs below write every element (beta 0)
   blas::Matrix<const T> gs{g, rows, out}, xs{x, rows, in};
   if (dx) {
@@ -140,7 +140,7 @@ bf16::Buffer rounded_with_sums(const float* dy, const float* slope, std::int64_t
 // grouped by other row blocks than the float32 path's, so it may differ from it in the last bits.
 void backward_bf16(const Products& products, const LinearSizes& n, const float* dy, const float* slope, const float* x,
                    const std::uint16_t* x_rounded, const float* w, float* dx, float* dw, float* db) {
-  auto [rows, in, out] = n;
+  std::int64_t rows = n.rows, in = n.in, out = n.out;  // named, not bound: lambdas capture them
   bool full_work = rows * in * out > 0, products_needed = full_work && (dx || dw);
   if (dx && !full_work) std::fill(dx, dx + rows * in, 0.0f);
   if (dw && !full_work) std::fill(dw, dw + out * in, 0.0f);

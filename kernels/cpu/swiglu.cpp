@@ -68,7 +68,7 @@ constexpr std::int64_t kGrain = 8192;  // elements per chunk of an elementwise p
 template <class T>
 void swiglu(const Products& products, const SwigluSizes& n, const T* x, const T* w1, const T* w3, const T* w2, T* y,
             T* h1, T* h3) {
-  auto [rows, in, hidden, out] = n;
+  std::int64_t rows = n.rows, in = n.in, hidden = n.hidden, out = n.out;
   if (rows == 0 || (out == 0 && !h1 && !h3)) return;  // nothing to write
   std::int64_t size = rows * hidden;
   std::optional<BlockBuffer<T>> h1_own, h3_own, a_own;
@@ -94,7 +94,7 @@ void swiglu(const Products& products, const SwigluSizes& n, const T* x, const T*
 template <class T>
 void swiglu_backward(const Products& products, const SwigluSizes& n, const T* dy, const T* x, const T* w1, const T* w3,
                      const T* w2, const T* h1, const T* h3, T* dx, T* dw1, T* dw3, T* dw2) {
-  auto [rows, in, hidden, out] = n;
+  std::int64_t rows = n.rows, in = n.in, hidden = n.hidden, out = n.out;
   bool through_h = dx || dw1 || dw3;  // whether da, dh1 and dh3 are needed
   if (!through_h && !dw2) return;
   std::int64_t size = rows * hidden;

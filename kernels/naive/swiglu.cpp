@@ -51,7 +51,7 @@ template <class T>
 void swiglu(const Products&, const SwigluSizes& n, const T* x, const T* w1, const T* w3, const T* w2, T* y, T* h1,
             T* h3) {
   count_call();
-  auto [rows, in, hidden, out] = n;
+  std::int64_t rows = n.rows, in = n.in, hidden = n.hidden, out = n.out;
   std::vector<double> a_row(static_cast<std::size_t>(hidden));
   double* a = a_row.data();  // row r of a
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -85,7 +85,7 @@ template <class T>
 void swiglu_backward(const Products&, const SwigluSizes& n, const T* dy, const T* x, const T* w1, const T* w3,
                      const T* w2, const T* h1, const T* h3, T* dx, T* dw1, T* dw3, T* dw2) {
   count_call();
-  auto [rows, in, hidden, out] = n;
+  std::int64_t rows = n.rows, in = n.in, hidden = n.hidden, out = n.out;
   auto zeros = [](std::int64_t count) { return std::vector<double>(static_cast<std::size_t>(count)); };
   std::vector<double> da_row = zeros(hidden), dh1_row = zeros(hidden), dh3_row = zeros(hidden), dx_row = zeros(in);
   std::vector<double> dw1_sums = zeros(dw1 ? hidden * in : 0), dw3_sums = zeros(dw3 ? hidden * in : 0),
