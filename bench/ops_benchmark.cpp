@@ -2,8 +2,14 @@
 // "small" configuration (batch 16, block 64, n_embd 128, 4 heads) unless a range says otherwise.
 //
 //   build/bench/ops_benchmark --benchmark_filter=Attention
+//
+// The matrix-product benchmarks time the kernels themselves, below any op: OpenBLAS's and the
+// bf16 products on raw buffers. Those kernels are not part of the installed API, so this program,
+// which builds only in the source tree, includes their headers from it.
 #include <attograd/attograd.h>
 #include <benchmark/benchmark.h>
+#include <kernels/bf16/bf16.h>
+#include <kernels/cpu/blas.h>
 
 #include <array>
 #include <thread>

@@ -3,7 +3,7 @@
 // The router (ops/route.h) decides it once, when the op runs, and hands it to the op's fast
 // kernels, which keep it for their backward: the kernels call products.gemm(...) and never ask
 // which precision is on. The policy is plain data over buffers, as every kernel of kernels/ is:
-// it knows nothing of tensors, and what rounds a tensor for it is ops/autocast.h's keep_rounded.
+// it knows nothing of tensors, and what rounds a tensor for it is keep_rounded (ops/autocast_internal.h).
 //
 //   float32 / float64     blas::gemm (OpenBLAS)
 //   bf16 (autocast)       bf16::gemm (oneDNN): both operands rounded to bf16, sums in float32

@@ -161,9 +161,4 @@ struct Backend {
 const Backend& cpu_backend();
 const Backend& naive_backend();
 
-// How many kernels of the naive backend have run since the last reset: what a test reads to see
-// that the naive route really ran the naive loops. One relaxed atomic increment per call.
-std::int64_t naive_calls();
-void reset_naive_calls();
-
 }  // namespace ag::backends

@@ -2,7 +2,7 @@
 // torch.autocast("cpu", dtype=torch.bfloat16) does.
 //
 //   {
-//     ag::AutocastGuard autocast;            // throws where bf16 cannot run (ag::bf16::support())
+//     ag::AutocastGuard autocast;            // throws where bf16 cannot run (ag::bf16_support())
 //     ag::Tensor loss = model.forward(x, y); // linear, matmul and attention: bf16 products
 //   }
 //   loss.backward();                         // their backward products in bf16 too
@@ -30,20 +30,35 @@
 // The reference kernels (ops/kernels.h) are float32/float64 and stay so: under Kernels::Reference
 // their compositions call matmul, which does autocast. Building a graph of the gradient
 // (create_graph) runs the backward with the fused rules or as float32 compositions.
+//
+// This header is what a user calls. How an op rounds its tensors for the bf16 products (the
+// cache above) is internal, in ops/autocast_internal.h, and the bf16 kernels themselves are in
+// kernels/bf16/bf16.h; neither is installed.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-
-#include "../autograd/tensor.h"
-#include "../kernels/bf16/bf16.h"
+#include <string>
 
 namespace ag {
+
+// Whether bf16 matrix products, and so autocast, can run here, on which unit, and if not, why not.
+struct Bf16Support {
+  bool available = false;
+  std::string unit;    // "AMX" or "AVX512-BF16" when available
+  std::string reason;  // one line: what was found, or what is missing
+};
+// Found once per process: oneDNN present in this build, and a CPU with a bf16 unit (AMX or
+// AVX512-BF16, as oneDNN detects it, which honours ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA).
+const Bf16Support& bf16_support();
+
+// f as a bf16 product reads it: rounded to the nearest bfloat16 (8 significant bits, float32's
+// range), ties to even, and widened back to float32. A NaN stays NaN; a value past bf16's largest
+// becomes infinity. For seeing, on any CPU, what the rounding of autocast's inputs costs.
+float bf16_round(float f);
 
 // Whether autocast is on for this thread.
 bool is_autocast_enabled();
 // Turns autocast on or off for this thread; on throws std::runtime_error naming the reason where
-// bf16 matrix products cannot run (bf16::support() says beforehand). A program that chooses for
+// bf16 matrix products cannot run (bf16_support() says beforehand). A program that chooses for
 // a whole run calls this once on its main thread (the examples do, in
 // examples/common/precision_option.h); turning it off outside any guard also drops the
 // parameters' bf16 copies.
@@ -62,30 +77,5 @@ class AutocastGuard {
  private:
   bool previous_;
 };
-
-class Products;  // kernels/products.h: the matrix-product policy, internal
-
-namespace detail {
-
-// Whether an op on these float tensors runs its products in bf16: autocast on and float32.
-bool autocasts(const Tensor& t);
-
-// What the cache below treats as a parameter: a leaf that requires grad.
-bool is_parameter(const Tensor& t);
-
-// The bf16 copy of a float32 matrix as stored. A parameter's copy is made once per version and
-// shared (see above); any other tensor is converted on the spot.
-std::shared_ptr<const bf16::Buffer> bf16_copy(const Tensor& t);
-
-// Under a bf16 policy, rounds the float32 tensor t whole (unless the policy keeps it already),
-// keeps the copy with the policy (a parameter's as a parameter's) and returns it; under the BLAS
-// policy, or for an empty t, returns null. What turns a tensor into the buffers the product
-// policy (kernels/products.h) knows.
-std::shared_ptr<const bf16::Buffer> keep_rounded(Products& products, const Tensor& t);
-
-// How many parameter copies the cache has made since the process started (for tests).
-std::int64_t autocast_casts();
-
-}  // namespace detail
 
 }  // namespace ag

@@ -1,11 +1,18 @@
+// The kernel switch (kernels.h), its reader for the router (route.h), and the reference
+// kernels' call counts (kernel_ops.h) with the tests' hook on them (call_counts.h).
 #include "kernels.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <iterator>
+#include <stdexcept>
 
+#include "../kernels/naive_calls.h"
 #include "../runtime/error.h"
+#include "call_counts.h"
+#include "kernel_ops.h"
+#include "route.h"
 
 namespace ag {
 
@@ -18,7 +25,9 @@ constexpr const char* kOpNames[] = {AG_KERNEL_OPS(AG_KERNEL_OP_NAME)};
 #undef AG_KERNEL_OP_NAME
 static_assert(std::size(kOpNames) <= 32, "t_reference_ops has one bit per op");
 
-std::array<std::atomic<std::int64_t>, std::size(kOpNames)> g_calls{};  // by KernelOp
+std::array<std::atomic<std::int64_t>, std::size(kOpNames)> g_calls{};  // by KernelOp, while counting
+// Whether a testing::CountCalls exists: one at a time (call_counts.h).
+std::atomic<bool> g_counter_alive{false};
 }  // namespace
 
 Kernels kernels() { return t_kernels; }
@@ -59,20 +68,43 @@ Kernels parse_kernels(std::string_view name) {
   throw_invalid("kernels", "unknown kernels '{}': expected 'fast', 'reference' or 'naive'", name);
 }
 
-namespace reference {
+namespace detail {
 
-std::map<std::string, std::int64_t> call_counts() {
+std::atomic<bool> g_count_reference_calls{false};
+
+void add_reference_call(KernelOp op) { g_calls[static_cast<std::size_t>(op)].fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace detail
+
+namespace testing {
+
+CountCalls::CountCalls() {
+  if (g_counter_alive.exchange(true))
+    throw std::logic_error("CountCalls: another one is alive; the counts are the whole process's, one at a time");
+  reset();
+  backends::naive::set_counting(true);
+  detail::g_count_reference_calls.store(true, std::memory_order_relaxed);
+}
+
+CountCalls::~CountCalls() {
+  detail::g_count_reference_calls.store(false, std::memory_order_relaxed);
+  backends::naive::set_counting(false);
+  g_counter_alive.store(false);
+}
+
+std::map<std::string, std::int64_t> CountCalls::reference() const {
   std::map<std::string, std::int64_t> counts;
   for (std::size_t i = 0; i < g_calls.size(); ++i)
     if (std::int64_t n = g_calls[i].load(std::memory_order_relaxed)) counts[kOpNames[i]] = n;
   return counts;
 }
 
-void reset_call_counts() {
+std::int64_t CountCalls::naive() const { return backends::naive::calls(); }
+
+void CountCalls::reset() {
   for (std::atomic<std::int64_t>& n : g_calls) n.store(0, std::memory_order_relaxed);
+  backends::naive::reset_calls();
 }
 
-void count_call(KernelOp op) { g_calls[static_cast<std::size_t>(op)].fetch_add(1, std::memory_order_relaxed); }
-
-}  // namespace reference
+}  // namespace testing
 }  // namespace ag

@@ -9,13 +9,11 @@
 // scope serves all three): a new thread starts with the fast kernels. The programs'
 // `--kernels reference|fast` flag sets it once on the main thread at start-up.
 //
-// The ops that switch are listed once, in AG_KERNEL_OPS below. softmax and log_softmax
-// (ops/softmax.cpp) have one implementation only, and it is already the plain one; the reference
-// kernels call it.
+// softmax and log_softmax (ops/softmax.cpp) have one implementation only, and it is already the
+// plain one; the reference kernels call it. The library's own list of the ops that switch, and
+// the call counts its tests read, are internal (ops/kernel_ops.h, ops/call_counts.h).
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,34 +33,13 @@ void set_kernels(Kernels k);
 const char* kernels_name(Kernels k);
 Kernels parse_kernels(std::string_view name);
 
-// The ops that have both kernels, each with its name as reference::call_counts() and
-// set_reference_ops spell it: the one list the enum and the names are made from.
-#define AG_KERNEL_OPS(X)                                                     \
-  X(Linear, "linear")                                                        \
-  X(LinearGelu, "linear_gelu")                                               \
-  X(Gelu, "gelu")                                                            \
-  X(LayerNorm, "layer_norm")                                                 \
-  X(RmsNorm, "rms_norm")                                                     \
-  X(Swiglu, "swiglu")                                                        \
-  X(Embedding, "embedding")                                                  \
-  X(CrossEntropy, "cross_entropy")                                           \
-  X(Attention, "scaled_dot_product_attention") /* in all three layouts */    \
-  X(AdamUpdate, "adam_update")                 /* Adam's and AdamW's step */ \
-  X(ClipGradNorm, "clip_grad_norm")
-
-#define AG_KERNEL_OP_ENUM(id, name) id,
-enum class KernelOp { AG_KERNEL_OPS(AG_KERNEL_OP_ENUM) };
-#undef AG_KERNEL_OP_ENUM
-
-// The op's name as in reference::call_counts() ("linear", "scaled_dot_product_attention", ...).
-const char* kernel_op_name(KernelOp op);
-// Finer than a whole run: the reference kernel for these ops, the fast one for the others, while
-// kernels() is Fast; on the calling thread, like the switch itself. For measuring what each fast kernel buys
-// (bench/gpt_train_step
-// --reference-ops); names as kernel_op_name gives them, an unknown one is std::invalid_argument.
+// Finer than a whole run: the reference kernel for the ops named, the fast one for the others,
+// while kernels() is Fast; on the calling thread, like the switch itself. For measuring what
+// each fast kernel buys (bench/gpt_train_step --reference-ops). An op is named as its function
+// is ("linear", "layer_norm", "scaled_dot_product_attention", ...; "adam_update" for Adam's and
+// AdamW's step, "clip_grad_norm"); a name with no reference kernel is std::invalid_argument,
+// whose message lists the ones there are. An empty list puts every op back on its fast kernel.
 void set_reference_ops(const std::vector<std::string>& names);
-// Whether `op` runs its reference kernel now: under Kernels::Reference, or when listed above.
-bool use_reference(KernelOp op);
 
 // RAII: `k` while the guard lives, the previous setting after.
 class KernelGuard {
@@ -75,16 +52,5 @@ class KernelGuard {
  private:
   Kernels previous_;
 };
-
-namespace reference {
-// How many times each reference kernel has run since the last reset, by op name (the ops that
-// ran at least once): what a test reads to see that the reference route really ran the
-// reference code.
-std::map<std::string, std::int64_t> call_counts();
-void reset_call_counts();
-// Called on entry by every reference kernel: one relaxed atomic increment, no lock and no
-// string, so that counting costs a training run on the reference kernels nothing it would notice.
-void count_call(KernelOp op);
-}  // namespace reference
 
 }  // namespace ag

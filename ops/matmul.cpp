@@ -13,7 +13,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../kernels/cpu/blas.h"
-#include "autocast.h"
+#include "autocast_internal.h"
 #include "binary.h"
 #include "route.h"
 #include "shape.h"

@@ -11,7 +11,6 @@
 #include "../autograd/grad.h"
 #include "../autograd/grad_mode.h"
 #include "../runtime/profile.h"
-#include "autocast.h"
 #include "shape.h"
 
 namespace ag {

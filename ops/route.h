@@ -53,9 +53,23 @@
 #include "../autograd/node.h"
 #include "../kernels/products.h"
 #include "../kernels/table.h"
+#include "kernel_ops.h"
 #include "kernels.h"
 
 namespace ag {
+
+// The readers of the first two switches, declared here rather than beside the switches (the
+// user's ops/kernels.h and ops/autocast.h) because the router is their one caller; create_graph's
+// is autograd's (detail::creating_graph, autograd/node.h).
+//
+// Whether `op` runs its reference kernel now: under Kernels::Reference, or when set_reference_ops
+// lists it (ops/kernels.cpp).
+bool use_reference(KernelOp op);
+namespace detail {
+// Whether an op on this tensor runs its matrix products in bf16: autocast on for the calling
+// thread, and a float32 tensor (ops/autocast.cpp).
+bool autocasts(const Tensor& t);
+}  // namespace detail
 
 // What an op hands back: its output (in the graph) and, for attention, a plain tensor beside it
 // (the weights, outside the graph; undefined when not asked for).

@@ -3,7 +3,7 @@
 // and the CPU has a bf16 unit (AMX or AVX512-BF16) and the kernels are not the naive ones, else
 // fp32; `bf16` where it cannot run is an error before any work starts. Checkpoints stay float32 either way.
 //
-// The library says whether bf16 products run here (ag::bf16::support()) and turns autocast on
+// The library says whether bf16 products run here (ag::bf16_support()) and turns autocast on
 // (ag::set_autocast_enabled); the option's names, the choice they make and the words that explain
 // it are the programs', so they live here. Header-only: bench/gpt_train_step takes the option too.
 #pragma once
@@ -39,11 +39,11 @@ struct PrecisionChoice {
   std::string why;  // one line for the log: "matmul: bf16 on AMX via oneDNN ..." or "fp32 OpenBLAS: ..."
 };
 
-// What `precision` means on this machine. Auto takes bf16 only where bf16::support() says it runs
+// What `precision` means on this machine. Auto takes bf16 only where bf16_support() says it runs
 // natively; Bf16 where it cannot is refused with the reason: before any work, exit status 2, like
 // any option that cannot be honoured.
 inline PrecisionChoice choose_precision(Precision precision) {
-  const bf16::Support& s = bf16::support();
+  const Bf16Support& s = bf16_support();
   std::string fp32 = fmt::format("fp32 OpenBLAS ({})", blas_kernels());
   bool naive = kernels() == Kernels::Naive;  // the plain loops take no bf16 products
   switch (precision) {

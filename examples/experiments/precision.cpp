@@ -23,7 +23,7 @@ using ag::Tensor;
 
 namespace {
 
-float r16(double v) { return ag::bf16::round(static_cast<float>(v)); }
+float r16(double v) { return ag::bf16_round(static_cast<float>(v)); }
 
 // The sum of `n` values u in [0, 1) accumulated three ways: in float64, in float32, and in bf16
 // (the running sum rounded after every addition). Returns the relative errors of the last two.
@@ -492,8 +492,8 @@ int precision(const Options& o) {
 
   fmt::print("\nPart 3: the Mini-GPT (4 layers, 4 heads, width 128, block 64), {} each, same batches\n\n",
              ag::examples::plural(o.steps, "step"));
-  if (!ag::bf16::support().available) {
-    fmt::print("skipped: {}\n", ag::bf16::support().reason);
+  if (!ag::bf16_support().available) {
+    fmt::print("skipped: {}\n", ag::bf16_support().reason);
     return exit_code();
   }
   Text text = load_text(o, 64);

@@ -27,7 +27,6 @@
 #include "distributed/data_parallel.h"
 #include "distributed/dist.h"
 #include "io/checkpoint.h"
-#include "kernels/bf16/bf16.h"
 #include "nn/attention.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"

@@ -10,12 +10,12 @@
 
 #include <cstdint>
 
+#include "../naive_calls.h"
 #include "../table.h"
 
 namespace ag::backends::naive {
 
-// Adds one to naive_calls() (kernels/table.h): every kernel below calls it once, on entry.
-void count_call();
+// Every kernel below calls count_call() (naive_calls.h) once, on entry: the count a test reads.
 
 // linear.cpp
 template <class T>

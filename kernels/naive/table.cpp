@@ -1,14 +1,24 @@
 // The naive backend's table: the plain loops of this folder, what `--kernels naive` runs. Its
-// kernels count their calls, so that a test can tell the naive route really ran them.
+// kernels count their calls while a test asks (naive_calls.h), so that the test can tell the
+// naive route really ran them.
 #include <atomic>
 
 #include "naive.h"
 
 namespace ag::backends {
 
-namespace {
+namespace naive {
 
-std::atomic<std::int64_t> calls{0};  // naive kernels run since the last reset
+std::atomic<bool> g_counting{false};
+std::atomic<std::int64_t> g_calls{0};  // naive kernels run while counting, since the last reset
+
+void set_counting(bool on) { g_counting.store(on, std::memory_order_relaxed); }
+std::int64_t calls() { return g_calls.load(std::memory_order_relaxed); }
+void reset_calls() { g_calls.store(0, std::memory_order_relaxed); }
+
+}  // namespace naive
+
+namespace {
 
 template <class T>
 Table<T> naive_table() {
@@ -41,11 +51,6 @@ Table<T> naive_table() {
 }
 
 }  // namespace
-
-void naive::count_call() { calls.fetch_add(1, std::memory_order_relaxed); }
-
-std::int64_t naive_calls() { return calls.load(std::memory_order_relaxed); }
-void reset_naive_calls() { calls.store(0, std::memory_order_relaxed); }
 
 const Backend& naive_backend() {
   static const Backend backend{

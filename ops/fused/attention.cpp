@@ -36,7 +36,7 @@
 #include "../../autograd/forward.h"
 #include "../../kernels/cpu/attention_tiles.h"
 #include "../../kernels/cpu/blas.h"
-#include "../autocast.h"
+#include "../autocast_internal.h"
 #include "../reference/reference.h"
 #include "../route.h"
 #include "../rows.h"

@@ -17,7 +17,7 @@
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
-#include "../autocast.h"
+#include "../autocast_internal.h"
 #include "../binary.h"
 #include "../elementwise.h"
 #include "../nn_ops.h"

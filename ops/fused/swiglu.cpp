@@ -17,7 +17,7 @@
 // The three products run under the policy the router hands them: under autocast they take bf16
 // inputs, each weight rounded once per step.
 #include "../../autograd/dispatch.h"
-#include "../autocast.h"
+#include "../autocast_internal.h"
 #include "../nn_ops.h"
 #include "../reference/reference.h"
 #include "../route.h"

@@ -10,7 +10,7 @@
 // it out, and the fused kernel of ops/fused/attention.cpp computes the same lines tile by tile without
 // ever holding S or P for a whole sequence.
 #include "../binary.h"
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "../masking.h"
 #include "../matmul.h"
 #include "../shape.h"

@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "../binary.h"
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "../masking.h"
 #include "../reduce.h"
 #include "../softmax.h"

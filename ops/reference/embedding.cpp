@@ -6,7 +6,7 @@
 //
 // so row v of dW is the sum of dy over the positions that looked up v: the scatter-add that the
 // fast kernel in ops/fused/nn_ops.cpp writes as a loop. Not differentiable in ids (onehot is a constant).
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "../matmul.h"
 #include "../shape.h"
 #include "reference.h"

@@ -14,7 +14,7 @@
 
 #include "../binary.h"
 #include "../elementwise.h"
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "../matmul.h"
 #include "../shape.h"
 #include "reference.h"

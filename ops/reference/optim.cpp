@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "../../autograd/dispatch.h"
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "reference.h"
 
 namespace ag::reference {

@@ -10,7 +10,7 @@
 // kernel in ops/fused/rms_norm.cpp computes in one pass per row.
 #include "../binary.h"
 #include "../elementwise.h"
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "../reduce.h"
 #include "reference.h"
 

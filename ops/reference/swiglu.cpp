@@ -8,7 +8,7 @@
 // rule through reference::linear, sigmoid and mul.
 #include "../binary.h"
 #include "../elementwise.h"
-#include "../kernels.h"
+#include "../kernel_ops.h"
 #include "reference.h"
 
 namespace ag::reference {

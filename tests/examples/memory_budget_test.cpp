@@ -186,7 +186,7 @@ TEST(PrecisionOption, TheChoiceFollowsTheLibrarysSupport) {
       throws_with<Refused>([] { parse_precision("fp16"); }, "--precision must be fp32, bf16 or auto, got 'fp16'"));
   EXPECT_FALSE(choose_precision(Precision::Fp32).bf16);
   EXPECT_NE(choose_precision(Precision::Fp32).why.find("fp32"), std::string::npos);
-  const bf16::Support& support = bf16::support();
+  const Bf16Support& support = bf16_support();
   if (support.available) {
     EXPECT_TRUE(choose_precision(Precision::Auto).bf16);
     EXPECT_TRUE(choose_precision(Precision::Bf16).bf16);

@@ -1,12 +1,14 @@
 // kernels/naive/ against kernels/cpu/: every entry both backends' tables serve gives the same
 // float64 result to 1e-12 (relative, or absolute below 1), on odd non-square sizes, with each
 // optional pointer null and given; a few values worked out by hand; swiglu's backward against
-// central differences of its forward; the float32 table close to the float64 one; and
-// naive_calls() counting the naive kernels.
+// central differences of its forward; the float32 table close to the float64 one; and the naive
+// kernels' call count (ops/call_counts.h).
 //
 // Outputs start as NaN: an element a kernel should write and does not shows up as NaN, which
 // agrees with nothing, and an output that is not wanted must still be NaN afterwards.
+#include "../../kernels/naive_calls.h"
 #include "../../kernels/table.h"
+#include "../../ops/call_counts.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@
 #include <memory>
 #include <numbers>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -738,25 +741,34 @@ TEST(NaiveBackend, SwigluFloat32AgreesWithFloat64) {
   }
 }
 
-// Every naive kernel adds one to naive_calls() per call; the cpu ones add nothing.
+// While counting is on, every naive kernel adds one to the naive count per call; the cpu ones add
+// nothing. Off, nothing is counted.
 TEST(NaiveBackend, CallsAreCounted) {
-  reset_naive_calls();
-  EXPECT_EQ(naive_calls(), 0);
   const double x[] = {1, 2}, w[] = {3, 4};
   double y = 0;
+  {
+    testing::CountCalls counting;
+    EXPECT_EQ(counting.naive(), 0);
+    naive64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
+    EXPECT_EQ(counting.naive(), 1);
+    cpu64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
+    EXPECT_EQ(counting.naive(), 1);
+    EXPECT_EQ(naive64().sum_of_squares(2, x), 5.0);
+    naive_backend().f32.scale(0, nullptr, 2.0);
+    EXPECT_EQ(counting.naive(), 3);
+    const SwigluSizes one{1, 1, 1, 1};
+    naive64().swiglu(kPlain, one, x, x, x, x, &y, nullptr, nullptr);
+    naive64().swiglu_backward(kPlain, one, x, x, x, x, x, x, x, &y, nullptr, nullptr, nullptr);
+    EXPECT_EQ(counting.naive(), 5);
+    counting.reset();
+    EXPECT_EQ(counting.naive(), 0);
+  }
   naive64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
-  EXPECT_EQ(naive_calls(), 1);
-  cpu64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
-  EXPECT_EQ(naive_calls(), 1);
-  EXPECT_EQ(naive64().sum_of_squares(2, x), 5.0);
-  naive_backend().f32.scale(0, nullptr, 2.0);
-  EXPECT_EQ(naive_calls(), 3);
-  const SwigluSizes one{1, 1, 1, 1};
-  naive64().swiglu(kPlain, one, x, x, x, x, &y, nullptr, nullptr);
-  naive64().swiglu_backward(kPlain, one, x, x, x, x, x, x, x, &y, nullptr, nullptr, nullptr);
-  EXPECT_EQ(naive_calls(), 5);
-  reset_naive_calls();
-  EXPECT_EQ(naive_calls(), 0);
+  EXPECT_EQ(naive::calls(), 0);  // counting off: the call was not counted
+  testing::CountCalls counting;
+  EXPECT_THROW(testing::CountCalls{}, std::logic_error);  // one counter at a time
+  naive64().linear(kPlain, LinearSizes{1, 2, 1}, x, w, nullptr, &y);
+  EXPECT_EQ(counting.naive(), 1);  // and the refused one left counting on
 }
 
 }  // namespace

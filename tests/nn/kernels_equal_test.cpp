@@ -29,6 +29,9 @@
 #include <thread>
 
 #include "../../kernels/table.h"
+#include "../../ops/call_counts.h"
+#include "../../ops/kernel_ops.h"
+#include "../../ops/route.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -186,10 +189,10 @@ TEST(KernelsEqual, GPTWithRmsNormTrainingSteps) {
     for (double dropout : {0.0, 0.2}) {
       std::string what = fmt::format("GPT {} with RMSNorm, dropout {}", dtype_name(dtype), dropout);
       SCOPED_TRACE(what);
-      reference::reset_call_counts();
+      testing::CountCalls counting;
       auto reference_run = gpt_run(Kernels::Reference, dtype, true, dropout, nn::NormKind::Rms);
-      EXPECT_EQ(reference::call_counts()["rms_norm"], steps_for(dtype) * (2 * 2 + 1));  // ln_1, ln_2 per block, ln_f
-      EXPECT_EQ(reference::call_counts().count("layer_norm"), 0u);
+      EXPECT_EQ(counting.reference()["rms_norm"], steps_for(dtype) * (2 * 2 + 1));  // ln_1, ln_2 per block, ln_f
+      EXPECT_EQ(counting.reference().count("layer_norm"), 0u);
       expect_equal_runs(gpt_run(Kernels::Fast, dtype, true, dropout, nn::NormKind::Rms), reference_run, dtype, what);
     }
 }
@@ -222,10 +225,10 @@ TEST(KernelsEqual, GPTWithSwigluTrainingSteps) {
     for (double dropout : {0.0, 0.2}) {
       std::string what = fmt::format("GPT {} with SwiGLU, dropout {}", dtype_name(dtype), dropout);
       SCOPED_TRACE(what);
-      reference::reset_call_counts();
+      testing::CountCalls counting;
       auto reference_run = gpt_run(Kernels::Reference, dtype, false, dropout, nn::NormKind::Rms, nn::MlpKind::Swiglu);
-      EXPECT_EQ(reference::call_counts()["swiglu"], steps_for(dtype) * 2);  // one MLP per block
-      EXPECT_EQ(reference::call_counts().count("linear_gelu"), 0u);
+      EXPECT_EQ(counting.reference()["swiglu"], steps_for(dtype) * 2);  // one MLP per block
+      EXPECT_EQ(counting.reference().count("linear_gelu"), 0u);
       expect_equal_runs(gpt_run(Kernels::Fast, dtype, false, dropout, nn::NormKind::Rms, nn::MlpKind::Swiglu),
                         reference_run, dtype, what + ": fast against reference");
       if (dtype == kFloat64)
@@ -282,29 +285,28 @@ TEST(KernelsEqual, NaiveBackendTrainsTheTransformerLikeTheReference) {
 // The naive route runs the naive loops and no reference twin; the other two routes run no naive
 // loop.
 TEST(KernelsEqual, NaiveRouteRunsItsOwnKernels) {
-  reference::reset_call_counts();
-  backends::reset_naive_calls();
+  testing::CountCalls counting;
   gpt_run(Kernels::Fast, kFloat64, true, 0.0);
   gpt_run(Kernels::Reference, kFloat64, true, 0.0);
-  EXPECT_EQ(backends::naive_calls(), 0);
-  reference::reset_call_counts();
+  EXPECT_EQ(counting.naive(), 0);
+  counting.reset();
   gpt_run(Kernels::Naive, kFloat64, true, 0.0);
-  EXPECT_TRUE(reference::call_counts().empty());
+  EXPECT_TRUE(counting.reference().empty());
   // Two steps of a two-layer GPT. Forward: 2 embeddings, 5 layer norms, 2 x (qkv, out, head...)
   // at least one kernel per op and step; backward as many again; AdamW one per parameter.
-  EXPECT_GT(backends::naive_calls(), 2 * (2 + 5 + 2 * 4 + 1 + 1) * 2);
+  EXPECT_GT(counting.naive(), 2 * (2 + 5 + 2 * 4 + 1 + 1) * 2);
 }
 
 // The reference route really runs the reference kernels, every one of them, and the fast route
 // none of them.
 TEST(KernelsEqual, EachRouteRunsItsOwnKernels) {
-  reference::reset_call_counts();
+  testing::CountCalls counting;
   gpt_run(Kernels::Fast, kFloat64, true, 0.0);
   transformer_run(Kernels::Fast, kFloat64, 0.0);
-  EXPECT_TRUE(reference::call_counts().empty());
+  EXPECT_TRUE(counting.reference().empty());
 
   gpt_run(Kernels::Reference, kFloat64, true, 0.0);
-  std::map<std::string, std::int64_t> gpt = reference::call_counts();
+  std::map<std::string, std::int64_t> gpt = counting.reference();
   // Two steps of a two-layer GPT, counted op by op.
   EXPECT_EQ(gpt["embedding"], 2 * 2);             // wte and wpe, two steps
   EXPECT_EQ(gpt["layer_norm"], 2 * (2 * 2 + 1));  // ln_1 and ln_2 per block, ln_f
@@ -316,9 +318,9 @@ TEST(KernelsEqual, EachRouteRunsItsOwnKernels) {
   EXPECT_GT(gpt["linear"], 0);
   EXPECT_GT(gpt["adam_update"], 0);
 
-  reference::reset_call_counts();
+  counting.reset();
   transformer_run(Kernels::Reference, kFloat64, 0.0);
-  std::map<std::string, std::int64_t> seq2seq = reference::call_counts();
+  std::map<std::string, std::int64_t> seq2seq = counting.reference();
   // Per step: 2 encoder self-attentions, 2 decoder self- and 2 cross-attentions.
   EXPECT_EQ(seq2seq["scaled_dot_product_attention"], 2 * 6);
   EXPECT_EQ(seq2seq["cross_entropy"], 2);
@@ -330,9 +332,9 @@ TEST(KernelsEqual, OneOpAloneOnItsReferenceKernel) {
   set_reference_ops({"layer_norm"});
   EXPECT_TRUE(use_reference(KernelOp::LayerNorm));
   EXPECT_FALSE(use_reference(KernelOp::Linear));
-  reference::reset_call_counts();
+  testing::CountCalls counting;
   gpt_run(Kernels::Fast, kFloat64, true, 0.0);
-  std::map<std::string, std::int64_t> counts = reference::call_counts();
+  std::map<std::string, std::int64_t> counts = counting.reference();
   set_reference_ops({});
   EXPECT_EQ(counts.size(), 1u);
   EXPECT_EQ(counts["layer_norm"], 2 * (2 * 2 + 1));
@@ -374,8 +376,8 @@ TEST(KernelsEqual, TheThreeSwitchesBelongToTheCallingThread) {
   KernelGuard reference(Kernels::Reference);
   NoGradGuard no_grad;
   std::optional<AutocastGuard> autocast;
-  if (bf16::support().available) autocast.emplace();
-  reference::reset_call_counts();
+  if (bf16_support().available) autocast.emplace();
+  testing::CountCalls counting;
   Kernels seen_kernels = Kernels::Reference;
   bool seen_grad = false, seen_autocast = true;
   std::int64_t counted_there = -1;
@@ -384,7 +386,7 @@ TEST(KernelsEqual, TheThreeSwitchesBelongToTheCallingThread) {
     seen_grad = is_grad_enabled();
     seen_autocast = is_autocast_enabled();
     linear(x, w, Tensor());  // the fast kernel: no reference call counted
-    counted_there = reference::call_counts()["linear"];
+    counted_there = counting.reference()["linear"];
     set_kernels(Kernels::Reference);  // this thread's own setting, gone with it
     set_grad_enabled(false);
   });
@@ -395,7 +397,7 @@ TEST(KernelsEqual, TheThreeSwitchesBelongToTheCallingThread) {
   EXPECT_EQ(counted_there, 0);
   EXPECT_EQ(kernels(), Kernels::Reference);
   linear(x, w, Tensor());  // here the reference runs
-  EXPECT_EQ(reference::call_counts()["linear"], 1);
+  EXPECT_EQ(counting.reference()["linear"], 1);
   std::thread fresh([&] { seen_kernels = kernels(); });
   fresh.join();
   EXPECT_EQ(seen_kernels, Kernels::Fast);  // the first thread's setting did not reach a new one
@@ -415,12 +417,12 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
     expected_dx = xr.grad();
     expected_dw = wr.grad();
   }
-  reference::reset_call_counts();
+  testing::CountCalls counting;
   {
     KernelGuard reference(Kernels::Reference);
     y.backward();
   }
-  EXPECT_TRUE(reference::call_counts().empty()) << "a fast node's backward called a reference kernel";
+  EXPECT_TRUE(counting.reference().empty()) << "a fast node's backward called a reference kernel";
   EXPECT_TRUE(test::all_close(x.grad(), expected_dx, 1e-12));
   EXPECT_TRUE(test::all_close(w.grad(), expected_dw, 1e-12));
 
@@ -432,9 +434,9 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
     KernelGuard naive(Kernels::Naive);
     yn = layer_norm(linear(xn, wn, Tensor()), Tensor(), Tensor(), 1e-5).sum();
   }
-  backends::reset_naive_calls();
+  counting.reset();
   yn.backward();
-  EXPECT_EQ(backends::naive_calls(), 2);  // layer_norm's backward, then linear's
+  EXPECT_EQ(counting.naive(), 2);  // layer_norm's backward, then linear's
   EXPECT_TRUE(test::all_close(xn.grad(), expected_dx, 1e-12));
   EXPECT_TRUE(test::all_close(wn.grad(), expected_dw, 1e-12));
   Tensor xf = x.detach().requires_grad_();
@@ -443,7 +445,7 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
     KernelGuard naive(Kernels::Naive);
     yf.backward();
   }
-  EXPECT_EQ(backends::naive_calls(), 2);
+  EXPECT_EQ(counting.naive(), 2);
 }
 
 }  // namespace ag

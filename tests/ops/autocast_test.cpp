@@ -16,8 +16,11 @@
 #include <thread>
 #include <tuple>
 
+#include "../../kernels/bf16/bf16.h"
 #include "../../kernels/bf16/bf16_small.h"
+#include "../../kernels/cpu/blas.h"
 #include "../../kernels/cpu/fast_math.h"
+#include "../../ops/autocast_internal.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -84,6 +87,19 @@ TEST(Bf16, RoundsToNearestEvenByHand) {
   EXPECT_TRUE(std::signbit(bf16::round(-0.0f)));
   // The same range as float32: 1e30 keeps its magnitude (float16 would overflow at 65504).
   EXPECT_NEAR(bf16::round(1e30f) / 1e30, 1.0, 1.0 / 256);
+}
+
+// What a user calls (ops/autocast.h) says what the kernels found and rounds as they do.
+TEST(Bf16, TheUsersQueryAndRoundingAreTheKernels) {
+  EXPECT_EQ(bf16_support().available, bf16::support().available);
+  EXPECT_EQ(bf16_support().unit, bf16::support().unit);
+  EXPECT_EQ(bf16_support().reason, bf16::support().reason);
+  EXPECT_EQ(&bf16_support(), &bf16_support());  // found once
+  for (float f : {1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8), 3.14159265f, -0.0f, 1e30f,
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity()})
+    EXPECT_EQ(bf16_round(f), bf16::round(f)) << f;
+  EXPECT_TRUE(std::signbit(bf16_round(-0.0f)));
+  EXPECT_TRUE(std::isnan(bf16_round(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(Bf16, ConvertingManyEqualsConvertingOneByOne) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -34,7 +35,7 @@ void expect_routes_agree(const std::string& name, const Op& op, const std::vecto
   std::vector<Tensor> outputs, grads[2];
   for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
     KernelGuard guard(k);
-    reference::reset_call_counts();
+    testing::CountCalls counting;
     std::vector<Tensor> in;
     for (const Tensor& t : inputs) in.push_back(is_floating(t.dtype()) ? t.detach().to(dtype).requires_grad_() : t);
     Tensor y = op(in);
@@ -44,7 +45,7 @@ void expect_routes_agree(const std::string& name, const Op& op, const std::vecto
     std::size_t route = k == Kernels::Fast ? 0 : 1;
     for (const Tensor& t : in)
       if (is_floating(t.dtype())) grads[route].push_back(t.grad());
-    EXPECT_EQ(reference::call_counts()[name], k == Kernels::Fast ? 0 : 1);
+    EXPECT_EQ(counting.reference()[name], k == Kernels::Fast ? 0 : 1);
   }
   EXPECT_LE(relative_error(outputs[0], outputs[1]), tol) << "output";
   for (std::size_t i = 0; i < grads[0].size(); ++i) {
@@ -260,7 +261,7 @@ TEST(Reference, AdamAndClipping) {
       double norms[2] = {};
       for (Kernels k : {Kernels::Fast, Kernels::Reference}) {
         KernelGuard guard(k);
-        reference::reset_call_counts();
+        testing::CountCalls counting;
         Generator gen(9);
         std::vector<Tensor> a{randn({3, 17}, gen, dtype).requires_grad_(), randn({9001}, gen, dtype).requires_grad_()};
         std::vector<Tensor> b{randn({5}, gen, dtype).requires_grad_()};
@@ -279,8 +280,8 @@ TEST(Reference, AdamAndClipping) {
           opt->step();
         }
         for (const Tensor& p : all) after[k == Kernels::Fast ? 0 : 1].push_back(p.detach().clone());
-        EXPECT_EQ(reference::call_counts()["adam_update"], k == Kernels::Fast ? 0 : 3 * 3);
-        EXPECT_EQ(reference::call_counts()["clip_grad_norm"], k == Kernels::Fast ? 0 : 3);
+        EXPECT_EQ(counting.reference()["adam_update"], k == Kernels::Fast ? 0 : 3 * 3);
+        EXPECT_EQ(counting.reference()["clip_grad_norm"], k == Kernels::Fast ? 0 : 3);
       }
       double tol = dtype == kFloat64 ? 1e-12 : 1e-5;
       EXPECT_LE(std::abs(norms[0] - norms[1]) / norms[1], tol);
