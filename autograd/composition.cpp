@@ -5,20 +5,33 @@
 #include <vector>
 
 #include "grad.h"
+#include "node.h"
 
 namespace ag {
+namespace {
+
+// x again as a tensor of its own: the same data, with a history of one identity op leading back
+// to x (its gradient and its tangent pass through unchanged).
+Tensor alias_of(const Tensor& x) {
+  return record(
+      "alias", x.detach(), {x},
+      [](const Tensor& dy, const std::vector<bool>& need) { return std::vector<Tensor>{need[0] ? dy : Tensor()}; },
+      Saved{}, BackwardOrder::AnyOrder, [](const std::vector<Tensor>& t) { return t[0]; });
+}
+
+}  // namespace
 
 std::vector<Tensor> detail::backward_by_composition(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                                                     const std::vector<Tensor>& inputs, const Tensor& grad_output,
                                                     const std::vector<bool>& needs) {
   // A tensor passed twice (attention(x, x, x)) needs one partial derivative per position: each
-  // repeat is handed to f as a reshape of itself, a tensor of its own whose history leads back
+  // repeat is handed to f as an alias of itself, a tensor of its own whose history leads back
   // to the original, so that the walk below stops there.
   std::vector<Tensor> args = inputs;
   for (std::size_t i = 0; i < args.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (needs[i] && args[i].defined() && args[i].impl() == inputs[j].impl()) {
-        args[i] = args[i].reshape(args[i].shape());
+        args[i] = alias_of(args[i]);
         break;
       }
   Tensor output = f(args);

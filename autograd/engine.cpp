@@ -16,7 +16,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include "../ops/binary.h"
 #include "../runtime/error.h"
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
@@ -199,6 +198,22 @@ std::shared_ptr<TensorImpl> sum_of(const TensorImpl& a, const Tensor& b) {
 // level (the sum's rule adds the tangents too; forward.h).
 bool by_ops() { return is_grad_enabled() || live_level() != 0; }
 
+// a + b for two gradients of one shape and dtype, as an op of the graph: the sum by ops above.
+// It is ag::add without broadcasting, defined here because the engine sits below ops/ (the
+// linker holds it to that, docs/architecture.md). Both inputs get dy; the tangent is the sum of
+// the tangents, itself summed by this op so that it too can join a graph.
+Tensor sum_in_graph(const Tensor& a, const Tensor& b) {
+  return record(
+      "add", Tensor(sum_of(*a.impl(), b)), {a, b},
+      [](const Tensor& dy, const std::vector<bool>& need) {
+        return std::vector<Tensor>{need[0] ? dy : Tensor(), need[1] ? dy : Tensor()};
+      },
+      Saved{}, BackwardOrder::AnyOrder,
+      [](const std::vector<Tensor>& t) {
+        return !t[0].defined() ? t[1] : !t[1].defined() ? t[0] : sum_in_graph(t[0], t[1]);
+      });
+}
+
 // True if `t` is the only handle on its data, so adding into it in place changes nothing else.
 bool sole_owner(const std::shared_ptr<TensorImpl>& t) { return t.use_count() == 1 && t->storage.use_count() == 1; }
 
@@ -225,7 +240,7 @@ std::shared_ptr<TensorImpl> owned(Tensor g) {
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g) {
   std::lock_guard lock(leaf_grad_mutex);
   if (by_ops())
-    slot = !slot ? (sole_owner(g.impl()) ? g.impl() : g.clone().impl()) : add(Tensor(slot), g).impl();
+    slot = !slot ? (sole_owner(g.impl()) ? g.impl() : g.clone().impl()) : sum_in_graph(Tensor(slot), g).impl();
   else if (!slot)
     slot = owned(std::move(g));
   else
@@ -241,7 +256,7 @@ void accumulate_for_node(std::shared_ptr<TensorImpl>& slot, Tensor g) {
   if (!slot)
     slot = g.impl();
   else if (by_ops())
-    slot = add(Tensor(slot), g).impl();
+    slot = sum_in_graph(Tensor(slot), g).impl();
   else if (sole_owner(slot))
     add_into(*slot, g);
   else
