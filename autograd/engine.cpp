@@ -19,6 +19,7 @@
 #include "../runtime/error.h"
 #include "../runtime/parallel.h"
 #include "../runtime/profile.h"
+#include "context.h"
 #include "dispatch.h"
 #include "engine_internal.h"
 #include "forward.h"
@@ -30,8 +31,6 @@ namespace ag {
 
 namespace detail {
 namespace {
-
-thread_local bool t_in_backward = false;
 
 // Defined below.
 std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims,
@@ -291,10 +290,10 @@ Tensor seed_gradient(const char* op, const Tensor& root, const Tensor& gradient)
 
 // --- which thread is in a backward pass ----------------------------------------------------
 
-InBackward::InBackward() : previous(t_in_backward) { t_in_backward = true; }
-InBackward::~InBackward() { t_in_backward = previous; }
+InBackward::InBackward() : previous(thread_context().in_backward) { thread_context().in_backward = true; }
+InBackward::~InBackward() { thread_context().in_backward = previous; }
 
-bool in_backward() { return t_in_backward; }
+bool in_backward() { return thread_context().in_backward; }
 
 }  // namespace detail
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "context.h"
 #include "dispatch.h"
 #include "grad_mode.h"
 #include "node.h"
@@ -15,8 +16,6 @@ namespace ag {
 namespace {
 
 std::atomic<std::uint64_t> g_next_level{1};  // ids are never reused, so a stale tangent stays stale
-thread_local std::uint64_t t_level = 0;
-thread_local bool t_in_rule = false;
 // Every tensor given a tangent at the live level, to drop them all when it ends.
 thread_local std::vector<std::weak_ptr<TensorImpl>> t_duals;
 thread_local std::size_t t_prune_at = 64;  // when to forget the ones already freed
@@ -26,25 +25,26 @@ thread_local std::size_t t_prune_at = 64;  // when to forget the ones already fr
 namespace fwad {
 
 DualLevel::DualLevel() {
-  if (t_level != 0)
+  if (detail::thread_context().forward_level != 0)
     throw_state("DualLevel",
                 "a forward-mode level is already live on this thread; levels do not nest (end the first one, or "
                 "compute both directions in one level)");
-  t_level = g_next_level.fetch_add(1, std::memory_order_relaxed);
+  detail::thread_context().forward_level = g_next_level.fetch_add(1, std::memory_order_relaxed);
 }
 
 DualLevel::~DualLevel() {
+  std::uint64_t& level = detail::thread_context().forward_level;
   for (const auto& weak : t_duals)
-    if (auto impl = weak.lock(); impl && impl->tangent_level == t_level) {
+    if (auto impl = weak.lock(); impl && impl->tangent_level == level) {
       impl->tangent.reset();
       impl->tangent_level = 0;
     }
   t_duals.clear();
   t_prune_at = 64;
-  t_level = 0;
+  level = 0;
 }
 
-bool is_active() { return t_level != 0; }
+bool is_active() { return detail::thread_context().forward_level != 0; }
 
 namespace {
 
@@ -92,9 +92,12 @@ UnpackedDual unpack_dual(const Tensor& t) {
 
 namespace detail {
 
-bool propagating_tangents() { return t_level != 0 && !t_in_rule; }
+bool propagating_tangents() {
+  const ThreadContext& context = thread_context();
+  return context.forward_level != 0 && !context.in_forward_rule;
+}
 
-std::uint64_t live_level() { return t_level; }
+std::uint64_t live_level() { return thread_context().forward_level; }
 
 bool any_tangent(const std::vector<Tensor>& inputs) {
   if (!propagating_tangents()) return false;
@@ -105,7 +108,8 @@ bool any_tangent(const std::vector<Tensor>& inputs) {
 
 Tensor live_tangent(const Tensor& t, std::string_view op) {
   const TensorImpl& impl = *t.impl();
-  if (t_level == 0 || impl.tangent_level != t_level || !impl.tangent) return {};
+  std::uint64_t level = thread_context().forward_level;
+  if (level == 0 || impl.tangent_level != level || !impl.tangent) return {};
   if (impl.storage->version() != impl.tangent_version)
     throw_state(op,
                 "a tensor of shape {} was written in place after it got its forward-mode tangent (version {}, now "
@@ -118,7 +122,7 @@ Tensor live_tangent(const Tensor& t, std::string_view op) {
 void set_tangent(const Tensor& t, const Tensor& tangent) {
   TensorImpl& impl = *t.impl();
   impl.tangent = tangent.impl();
-  impl.tangent_level = t_level;
+  impl.tangent_level = thread_context().forward_level;
   impl.tangent_version = impl.storage->version();
   if (t_duals.size() >= t_prune_at) {
     std::erase_if(t_duals, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
@@ -127,8 +131,10 @@ void set_tangent(const Tensor& t, const Tensor& tangent) {
   t_duals.push_back(t.impl());
 }
 
-ForwardRuleScope::ForwardRuleScope(bool in_rule) : previous(t_in_rule) { t_in_rule = in_rule; }
-ForwardRuleScope::~ForwardRuleScope() { t_in_rule = previous; }
+ForwardRuleScope::ForwardRuleScope(bool in_rule) : previous(thread_context().in_forward_rule) {
+  thread_context().in_forward_rule = in_rule;
+}
+ForwardRuleScope::~ForwardRuleScope() { thread_context().in_forward_rule = previous; }
 
 Tensor jvp_by_composition(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents) {

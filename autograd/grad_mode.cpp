@@ -1,12 +1,15 @@
 #include "grad_mode.h"
 
+#include "context.h"
+
 namespace ag {
 
-namespace {
-thread_local bool t_grad_enabled = true;
+detail::ThreadContext& detail::thread_context() {
+  thread_local ThreadContext context;
+  return context;
 }
 
-bool is_grad_enabled() { return t_grad_enabled; }
-void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
+bool is_grad_enabled() { return detail::thread_context().grad_enabled; }
+void set_grad_enabled(bool enabled) { detail::thread_context().grad_enabled = enabled; }
 
 }  // namespace ag

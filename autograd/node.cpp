@@ -7,6 +7,7 @@
 
 #include "../runtime/error.h"
 #include "../runtime/profile.h"
+#include "context.h"
 #include "forward.h"
 #include "grad_mode.h"
 #include "hooks.h"
@@ -84,28 +85,38 @@ void check_unchanged(const std::string& op, const SavedVersion& saved) {
 namespace {
 
 // The node whose backward formula is running on this thread, for detail::node_output.
-thread_local const Node* t_running = nullptr;
-
 struct Running {
-  const Node* previous = t_running;
-  explicit Running(const Node* node) { t_running = node; }
-  ~Running() { t_running = previous; }
+  const Node* previous = detail::thread_context().running;
+  explicit Running(const Node* node) { detail::thread_context().running = node; }
+  ~Running() { detail::thread_context().running = previous; }
   Running(const Running&) = delete;
   Running& operator=(const Running&) = delete;
 };
 
 }  // namespace
 
-bool detail::creating_graph() { return t_running && is_grad_enabled(); }
+void detail::check_in_place_update(const char* op, const Tensor& t) {
+  if (t.requires_grad() && is_grad_enabled())
+    throw_state(op,
+                "the {} tensor of shape {} requires grad, and backward() would not see a change made in place; "
+                "make the update with grad mode off: {{ ag::NoGradGuard no_grad; w.{}(...); }}",
+                dtype_name(t.dtype()), shape_str(t.shape()), op);
+}
+
+bool detail::creating_graph() {
+  const ThreadContext& context = thread_context();
+  return context.running && context.grad_enabled;
+}
 
 Tensor detail::node_output(const Tensor& saved) {
   if (!creating_graph()) throw std::logic_error("node_output called outside a backward pass with create_graph");
   auto output = std::make_shared<TensorImpl>(saved.impl()->storage, saved.shape(), saved.dtype());
   output->requires_grad = true;
-  output->grad_fn = std::const_pointer_cast<Node>(t_running->shared_from_this());
+  const Node* running = thread_context().running;
+  output->grad_fn = std::const_pointer_cast<Node>(running->shared_from_this());
   Tensor result(std::move(output));
-  if (t_running->dual_level() == live_level() && t_running->output_tangent().defined())
-    set_tangent(result, t_running->output_tangent());
+  if (running->dual_level() == live_level() && running->output_tangent().defined())
+    set_tangent(result, running->output_tangent());
   return result;
 }
 
@@ -187,8 +198,6 @@ std::vector<Tensor> Node::apply_dual(const Tensor& grad_output, const std::vecto
 }
 
 namespace {
-
-thread_local GraphObserver* t_observer = nullptr;
 
 bool any_requires_grad(const std::vector<Tensor>& inputs) {
   for (const Tensor& in : inputs)
@@ -297,8 +306,8 @@ bool reads_a_tangent(const std::vector<Tensor>& inputs, const std::optional<Save
 
 }  // namespace
 
-GraphObserver* graph_observer() { return t_observer; }
-void set_graph_observer(GraphObserver* observer) { t_observer = observer; }
+GraphObserver* graph_observer() { return detail::thread_context().observer; }
+void set_graph_observer(GraphObserver* observer) { detail::thread_context().observer = observer; }
 
 Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               std::optional<std::vector<Tensor>> saved, BackwardOrder order, ForwardFn forward) {
@@ -312,7 +321,8 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
                      reads || reads_a_tangent(inputs, saved));
     }
   }
-  if (t_observer && !detail::in_backward()) t_observer->recorded(name, output, inputs, node.get());
+  if (GraphObserver* observer = detail::thread_context().observer; observer && !detail::in_backward())
+    observer->recorded(name, output, inputs, node.get());
   if (node) {
     output.impl()->grad_fn = std::move(node);
     output.impl()->requires_grad = true;

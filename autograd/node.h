@@ -196,6 +196,9 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);
 
 namespace detail {
+// Refuses a write in place into `t` that backward could not see: t requires grad and grad mode is
+// on (an optimizer's update runs under NoGradGuard). The error names `op` and t's dtype and shape.
+void check_in_place_update(const char* op, const Tensor& t);
 // True on a thread while a backward pass is running backward formulas there; their ops are not
 // reported to the graph observer (hooks.h).
 bool in_backward();

@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "../autograd/context.h"
 #include "../kernels/bf16/bf16.h"
 #include "../kernels/products.h"
 #include "autocast_internal.h"
@@ -14,7 +15,6 @@ namespace ag {
 
 namespace {
 
-thread_local bool t_enabled = false;
 thread_local int t_guards = 0;  // guards alive on this thread
 
 // One parameter's bf16 copy, valid while its storage lives and has not been written since.
@@ -63,30 +63,30 @@ const Bf16Support& bf16_support() {
 
 float bf16_round(float f) { return bf16::round(f); }
 
-bool is_autocast_enabled() { return t_enabled; }
+bool is_autocast_enabled() { return detail::thread_context().autocast; }
 
 void set_autocast_enabled(bool enabled) {
   if (enabled && !bf16::support().available)
     throw std::runtime_error("autocast: bf16 matrix products are unavailable: " + bf16::support().reason);
-  t_enabled = enabled;
+  detail::thread_context().autocast = enabled;
   if (!enabled && t_guards == 0) clear_autocast_cache();  // a whole run's autocast ends
 }
 
 void clear_autocast_cache() { t_cache.clear(); }
 
-AutocastGuard::AutocastGuard(bool enabled) : previous_(t_enabled) {
+AutocastGuard::AutocastGuard(bool enabled) : previous_(detail::thread_context().autocast) {
   set_autocast_enabled(enabled);
   ++t_guards;
 }
 
 AutocastGuard::~AutocastGuard() {
-  t_enabled = previous_;
+  detail::thread_context().autocast = previous_;
   if (--t_guards == 0) clear_autocast_cache();
 }
 
 namespace detail {
 
-bool autocasts(const Tensor& t) { return t_enabled && t.dtype() == kFloat32; }
+bool autocasts(const Tensor& t) { return thread_context().autocast && t.dtype() == kFloat32; }
 
 std::shared_ptr<const bf16::Buffer> keep_rounded(Products& products, const Tensor& t) {
   if (!products.in_bf16() || t.dtype() != kFloat32 || t.numel() == 0) return nullptr;

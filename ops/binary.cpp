@@ -244,11 +244,7 @@ namespace {
 // refuses to use the changed values.
 Tensor& update_in_place(const char* op, Tensor& self, const Tensor& other, Tensor (*f)(const Tensor&, const Tensor&)) {
   check_same_floating(op, self, other);
-  if (self.requires_grad() && is_grad_enabled())
-    throw_state(op,
-                "the {} tensor of shape {} requires grad, and backward() would not see a change made in place; "
-                "make the update with grad mode off: {{ ag::NoGradGuard no_grad; w.{}(...); }}",
-                dtype_name(self.dtype()), shape_str(self.shape()), op);
+  detail::check_in_place_update(op, self);
   if (broadcast_shapes(op, self.shape(), other.shape()) != self.shape())
     throw_invalid(op, "other of shape {} does not broadcast to this tensor's shape {}", shape_str(other.shape()),
                   shape_str(self.shape()));

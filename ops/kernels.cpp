@@ -8,6 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "../autograd/context.h"
 #include "../kernels/naive_calls.h"
 #include "../runtime/error.h"
 #include "call_counts.h"
@@ -17,21 +18,19 @@
 namespace ag {
 
 namespace {
-thread_local Kernels t_kernels = Kernels::Fast;
-thread_local std::uint32_t t_reference_ops = 0;  // bit i: KernelOp i runs its reference kernel
-
 #define AG_KERNEL_OP_NAME(id, name) name,
 constexpr const char* kOpNames[] = {AG_KERNEL_OPS(AG_KERNEL_OP_NAME)};
 #undef AG_KERNEL_OP_NAME
-static_assert(std::size(kOpNames) <= 32, "t_reference_ops has one bit per op");
+static_assert(std::size(kOpNames) <= 32, "ThreadContext::reference_ops has one bit per op");
+static_assert(static_cast<int>(Kernels::Fast) == 0, "a new thread's ThreadContext::kernels, 0, is Fast");
 
 std::array<std::atomic<std::int64_t>, std::size(kOpNames)> g_calls{};  // by KernelOp, while counting
 // Whether a testing::CountCalls exists: one at a time (call_counts.h).
 std::atomic<bool> g_counter_alive{false};
 }  // namespace
 
-Kernels kernels() { return t_kernels; }
-void set_kernels(Kernels k) { t_kernels = k; }
+Kernels kernels() { return static_cast<Kernels>(detail::thread_context().kernels); }
+void set_kernels(Kernels k) { detail::thread_context().kernels = static_cast<std::uint8_t>(k); }
 
 const char* kernel_op_name(KernelOp op) { return kOpNames[static_cast<int>(op)]; }
 
@@ -46,11 +45,13 @@ void set_reference_ops(const std::vector<std::string>& names) {
     }
     bits |= 1u << (it - std::begin(kOpNames));
   }
-  t_reference_ops = bits;
+  detail::thread_context().reference_ops = bits;
 }
 
 bool use_reference(KernelOp op) {
-  return t_kernels == Kernels::Reference || (t_reference_ops >> static_cast<int>(op) & 1u) != 0;
+  const detail::ThreadContext& context = detail::thread_context();
+  return static_cast<Kernels>(context.kernels) == Kernels::Reference ||
+         (context.reference_ops >> static_cast<int>(op) & 1u) != 0;
 }
 
 const char* kernels_name(Kernels k) {

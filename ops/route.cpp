@@ -255,6 +255,12 @@ bool may_release_inputs(const std::vector<Tensor>& inputs) {
   return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
+bool will_differentiate(const std::vector<Tensor>& inputs) {
+  bool recorded = is_grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
+                                                   [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  return recorded || any_tangent(inputs);
+}
+
 }  // namespace detail
 
 const backends::Backend& current_backend() {

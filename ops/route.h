@@ -127,6 +127,12 @@ class Held {
 // inputs' tangents, which only the tensors themselves carry.
 bool may_release_inputs(const std::vector<Tensor>& inputs);
 
+// Whether the result of an op on `inputs` will be differentiated in either mode: a node will be
+// recorded (grad mode, and an input that requires grad) or a tangent will be computed (an input
+// with a tangent at the live forward-mode level). A fast run keeps what only a derivative reads
+// (GELU's slope) when this is true; the op files ask here rather than read grad mode or tangents.
+bool will_differentiate(const std::vector<Tensor>& inputs);
+
 // GELU's form as the kernels spell it.
 inline backends::GeluForm gelu_form(GeluApproximation approximate) {
   return approximate == GeluApproximation::None ? backends::GeluForm::Exact : backends::GeluForm::Tanh;

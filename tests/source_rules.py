@@ -5,10 +5,11 @@
    folder its own folder may include (LAYERS below, the same table as the doc), or is one of
    the few named edges in EXCEPTIONS. A violation is reported with its file and line.
 
-2. One router: the three switches of an op with two kernels (the kernel route, autocast and
-   create_graph) are read in ops/route.cpp alone. No other file of ops/ or nn/ calls
-   use_reference(), creating_graph() or autocasts() (ops/kernels.cpp and ops/autocast.cpp
-   define the first and the last).
+2. One router: what changes how an op runs (the kernel route, autocast, create_graph, grad
+   mode and forward mode's tangents) is read in ops/route.cpp alone. No other file of ops/ or
+   nn/ calls use_reference(), creating_graph(), autocasts(), is_grad_enabled(), any_tangent(),
+   live_level() or is_active() (ops/kernels.cpp and ops/autocast.cpp define the first and the
+   third). Setting grad mode (NoGradGuard) is not reading it.
 
 3. The programs (examples/, bench/, tools/) use the library as a user does, through
    <attograd/...>: a quoted #include of theirs stays inside their own folder, and none names a
@@ -70,7 +71,7 @@ EXCEPTIONS = {
 # The programs' folders (rule 3): each may include, quoted, only files inside itself.
 PROGRAMS = ("examples", "bench", "tools")
 
-SWITCHES = re.compile(r"\b(use_reference|creating_graph|autocasts)\s*\(")
+SWITCHES = re.compile(r"\b(use_reference|creating_graph|autocasts|is_grad_enabled|any_tangent|live_level|is_active)\s*\(")
 # Where the switches may be named: the router, and the two files that define them.
 SWITCH_HOMES = {"ops/route.cpp", "ops/route.h", "ops/kernels.cpp", "ops/kernels.h", "ops/autocast.cpp",
                 "ops/autocast.h"}
@@ -164,7 +165,7 @@ def check(root):
             if SWITCHES.search(code) and rel not in SWITCH_HOMES and (rel.startswith("ops/") or rel.startswith("nn/")):
                 name = SWITCHES.search(code).group(1)
                 problems.append(f"{rel}:{number}: calls {name}() itself; only the router (ops/route.cpp) reads "
-                                f"the kernel switch, autocast and create_graph")
+                                f"the kernel switch, autocast, create_graph, grad mode and tangents")
     # Every named exception must still be an edge of the tree: a stale one would hide nothing,
     # but would leave the map describing code that no longer exists.
     for (rel, target), why in EXCEPTIONS.items():
@@ -190,6 +191,8 @@ def self_test(root):
             f.write('\n#include "../nn/module.h"\n')
         with open(os.path.join(tmp, "ops/matmul.cpp"), "a", encoding="utf-8") as f:
             f.write("\nbool planted() { return ag::use_reference(ag::KernelOp::Linear); }\n")
+        with open(os.path.join(tmp, "ops/fused/gelu.cpp"), "a", encoding="utf-8") as f:
+            f.write("\nbool planted() { return ag::is_grad_enabled(); }\n")
         with open(os.path.join(tmp, "kernels/cpu/blas.h"), "a", encoding="utf-8") as f:
             f.write('\n#include "../../autograd/grad_mode.h"\n')
         with open(os.path.join(tmp, "kernels/bf16/bf16.h"), "a", encoding="utf-8") as f:
@@ -203,7 +206,7 @@ def self_test(root):
         with open(os.path.join(tmp, "kernels/naive/norms.cpp"), "a", encoding="utf-8") as f:
             f.write("\nbool planted() { return ag::is_grad_enabled(); }\n")
         found = check(tmp)
-        wanted = ["runtime/parallel.h", "ops/matmul.cpp", "kernels/cpu/blas.h", "kernels/bf16/bf16.h", "tools/npy_case.h",
+        wanted = ["runtime/parallel.h", "ops/matmul.cpp", "ops/fused/gelu.cpp", "kernels/cpu/blas.h", "kernels/bf16/bf16.h", "tools/npy_case.h",
                   "examples/hello.cpp", "kernels/naive/linear.cpp", "kernels/naive/norms.cpp"]
         missed = [w for w in wanted if not any(p.startswith(w + ":") for p in found)]
         return missed

@@ -64,7 +64,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     return {reference::gelu(in[0], approximate)};
   };
   route_op.fast = [&](const Products&, const backends::Backend& backend) {
-    bool need_slope = (is_grad_enabled() && x.requires_grad()) || detail::any_tangent({x});
+    bool need_slope = detail::will_differentiate({x});
     Tensor y = empty_like(x), slope = need_slope ? empty_like(x) : Tensor();
     dispatch_floating(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);

@@ -151,9 +151,7 @@ FastRun linear_gelu_fast(Products products, const backends::Backend& backend, co
                          const Tensor& bias, GeluApproximation approximate) {
   detail::keep_rounded(products, weight);
   SavedInput in = save_input(products, x, weight, bias);
-  bool need_slope =
-      (is_grad_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()))) ||
-      detail::any_tangent({x, weight, bias});
+  bool need_slope = detail::will_differentiate({x, weight, bias});
   Tensor y = detail::empty_for("linear_gelu", linear_shape(x, weight), x.dtype()),
          slope = need_slope ? empty_like(y) : Tensor();
   dispatch_floating(x.dtype(), "linear_gelu", [&](auto tag) {
