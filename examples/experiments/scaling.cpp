@@ -4,10 +4,14 @@
 // of variance 1, so its variance is d_k. Unscaled, the scores spread like sqrt(d_k); softmax of
 // widely spread scores puts nearly all weight on one key, and its Jacobian diag(p) - p p^T is
 // then nearly 0: almost no gradient reaches the scores. Dividing by sqrt(d_k) restores
-// variance 1 at every width. Part 1 measures all four quantities; part 2 trains a model whose
-// single head is 256 wide, with and without the division.
+// variance 1 at every width. Part 1 measures all four quantities, and what reaches the query
+// itself: dq = dS K (times the scale), where K's rows grow like sqrt(d_k) unscaled, so dq does not
+// simply vanish with dS; part 2 trains a model whose single head is 256 wide, with and without
+// the division.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "../common/plot.h"
 #include "experiments.h"
@@ -20,15 +24,19 @@ namespace {
 
 struct Stats {
   double score_std = 0, max_weight = 0, entropy = 0, grad_norm = 0;
+  // |dL/dq| over the draws: median, 99th percentile, largest, and the share below 0.01.
+  double dq_median = 0, dq_p99 = 0, dq_max = 0, dq_small = 0;
 };
 
 // One query against `keys` keys, `trials` times: spread of the scores, largest weight, entropy
-// of the weights (nats), and |dL/dscores| for an upstream gradient of unit-variance noise.
+// of the weights (nats), and |dL/dscores| and |dL/dq| for an upstream gradient of unit-variance
+// noise.
 Stats measure(std::int64_t d, bool scaled, std::int64_t keys, std::int64_t trials, ag::Generator& gen) {
-  Tensor q = ag::randn({trials, 1, d}, gen, ag::kFloat64), k = ag::randn({trials, keys, d}, gen, ag::kFloat64);
-  Tensor scores = q.matmul(k.transpose(1, 2)).reshape({trials, keys});  // [trials, keys]
-  if (scaled) scores = scores * (1.0 / std::sqrt(static_cast<double>(d)));
-  Tensor s = scores.detach().requires_grad_();
+  Tensor q = ag::randn({trials, 1, d}, gen, ag::kFloat64).requires_grad_(),
+         k = ag::randn({trials, keys, d}, gen, ag::kFloat64);
+  Tensor s = q.matmul(k.transpose(1, 2)).reshape({trials, keys});  // [trials, keys]
+  if (scaled) s = s * (1.0 / std::sqrt(static_cast<double>(d)));
+  s.retain_grad();
   Tensor p = ag::softmax(s, 1);
   Tensor upstream = ag::randn({trials, keys}, gen, ag::kFloat64);
   (p * upstream).sum().backward();
@@ -40,6 +48,16 @@ Stats measure(std::int64_t d, bool scaled, std::int64_t keys, std::int64_t trial
   Tensor plogp = pd * ag::log(pd + 1e-300);
   st.entropy = -plogp.sum(1).mean().item();
   st.grad_norm = ag::sqrt((s.grad() * s.grad()).sum(1)).mean().item();
+  Tensor dq = q.grad().reshape({trials, d});
+  Tensor dq_norms = ag::sqrt((dq * dq).sum(1));
+  std::vector<double> norms(dq_norms.data_ptr<double>(), dq_norms.data_ptr<double>() + trials);
+  std::sort(norms.begin(), norms.end());
+  auto at = [&](double fraction) {
+    return norms[static_cast<std::size_t>(fraction * static_cast<double>(trials - 1))];
+  };
+  st.dq_median = at(0.5), st.dq_p99 = at(0.99), st.dq_max = norms.back();
+  st.dq_small = static_cast<double>(std::lower_bound(norms.begin(), norms.end(), 0.01) - norms.begin()) /
+                static_cast<double>(trials);
   return st;
 }
 
@@ -78,6 +96,23 @@ int scaling(const Options& o) {
       " gradient reaching a row of scores for unit-variance upstream noise.)\n\n",
       std::log(16.0));
 
+  // What reaches the query: dq = dS K (times the scale). Unscaled, most rows are saturated and pass
+  // almost nothing, but K's rows have norm about sqrt(d_k), so the rows that are not saturated pass
+  // a large gradient: the spread widens, it does not simply shrink.
+  std::vector<std::vector<std::string>> dq_rows;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& [raw, scaled] = all[i];
+    dq_rows.push_back({std::to_string(4 << (2 * i)), fmt::format("{:.3f}", raw.dq_median),
+                       fmt::format("{:.3f}", scaled.dq_median), fmt::format("{:.2f}", raw.dq_p99),
+                       fmt::format("{:.2f}", scaled.dq_p99), fmt::format("{:.1f}", raw.dq_max),
+                       fmt::format("{:.1f}", scaled.dq_max), fmt::format("{:.0f}%", 100 * raw.dq_small),
+                       fmt::format("{:.0f}%", 100 * scaled.dq_small)});
+  }
+  print_table({"d_k", "|dq| median raw", "scaled", "99th pct raw", "scaled", "largest raw", "scaled", "below 0.01 raw",
+               "scaled"},
+              dq_rows);
+  fmt::print("(|dq|: norm of the gradient reaching the query, over the same 2000 draws.)\n\n");
+
   std::filesystem::create_directories(o.out);
   std::vector<double> log_d, raw_w, scaled_w, raw_g, scaled_g;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -105,6 +140,13 @@ int scaling(const Options& o) {
     expect(raw1024.entropy < scaled1024.entropy, "scaling keeps the weights' entropy higher");
     expect(raw1024.grad_norm < 0.2 * scaled1024.grad_norm, "unscaled scores get a far smaller gradient at d_k = 1024");
     expect(std::abs(raw4.grad_norm / scaled4.grad_norm - 1) < 1.0, "at d_k = 4 the two are within a factor of 2");
+    // A saturated row passes nearly nothing to q, a row near a tie passes dS times keys of norm
+    // about sqrt(d_k): unscaled at d_k = 1024 the two kinds both occur, scaled neither does.
+    expect(raw1024.dq_small > 0.5 && scaled1024.dq_small < 0.05,
+           "unscaled at d_k = 1024 most queries get a gradient below 0.01; scaled, almost none do");
+    expect(raw1024.dq_p99 > 10 * scaled1024.dq_p99,
+           "unscaled at d_k = 1024 the largest gradients reaching q are over 10 times the scaled ones: "
+           "heavy-tailed, not vanishing");
   }
 
   fmt::print("Part 2: a 2-layer GPT with one 256-wide head, {} each, scaled vs unscaled\n\n",
