@@ -255,10 +255,12 @@ int coreference(const Options& o) {
   }
   fmt::print("\nHeld-out accuracy: {:.1f} % ({} sentences; chance 50 %)\n\n", 100 * acc, test.size());
 
-  // Per head: the pronoun's weight on the right noun and on the other, and the accuracy without it.
+  // Per head: the pronoun's weight on the right noun and on the other, the same weight by position
+  // (on N1, on N2: a head can look at one place whatever the answer, which right against wrong
+  // alone would hide), and the accuracy without it.
   struct Head {
     std::int64_t layer, head;
-    double on_answer = 0, on_other = 0, accuracy_without = 0;
+    double on_answer = 0, on_other = 0, on_n1 = 0, on_n2 = 0, accuracy_without = 0;
   };
   std::vector<Head> heads;
   const std::int64_t t = test_batch.ids.size(1);
@@ -275,9 +277,10 @@ int coreference(const Options& o) {
         bool answer_is_n1 = s.answer == s.ids[static_cast<std::size_t>(s.n1_at)];
         r.on_answer += at(answer_is_n1 ? s.n1_at : s.n2_at);
         r.on_other += at(answer_is_n1 ? s.n2_at : s.n1_at);
+        r.on_n1 += at(s.n1_at);
+        r.on_n2 += at(s.n2_at);
       }
-      r.on_answer /= static_cast<double>(test.size());
-      r.on_other /= static_cast<double>(test.size());
+      for (double* mean : {&r.on_answer, &r.on_other, &r.on_n1, &r.on_n2}) *mean /= static_cast<double>(test.size());
       r.accuracy_without = accuracy(test, model.forward(test_batch, nullptr, std::pair{layer, std::vector{h}}));
       heads.push_back(r);
     }
@@ -285,16 +288,19 @@ int coreference(const Options& o) {
   std::vector<std::vector<std::string>> rows;
   for (const Head& h : heads)
     rows.push_back({fmt::format("{}", h.layer), fmt::format("{}", h.head), fmt::format("{:.3f}", h.on_answer),
-                    fmt::format("{:.3f}", h.on_other), fmt::format("{:.1f} %", 100 * h.accuracy_without)});
+                    fmt::format("{:.3f}", h.on_other), fmt::format("{:.3f}", h.on_n1), fmt::format("{:.3f}", h.on_n2),
+                    fmt::format("{:.1f} %", 100 * h.accuracy_without)});
   std::vector<double> layer_zeroed;  // the accuracy with every head of a layer zeroed
   for (std::int64_t layer = 0; layer < kLayers; ++layer) {
     std::vector<std::int64_t> all(kHeads);
     std::iota(all.begin(), all.end(), 0);
     layer_zeroed.push_back(accuracy(test, model.forward(test_batch, nullptr, std::pair{layer, all})));
-    rows.push_back({fmt::format("{}", layer), "all", "", "", fmt::format("{:.1f} %", 100 * layer_zeroed.back())});
+    rows.push_back(
+        {fmt::format("{}", layer), "all", "", "", "", "", fmt::format("{:.1f} %", 100 * layer_zeroed.back())});
   }
   fmt::print("The pronoun's attention, mean over the held-out sentences, and the accuracy with heads zeroed:\n");
-  print_table({"layer", "head", "weight on the right noun", "weight on the other noun", "accuracy without it"},
+  print_table({"layer", "head", "on the right noun", "on the other noun", "on the first noun", "on the second noun",
+               "accuracy without it"},
               rows);
 
   // The head whose picture looks most like the answer, and the one the model can least do without.
