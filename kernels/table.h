@@ -78,6 +78,9 @@ struct Table {
 
   // --- gelu (ops/fused/gelu.cpp): y = GELU(x) and slope = GELU'(x) (optional) on n values.
   void (*gelu)(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);
+  // Optional: out = GELU''(x) on n values, what the slope's tangent needs (forward over reverse
+  // and create_graph through gelu and linear_gelu). Null: those ops differentiate their reference.
+  void (*gelu_curvature)(std::int64_t n, const T* x, T* out, GeluForm form);
 
   // --- layer_norm over rows of d values (ops/fused/layer_norm.cpp). w, b optional (1 and 0).
   // mean and rstd (per row, float64) are written for backward.
@@ -107,6 +110,16 @@ struct Table {
   // exp(x - lse). g is dloss / (the number of counted rows).
   void (*cross_entropy_backward)(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
                                  std::int64_t ignore_index, const double* lse, double g, T* dx);
+  // Optional: forward mode. The loss's tangent times the number of counted rows, from the
+  // logits' tangent dx:  sum over counted rows r of (sum_c p_rc dx_rc - dx_{r, target_r}).
+  // Null: the op takes its reference's tangent (and the next entry is not used either).
+  double (*cross_entropy_jvp)(std::int64_t rows, std::int64_t classes, const T* x, const T* dx,
+                              const std::int64_t* targets, std::int64_t ignore_index, const double* lse);
+  // Optional: forward over reverse, the part of d(dx) that moves with the logits along x_t:
+  //   out = g p (x_t - sum_c p_c x_t_c) on counted rows, 0 on ignored ones.
+  void (*cross_entropy_backward_tangent)(std::int64_t rows, std::int64_t classes, const T* x, const T* x_t,
+                                         const std::int64_t* targets, std::int64_t ignore_index, const double* lse,
+                                         double g, T* out);
 
   // --- scaled dot-product attention, every (batch, head), any layout (ops/fused/attention.cpp;
   // the formulas are in kernels/cpu/attention_tiles.h). lse [B, H, Tq] is written for backward;

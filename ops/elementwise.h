@@ -19,9 +19,4 @@ Tensor erfc(const Tensor& x);
 // approximation of it.
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 
-namespace detail {
-// GELU''(x), elementwise: phi(x) (2 - x^2), or the tanh form's (forward over reverse).
-Tensor gelu_curvature(const Tensor& x, GeluApproximation approximate);
-}  // namespace detail
-
 }  // namespace ag

@@ -138,6 +138,12 @@ inline backends::GeluForm gelu_form(GeluApproximation approximate) {
   return approximate == GeluApproximation::None ? backends::GeluForm::Exact : backends::GeluForm::Tanh;
 }
 
+// GELU''(x), elementwise, by the backend's kernel (ops/fused/gelu.cpp): the tangent of the slope
+// that gelu's and linear_gelu's backward read. has_gelu_curvature says whether the backend has
+// the kernel for x's dtype; without it those ops give no rule for their gradients' tangents.
+Tensor gelu_curvature(const backends::Backend& backend, const Tensor& x, GeluApproximation approximate);
+bool has_gelu_curvature(const backends::Backend& backend, DType dtype);
+
 }  // namespace detail
 
 // What the fast forward computed: the output, the backward that goes with it (the hand-derived

@@ -97,4 +97,25 @@ void gelu(std::int64_t n, const T* x, T* y, T* slope, GeluForm form) {
 template void gelu(std::int64_t, const float*, float*, float*, GeluForm);
 template void gelu(std::int64_t, const double*, double*, double*, GeluForm);
 
+// GELU''(v), in double whatever T is (only the rules of the second order read it):
+//   exact:  d/dv (Phi + v phi) = 2 phi + v phi' = phi (2 - v^2)
+//   tanh:   u = a (v + c v^3), t = tanh u: GELU' = (1 + t) / 2 + v (1 - t^2) u' / 2, and its
+//           derivative (1 - t^2) (u' - v t u'^2 + v u'' / 2)
+template <class T>
+void gelu_curvature(std::int64_t n, const T* x, T* out, GeluForm form) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    if (form == GeluForm::Exact) {
+      out[i] =
+          static_cast<T>(std::exp(-0.5 * v * v) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2 * (2 - v * v));
+      continue;
+    }
+    double u1 = kSqrt2OverPi * (1 + 3 * kCubic * v * v), u2 = kSqrt2OverPi * 6 * kCubic * v;
+    double t = std::tanh(kSqrt2OverPi * (v + kCubic * v * v * v));
+    out[i] = static_cast<T>((1 - t * t) * (u1 - v * t * u1 * u1 + 0.5 * v * u2));
+  }
+}
+template void gelu_curvature(std::int64_t, const float*, float*, GeluForm);
+template void gelu_curvature(std::int64_t, const double*, double*, GeluForm);
+
 }  // namespace ag::backends::cpu

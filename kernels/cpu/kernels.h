@@ -16,6 +16,8 @@ void gelu_loop(const double* x, double* y, double* slope, std::int64_t n, GeluFo
 void gelu_loop_bf16(const float* x, float* y, float* slope, std::int64_t n, GeluForm form);
 template <class T>
 void gelu(std::int64_t n, const T* x, T* y, T* slope, GeluForm form);
+template <class T>
+void gelu_curvature(std::int64_t n, const T* x, T* out, GeluForm form);
 
 // linear.cpp
 template <class T>
@@ -60,6 +62,13 @@ double cross_entropy(std::int64_t rows, std::int64_t classes, const T* x, const 
 template <class T>
 void cross_entropy_backward(std::int64_t rows, std::int64_t classes, const T* x, const std::int64_t* targets,
                             std::int64_t ignore_index, const double* lse, double g, T* dx);
+template <class T>
+double cross_entropy_jvp(std::int64_t rows, std::int64_t classes, const T* x, const T* dx, const std::int64_t* targets,
+                         std::int64_t ignore_index, const double* lse);
+template <class T>
+void cross_entropy_backward_tangent(std::int64_t rows, std::int64_t classes, const T* x, const T* x_t,
+                                    const std::int64_t* targets, std::int64_t ignore_index, const double* lse, double g,
+                                    T* out);
 
 // optim.cpp
 template <class T>

@@ -69,12 +69,51 @@ void cross_entropy_backward(std::int64_t rows, std::int64_t classes, const T* x,
   }
 }
 
-#define AG_LOOKUP(T)                                                                                               \
-  template void embedding(std::int64_t, std::int64_t, const T*, const std::int64_t*, T*);                          \
-  template void embedding_backward(std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, const T*, T*);   \
-  template double cross_entropy(std::int64_t, std::int64_t, const T*, const std::int64_t*, std::int64_t, double*); \
-  template void cross_entropy_backward(std::int64_t, std::int64_t, const T*, const std::int64_t*, std::int64_t,    \
-                                       const double*, double, T*);
+// Forward mode, with p = exp(x - lse) per row: the loss's tangent times the counted rows.
+template <class T>
+double cross_entropy_jvp(std::int64_t rows, std::int64_t classes, const T* x, const T* dx, const std::int64_t* targets,
+                         std::int64_t ignore_index, const double* lse) {
+  double total = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (targets[r] == ignore_index) continue;
+    const T *row = x + r * classes, *drow = dx + r * classes;
+    double expected = 0.0;  // sum_c p_c dx_c: the tangent of this row's log-sum-exp
+    for (std::int64_t c = 0; c < classes; ++c) expected += std::exp(static_cast<double>(row[c]) - lse[r]) * drow[c];
+    total += expected - drow[targets[r]];
+  }
+  return total;
+}
+
+// Forward over reverse: dx = g (p - onehot) moves with p as x moves along x_t,
+//   d p_c = p_c (x_t_c - sum_j p_j x_t_j).
+template <class T>
+void cross_entropy_backward_tangent(std::int64_t rows, std::int64_t classes, const T* x, const T* x_t,
+                                    const std::int64_t* targets, std::int64_t ignore_index, const double* lse, double g,
+                                    T* out) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* orow = out + r * classes;
+    if (targets[r] == ignore_index) {
+      std::fill(orow, orow + classes, T(0));
+      continue;
+    }
+    const T *row = x + r * classes, *trow = x_t + r * classes;
+    double moved = 0.0;  // sum_c p_c x_t_c
+    for (std::int64_t c = 0; c < classes; ++c) moved += std::exp(static_cast<double>(row[c]) - lse[r]) * trow[c];
+    for (std::int64_t c = 0; c < classes; ++c)
+      orow[c] = static_cast<T>(g * std::exp(static_cast<double>(row[c]) - lse[r]) * (trow[c] - moved));
+  }
+}
+
+#define AG_LOOKUP(T)                                                                                                   \
+  template void embedding(std::int64_t, std::int64_t, const T*, const std::int64_t*, T*);                              \
+  template void embedding_backward(std::int64_t, std::int64_t, std::int64_t, const std::int64_t*, const T*, T*);       \
+  template double cross_entropy(std::int64_t, std::int64_t, const T*, const std::int64_t*, std::int64_t, double*);     \
+  template void cross_entropy_backward(std::int64_t, std::int64_t, const T*, const std::int64_t*, std::int64_t,        \
+                                       const double*, double, T*);                                                     \
+  template double cross_entropy_jvp(std::int64_t, std::int64_t, const T*, const T*, const std::int64_t*, std::int64_t, \
+                                    const double*);                                                                    \
+  template void cross_entropy_backward_tangent(std::int64_t, std::int64_t, const T*, const T*, const std::int64_t*,    \
+                                               std::int64_t, const double*, double, T*);
 AG_LOOKUP(float)
 AG_LOOKUP(double)
 #undef AG_LOOKUP

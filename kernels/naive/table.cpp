@@ -29,6 +29,7 @@ Table<T> naive_table() {
       .swiglu = naive::swiglu<T>,
       .swiglu_backward = naive::swiglu_backward<T>,
       .gelu = naive::gelu<T>,
+      .gelu_curvature = nullptr,  // the second-order rules of gelu and linear_gelu: the reference's
       .layer_norm = naive::layer_norm<T>,
       .layer_norm_backward = naive::layer_norm_backward<T>,
       .rms_norm = naive::rms_norm<T>,
@@ -37,6 +38,8 @@ Table<T> naive_table() {
       .embedding_backward = naive::embedding_backward<T>,
       .cross_entropy = naive::cross_entropy<T>,
       .cross_entropy_backward = naive::cross_entropy_backward<T>,
+      .cross_entropy_jvp = nullptr,  // forward mode: the reference's tangent
+      .cross_entropy_backward_tangent = nullptr,
       .attention = naive::attention<T>,
       .attention_backward = naive::attention_backward<T>,
       // Optional: bf16 copies never reach this backend (bf16_products = false), and attention's

@@ -3,9 +3,6 @@
 // kernels/naive/linear.cpp.
 //
 //   x: any shape, float32 or float64.   y, dy, dx: the shape of x.
-#include <cmath>
-#include <numbers>
-
 #include "../../autograd/dispatch.h"
 #include "../../autograd/forward.h"
 #include "../../autograd/grad_mode.h"
@@ -21,33 +18,22 @@ namespace ag {
 //         dy/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi)   (product rule; Phi' = phi)
 // Tanh:   y = x/2 (1 + tanh u),  u = sqrt(2/pi) (x + 0.044715 x^3)
 //         dy/dx = (1 + tanh u)/2 + x/2 (1 - tanh^2 u) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
-// Both are computed in the tensor's own type, double for float64 and float math for float32.
-constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
-constexpr double kCubic = 0.044715;
+// Both are computed in the tensor's own type, double for float64 and float math for float32. The
+// second derivative, which the rules of the second order read, is kernels/cpu/gelu.cpp's too.
 
 namespace detail {
 
-Tensor gelu_curvature(const Tensor& x, GeluApproximation approximate) {
+Tensor gelu_curvature(const backends::Backend& backend, const Tensor& x, GeluApproximation approximate) {
   Tensor c = empty_like(x);
   dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T* pc = c.mutable_data_ptr<T>();
-    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
-      double v = px[i];
-      if (approximate == GeluApproximation::None) {  // d/dv (Phi + v phi) = 2 phi + v phi' = phi (2 - v^2)
-        pc[i] = static_cast<T>(std::exp(-0.5 * v * v) * 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2 *
-                               (2 - v * v));
-        continue;
-      }
-      // u = a (v + c v^3), t = tanh u: GELU' = (1 + t) / 2 + v (1 - t^2) u' / 2, and its derivative
-      // (1 - t^2) (u' - v t u'^2 + v u'' / 2)
-      double u1 = kSqrt2OverPi * (1 + 3 * kCubic * v * v), u2 = kSqrt2OverPi * 6 * kCubic * v;
-      double t = std::tanh(kSqrt2OverPi * (v + kCubic * v * v * v));
-      pc[i] = static_cast<T>((1 - t * t) * (u1 - v * t * u1 * u1 + 0.5 * v * u2));
-    }
+    backend.table<T>().gelu_curvature(x.numel(), x.data_ptr<T>(), c.mutable_data_ptr<T>(), gelu_form(approximate));
   });
   return c;
+}
+
+bool has_gelu_curvature(const backends::Backend& backend, DType dtype) {
+  return dtype == kFloat32 ? backend.f32.gelu_curvature != nullptr : backend.f64.gelu_curvature != nullptr;
 }
 
 }  // namespace detail
@@ -77,18 +63,22 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
     };
     auto tangent = [slope](const std::vector<Tensor>& t) { return t[0] * slope; };  // the same slope
     // Forward over reverse: dx = dy GELU'(x), so its tangent is d(dy) GELU'(x) + dy GELU''(x) dx.
-    auto gradient_tangent = [slope, x, approximate](const Tensor& dy, const Tensor& dy_t,
-                                                    const std::vector<Tensor>& in_t, const std::vector<bool>&) {
+    const backends::Backend* kernels = &backend;
+    auto gradient_tangent = [kernels, slope, x, approximate](const Tensor& dy, const Tensor& dy_t,
+                                                             const std::vector<Tensor>& in_t,
+                                                             const std::vector<bool>&) {
       const Tensor& x_t = in_t[0];
       Tensor t;
       if (dy_t.defined()) t = dy_t * slope;
       if (x_t.defined()) {
-        Tensor second = dy * detail::gelu_curvature(x, approximate) * x_t;
+        Tensor second = dy * detail::gelu_curvature(*kernels, x, approximate) * x_t;
         t = t.defined() ? t + second : second;
       }
       return std::vector<Tensor>{t};
     };
-    return FastRun{y, backward, Saved{slope}, Tensor(), tangent, gradient_tangent};
+    FastRun run{y, backward, Saved{slope}, Tensor(), tangent};
+    if (detail::has_gelu_curvature(backend, x.dtype())) run.gradient_tangent = gradient_tangent;
+    return run;
   };
   return route(route_op).output;
 }

@@ -175,12 +175,13 @@ FastRun linear_gelu_fast(Products products, const backends::Backend& backend, co
     Tensor dh = dy * slope, dh_t = dy_t.defined() ? dy_t * slope : Tensor();
     Tensor h_t = linear_tangent(x, weight, in_t);
     if (h_t.defined()) {
-      Tensor second = dy * detail::gelu_curvature(linear(x, weight, bias), approximate) * h_t;
+      Tensor second = dy * detail::gelu_curvature(*kernels, linear(x, weight, bias), approximate) * h_t;
       dh_t = dh_t.defined() ? dh_t + second : second;
     }
     return linear_gradient_tangent(products, *kernels, dh, dh_t, x, weight, in_t[0], in_t[1], need);
   };
-  FastRun run{y, backward, Saved{x, weight, slope}, Tensor(), tangent, gradient_tangent};
+  FastRun run{y, backward, Saved{x, weight, slope}, Tensor(), tangent};
+  if (detail::has_gelu_curvature(backend, x.dtype())) run.gradient_tangent = gradient_tangent;
   if (in.x.rounded()) run.released = {in.x.rounded(), nullptr, nullptr};
   return run;
 }

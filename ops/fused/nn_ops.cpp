@@ -130,22 +130,14 @@ Tensor cross_entropy_backward(const backends::Backend& backend, const Tensor& dy
 
 // Forward mode: the loss's tangent from the logits' tangent dx, with p = exp(x - lse) per row:
 //   dloss = (1/N) sum over counted rows r of (sum_c p_rc dx_rc - dx_{r, t_r})
-Tensor cross_entropy_tangent(const Tensor& dx, const Tensor& x, const Tensor& targets, const Tensor& lse,
-                             std::int64_t counted, std::int64_t ignore_index) {
+Tensor cross_entropy_tangent(const backends::Backend& backend, const Tensor& dx, const Tensor& x, const Tensor& targets,
+                             const Tensor& lse, std::int64_t counted, std::int64_t ignore_index) {
   double total = 0.0;
   dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    const T *px = x.data_ptr<T>(), *pdx = dx.data_ptr<T>();
-    const auto* pt = targets.data_ptr<std::int64_t>();
-    const double* pl = lse.data_ptr<double>();
-    std::int64_t classes = x.shape().back();
-    for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
-      if (pt[r] == ignore_index) continue;
-      const T *row = px + r * classes, *drow = pdx + r * classes;
-      double expected = 0.0;  // sum_c p_c dx_c: the tangent of this row's log-sum-exp
-      for (std::int64_t c = 0; c < classes; ++c) expected += std::exp(static_cast<double>(row[c]) - pl[r]) * drow[c];
-      total += expected - drow[pt[r]];
-    }
+    total =
+        backend.table<T>().cross_entropy_jvp(targets.numel(), x.shape().back(), x.data_ptr<T>(), dx.data_ptr<T>(),
+                                             targets.data_ptr<std::int64_t>(), ignore_index, lse.data_ptr<double>());
   });
   return scalar(counted == 0 ? 0.0 : total / static_cast<double>(counted), x.dtype());
 }
@@ -168,40 +160,35 @@ FastRun cross_entropy_fast(const backends::Backend& backend, const Tensor& logit
     // targets: not differentiable
     return std::vector<Tensor>{cross_entropy_backward(*kernels, dy, x, targets, lse, counted, ignore_index), Tensor()};
   };
-  auto tangent = [x = logits, targets, lse, counted, ignore_index](const std::vector<Tensor>& t) {
-    return cross_entropy_tangent(t[0], x, targets, lse, counted, ignore_index);
+  FastRun run{loss, backward, Saved{logits, targets}};
+  bool has_rules = logits.dtype() == kFloat32
+                       ? backend.f32.cross_entropy_jvp && backend.f32.cross_entropy_backward_tangent
+                       : backend.f64.cross_entropy_jvp && backend.f64.cross_entropy_backward_tangent;
+  if (!has_rules) return run;  // forward mode and create_graph through the reference
+  run.tangent = [kernels, x = logits, targets, lse, counted, ignore_index](const std::vector<Tensor>& t) {
+    return cross_entropy_tangent(*kernels, t[0], x, targets, lse, counted, ignore_index);
   };
   // Forward over reverse: dx = dy (p - onehot) / N moves with dy, and with p:
   //   d(dx) = d(dy) (p - onehot) / N + dy p (dx - sum_c p_c dx_c) / N   on counted rows
-  auto gradient_tangent = [kernels, x = logits, targets, lse, counted, ignore_index](
-                              const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
-                              const std::vector<bool>&) {
+  run.gradient_tangent = [kernels, x = logits, targets, lse, counted, ignore_index](
+                             const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& in_t,
+                             const std::vector<bool>&) {
     Tensor t =
         dy_t.defined() ? cross_entropy_backward(*kernels, dy_t, x, targets, lse, counted, ignore_index) : Tensor();
     if (const Tensor& x_t = in_t[0]; x_t.defined() && counted > 0) {
-      Tensor second = zeros(x.shape(), x.dtype());
+      Tensor second = empty(x.shape(), x.dtype());
       dispatch_floating(x.dtype(), "cross_entropy", [&](auto tag) {
         using T = decltype(tag);
-        const T *px = x.data_ptr<T>(), *pxt = x_t.data_ptr<T>();
-        const auto* pt = targets.data_ptr<std::int64_t>();
-        const double* pl = lse.data_ptr<double>();
-        T* ps = second.mutable_data_ptr<T>();
-        std::int64_t classes = x.shape().back();
         double g = static_cast<double>(dy.item<T>()) / static_cast<double>(counted);
-        for (std::int64_t r = 0, rows = targets.numel(); r < rows; ++r) {
-          if (pt[r] == ignore_index) continue;
-          const T *row = px + r * classes, *trow = pxt + r * classes;
-          double moved = 0.0;  // sum_c p_c dx_c
-          for (std::int64_t c = 0; c < classes; ++c) moved += std::exp(static_cast<double>(row[c]) - pl[r]) * trow[c];
-          for (std::int64_t c = 0; c < classes; ++c)
-            ps[r * classes + c] = static_cast<T>(g * std::exp(static_cast<double>(row[c]) - pl[r]) * (trow[c] - moved));
-        }
+        kernels->table<T>().cross_entropy_backward_tangent(
+            targets.numel(), x.shape().back(), x.data_ptr<T>(), x_t.data_ptr<T>(), targets.data_ptr<std::int64_t>(),
+            ignore_index, lse.data_ptr<double>(), g, second.mutable_data_ptr<T>());
       });
       t = t.defined() ? t + second : second;
     }
     return std::vector<Tensor>{t, Tensor()};
   };
-  return {loss, backward, Saved{logits, targets}, Tensor(), tangent, gradient_tangent};
+  return run;
 }
 
 }  // namespace
