@@ -203,7 +203,7 @@ bool by_ops() { return is_grad_enabled() || live_level() != 0; }
 // the tangents, itself summed by this op so that it too can join a graph.
 Tensor sum_in_graph(const Tensor& a, const Tensor& b) {
   return record(
-      "add", Tensor(sum_of(*a.impl(), b)), {a, b},
+      {"add", profile::Family::Elementwise}, Tensor(sum_of(*a.impl(), b)), {a, b},
       [](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? dy : Tensor(), need[1] ? dy : Tensor()};
       },

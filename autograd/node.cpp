@@ -16,9 +16,10 @@
 
 namespace ag {
 
-Node::Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved,
+Node::Node(OpName op, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved,
            BackwardOrder order)
-    : name_(std::move(name)),
+    : name_(std::move(op.name)),
+      family_(op.family),
       next_edges_(std::move(next_edges)),
       backward_(std::move(backward)),
       saved_(std::move(saved)),
@@ -132,7 +133,7 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
   for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = next_edges_[i].needs_grad();
 
   Running running(this);
-  profile::Scope scope{std::string_view(name_)};
+  profile::Scope scope(family_);
   bool dual = dual_level_ != 0 && dual_level_ == detail::live_level() && !is_grad_enabled();
   std::vector<Tensor> grads = dual ? apply_dual(grad_output, needs) : backward_(grad_output, needs);
 
@@ -230,7 +231,7 @@ std::vector<SavedVersion> saved_versions(const Tensor& output, const std::vector
   return versions;
 }
 
-std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
+std::shared_ptr<Node> make_node(OpName op, const Tensor& output, const std::vector<Tensor>& inputs,
                                 BackwardFn backward, const std::optional<std::vector<Tensor>>& saved,
                                 BackwardOrder order) {
   std::vector<Edge> edges(inputs.size());
@@ -238,7 +239,7 @@ std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const st
     const Tensor& in = inputs[i];
     if (!in.defined()) continue;
     if (in.impl() == output.impl())
-      throw std::logic_error(fmt::format("op '{}' returned one of its inputs; ops must return a new tensor", name));
+      throw std::logic_error(fmt::format("op '{}' returned one of its inputs; ops must return a new tensor", op.name));
     edges[i].shape = in.shape();
     edges[i].dtype = in.dtype();
     if (!in.requires_grad()) continue;
@@ -247,7 +248,7 @@ std::shared_ptr<Node> make_node(std::string name, const Tensor& output, const st
     else
       edges[i].leaf = in.impl();
   }
-  auto node = std::make_shared<Node>(std::move(name), std::move(edges), std::move(backward),
+  auto node = std::make_shared<Node>(std::move(op), std::move(edges), std::move(backward),
                                      saved_versions(output, inputs, saved), order);
   node->set_output(output.shape(), output.dtype());
   return node;
@@ -309,12 +310,12 @@ bool reads_a_tangent(const std::vector<Tensor>& inputs, const std::optional<Save
 GraphObserver* graph_observer() { return detail::thread_context().observer; }
 void set_graph_observer(GraphObserver* observer) { detail::thread_context().observer = observer; }
 
-Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+Tensor record(OpName op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               std::optional<std::vector<Tensor>> saved, BackwardOrder order, ForwardFn forward) {
-  bool dual = propagate_tangent(name, output, inputs, forward);
+  bool dual = propagate_tangent(op.name, output, inputs, forward);
   std::shared_ptr<Node> node;
   if (is_grad_enabled() && any_requires_grad(inputs)) {
-    node = make_node(name, output, inputs, std::move(backward), saved, order);
+    node = make_node(std::move(op), output, inputs, std::move(backward), saved, order);  // the node keeps the name
     if (dual) {
       bool reads = reads_output(output, inputs, saved);
       node->set_dual(detail::live_level(), reads ? detail::live_tangent(output) : Tensor(),
@@ -322,7 +323,7 @@ Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs
     }
   }
   if (GraphObserver* observer = detail::thread_context().observer; observer && !detail::in_backward())
-    observer->recorded(name, output, inputs, node.get());
+    observer->recorded(node ? node->name() : op.name, output, inputs, node.get());
   if (node) {
     output.impl()->grad_fn = std::move(node);
     output.impl()->requires_grad = true;

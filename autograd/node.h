@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../runtime/profile.h"
 #include "tensor.h"
 
 namespace ag {
@@ -87,15 +88,27 @@ using DualBackwardFn =
 // create_graph refuses to run it, naming the op, rather than return a second derivative of zero.
 enum class BackwardOrder { FirstOrder, AnyOrder };
 
+// Who an op is: the name its node carries (in errors, ag::to_dot, anomaly mode's report) and the
+// family of work (runtime/profile.h) its forward and its backward are charged to. Each of the
+// library's ops gives both where it is defined; a name alone, as an op of one's own defined with
+// record() may give it, is charged to Family::Reduction, with whatever else is not named.
+struct OpName {
+  OpName(std::string op, profile::Family f = profile::Family::Reduction) : name(std::move(op)), family(f) {}
+  OpName(const char* op, profile::Family f = profile::Family::Reduction) : name(op), family(f) {}
+  std::string name;
+  profile::Family family;
+};
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  Node(std::string name, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved = {},
+  Node(OpName op, std::vector<Edge> next_edges, BackwardFn backward, std::vector<SavedVersion> saved = {},
        BackwardOrder order = BackwardOrder::FirstOrder);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
   const std::string& name() const { return name_; }
+  profile::Family family() const { return family_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   bool released() const { return !backward_; }
   BackwardOrder order() const { return order_; }
@@ -152,6 +165,7 @@ class Node : public std::enable_shared_from_this<Node> {
 
  private:
   std::string name_;
+  profile::Family family_;
   std::vector<Edge> next_edges_;
   BackwardFn backward_;
   std::vector<SavedVersion> saved_;
@@ -170,10 +184,11 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Tensor> apply_dual(const Tensor& grad_output, const std::vector<bool>& needs) const;
 };
 
-// Makes `output` the result of op `name` on `inputs`. When grad mode is on and some input
-// requires grad, attaches a Node holding `backward`; otherwise returns `output` untouched and
-// `backward` (with whatever it captured) is dropped at once. Every op ends with this call, and
-// user code can call it too to define a new differentiable op.
+// Makes `output` the result of op `op` (its name, and the family its time is charged to) on
+// `inputs`. When grad mode is on and some input requires grad, attaches a Node holding
+// `backward`; otherwise returns `output` untouched and `backward` (with whatever it captured) is
+// dropped at once. Every op ends with this call, and user code can call it too to define a new
+// differentiable op.
 //
 // `saved` lists the tensors `backward` reads (inputs, the output, or anything else it
 // captured, such as a mask); their versions are checked before it runs. Left out, every input
@@ -188,7 +203,7 @@ class Node : public std::enable_shared_from_this<Node> {
 // and some input has a tangent, record() runs it and gives the output its result as tangent
 // (the node keeps it too, for detail::node_output); without a rule it throws, naming the op.
 using Saved = std::vector<Tensor>;
-Tensor record(std::string name, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+Tensor record(OpName op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               std::optional<Saved> saved = std::nullopt, BackwardOrder order = BackwardOrder::FirstOrder,
               ForwardFn forward = {});
 

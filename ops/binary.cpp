@@ -118,7 +118,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   // y[o] = x[map(o)]:  dx[i] = sum of dy[o] over every o with map(o) = i
   Shape x_shape = x.shape();
   return record(
-      "broadcast_to", y, {x},
+      {"broadcast_to", profile::Family::Elementwise}, y, {x},
       [x_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{sum_to(dy, x_shape)}; },
       Saved{}, BackwardOrder::AnyOrder, [shape](const std::vector<Tensor>& t) { return broadcast_to(t[0], shape); });
 }
@@ -139,7 +139,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   // The adjoint of broadcast_to: dg = broadcast_to(dy, g.shape())
   Shape g_shape = g.shape();
   return record(
-      "sum_to", y, {g},
+      {"sum_to", profile::Family::Reduction}, y, {g},
       [g_shape](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{broadcast_to(dy, g_shape)}; },
       Saved{}, BackwardOrder::AnyOrder, [shape](const std::vector<Tensor>& t) { return sum_to(t[0], shape); });
 }
@@ -153,7 +153,7 @@ Tensor spread(const Tensor& tangent, const Shape& shape) {
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("add", a, b, [](auto u, auto v) { return u + v; });
   return record(
-      "add", y, {a, b},
+      {"add", profile::Family::Elementwise}, y, {a, b},
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
       },
@@ -166,7 +166,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("sub", a, b, [](auto u, auto v) { return u - v; });
   return record(
-      "sub", y, {a, b},
+      {"sub", profile::Family::Elementwise}, y, {a, b},
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
       },
@@ -179,7 +179,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("mul", a, b, [](auto u, auto v) { return u * v; });
   return record(
-      "mul", y, {a, b},
+      {"mul", profile::Family::Elementwise}, y, {a, b},
       // a and b as passed: with create_graph the products below are differentiated through them.
       [a, b](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
@@ -194,7 +194,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 //                  ẏ = ȧ / b - a ḃ / b^2 = (ȧ - y ḃ) / b
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
-  return record("div", y, {a, b},
+  return record({"div", profile::Family::Elementwise}, y, {a, b},
                 // With create_graph the same formula reads y with its history (the node's own output).
                 fast_or_composed(
                     [b, y = y.detach(), sa = a.shape()](const Tensor& dy, const std::vector<bool>& need) {

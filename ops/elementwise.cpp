@@ -60,7 +60,7 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
   // is its history (detail::node_output restores it).
   Tensor saved = saves == Saves::Input ? x : y.detach();
   return record(
-      op, y, {x},
+      {op, profile::Family::Elementwise}, y, {x},
       fast_or_composed(
           [op, df, saved](const Tensor& dy, const std::vector<bool>&) {
             return std::vector<Tensor>{unary_backward(op, dy, saved, df)};

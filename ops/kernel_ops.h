@@ -9,29 +9,33 @@
 
 #include <atomic>
 
+#include "../runtime/profile.h"
+
 namespace ag {
 
-// The ops that have both kernels, each with its name as set_reference_ops and the call counts
-// (ops/call_counts.h) spell it: the one list the enum and the names are made from.
-#define AG_KERNEL_OPS(X)                                                     \
-  X(Linear, "linear")                                                        \
-  X(LinearGelu, "linear_gelu")                                               \
-  X(Gelu, "gelu")                                                            \
-  X(LayerNorm, "layer_norm")                                                 \
-  X(RmsNorm, "rms_norm")                                                     \
-  X(Swiglu, "swiglu")                                                        \
-  X(Embedding, "embedding")                                                  \
-  X(CrossEntropy, "cross_entropy")                                           \
-  X(Attention, "scaled_dot_product_attention") /* in all three layouts */    \
-  X(AdamUpdate, "adam_update")                 /* Adam's and AdamW's step */ \
-  X(ClipGradNorm, "clip_grad_norm")
+// The ops that have both kernels, each with its name as its node, set_reference_ops and the call
+// counts (ops/call_counts.h) spell it, and the family of work (runtime/profile.h) its forward and
+// backward are charged to: the one list the enum, the names and the families are made from.
+#define AG_KERNEL_OPS(X)                                                                    \
+  X(Linear, "linear", Elementwise) /* a product, and what it adds around it */              \
+  X(LinearGelu, "linear_gelu", Elementwise)                                                 \
+  X(Gelu, "gelu", Elementwise)                                                              \
+  X(LayerNorm, "layer_norm", Normalisation)                                                 \
+  X(RmsNorm, "rms_norm", Normalisation)                                                     \
+  X(Swiglu, "swiglu", Elementwise)                                                          \
+  X(Embedding, "embedding", Reduction)                                                      \
+  X(CrossEntropy, "cross_entropy", Softmax)                                                 \
+  X(Attention, "scaled_dot_product_attention", Softmax) /* in all three layouts */          \
+  X(AdamUpdate, "adam_update", Optimizer)               /* Adam's and AdamW's step */       \
+  X(ClipGradNorm, "clip_grad_norm", Optimizer)
 
-#define AG_KERNEL_OP_ENUM(id, name) id,
+#define AG_KERNEL_OP_ENUM(id, name, family) id,
 enum class KernelOp { AG_KERNEL_OPS(AG_KERNEL_OP_ENUM) };
 #undef AG_KERNEL_OP_ENUM
 
-// The op's name ("linear", "scaled_dot_product_attention", ...).
+// The op's name ("linear", "scaled_dot_product_attention", ...) and its family.
 const char* kernel_op_name(KernelOp op);
+profile::Family kernel_op_family(KernelOp op);
 
 // Whether an op runs its reference kernel now is use_reference (declared in ops/route.h, since
 // only the router reads the switch; defined in ops/kernels.cpp).

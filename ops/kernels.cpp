@@ -18,9 +18,12 @@
 namespace ag {
 
 namespace {
-#define AG_KERNEL_OP_NAME(id, name) name,
+#define AG_KERNEL_OP_NAME(id, name, family) name,
 constexpr const char* kOpNames[] = {AG_KERNEL_OPS(AG_KERNEL_OP_NAME)};
 #undef AG_KERNEL_OP_NAME
+#define AG_KERNEL_OP_FAMILY(id, name, family) profile::Family::family,
+constexpr profile::Family kOpFamilies[] = {AG_KERNEL_OPS(AG_KERNEL_OP_FAMILY)};
+#undef AG_KERNEL_OP_FAMILY
 static_assert(std::size(kOpNames) <= 32, "ThreadContext::reference_ops has one bit per op");
 static_assert(static_cast<int>(Kernels::Fast) == 0, "a new thread's ThreadContext::kernels, 0, is Fast");
 
@@ -33,6 +36,7 @@ Kernels kernels() { return static_cast<Kernels>(detail::thread_context().kernels
 void set_kernels(Kernels k) { detail::thread_context().kernels = static_cast<std::uint8_t>(k); }
 
 const char* kernel_op_name(KernelOp op) { return kOpNames[static_cast<int>(op)]; }
+profile::Family kernel_op_family(KernelOp op) { return kOpFamilies[static_cast<int>(op)]; }
 
 void set_reference_ops(const std::vector<std::string>& names) {
   std::uint32_t bits = 0;

@@ -56,7 +56,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i,   ẏ_i = mask_i ? 0 : ẋ_i.
   // The mask gets no gradient.
   return record(
-      "masked_fill", y, {x},
+      {"masked_fill", profile::Family::Elementwise}, y, {x},
       // With create_graph the same rule as an op: masked_fill again, with 0.
       fast_or_composed(
           [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill_backward(dy, m)}; },

@@ -139,7 +139,7 @@ Shape operand_shape(const Tensor& t, bool transposed) {
 Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   // A parameter's bf16 copy is kept for backward, which may run after autocast has ended: one
   // rounding per parameter per step; an activation is rounded again there.
-  RoutedOp op{.name = "matmul", .bf16_products = true, .inputs = {a, b}};
+  RoutedOp op{.name = "matmul", .family = profile::Family::Products, .bf16_products = true, .inputs = {a, b}};
   // One kernel on every backend: the product policy's (BLAS, or bf16 under autocast).
   op.fast = [&](Products products, const backends::Backend&) {
     detail::keep_rounded(products, a);

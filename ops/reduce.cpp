@@ -61,7 +61,7 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdi
     y = y / static_cast<double>(l.n);
   }
   return record(
-      op, y, {x},
+      {op, profile::Family::Reduction}, y, {x},
       [l, is_mean, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
         Tensor dx = broadcast_to(dy.reshape(l.kept), x_shape);
         return std::vector<Tensor>{is_mean ? dx / static_cast<double>(l.n) : dx};
@@ -130,7 +130,7 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   });
   if (indices) *indices = argmax;
   // Saved for backward: the winning index of each output (int64, one per output element).
-  return record(op, y, {x},
+  return record({op, profile::Family::Reduction}, y, {x},
                 fast_or_composed(
                     [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
                       return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};

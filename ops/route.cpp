@@ -49,7 +49,7 @@ std::vector<Tensor> resolve(const std::vector<detail::Held>& held) {
 // than the first pass did (attention: the log-sum-exp, no [Tq, Tk] scores). Differentiated with
 // create_graph in turn, it falls back to `composed`, the backward as differentiable ops.
 struct GradientsInGraph {
-  std::string name;  // the node's: "<op>_backward"
+  OpName name;  // the node's: "<op>_backward", of the op's family
   std::vector<detail::Held> held;
   // The first node's saved tensors, for the new node's version checks: held weakly, like the
   // record of every node (a released input must not be kept alive here either).
@@ -151,6 +151,8 @@ struct GradientsInGraph {
 Routed route(const RoutedOp& op) {
   // 1. The kernel switch: the reference builds its own graph from its ops, and its aside (the
   // attention weights it computed in the graph) is handed out as the fast route hands it out.
+  const char* name = op.kernel && !op.name ? kernel_op_name(*op.kernel) : op.name;
+  profile::Family family = op.kernel ? kernel_op_family(*op.kernel) : op.family;
   if (op.kernel && use_reference(*op.kernel)) {
     Routed r = op.reference(op.inputs);
     return {r.output, r.aside.defined() ? r.aside.detach() : Tensor()};
@@ -161,14 +163,14 @@ Routed route(const RoutedOp& op) {
   const backends::Backend& backend = current_backend();
   bool bf16 = op.bf16_products && !op.inputs.empty() && detail::autocasts(op.inputs[0]);
   if (bf16 && !backend.bf16_products)
-    throw_invalid(op.name,
+    throw_invalid(name,
                   "autocast asks for bf16 products, which the {} kernels do not compute (float32 and float64 only); "
                   "turn autocast off, or use the fast kernels",
                   backend.name);
   Products products = bf16 ? Products::bf16() : Products();
   FastRun run;
   {
-    profile::Scope scope{std::string_view(op.name)};
+    profile::Scope scope(family);
     run = op.fast(products, backend);
   }
 
@@ -202,18 +204,18 @@ Routed route(const RoutedOp& op) {
     };
   // With the gradients' tangents, create_graph records the fused gradients as one node (3.).
   if (run.gradient_tangent)
-    by_ops = GradientsInGraph{fmt::format("{}_backward", op.name),
+    by_ops = GradientsInGraph{OpName(fmt::format("{}_backward", name), family),
                               held,
                               weakly(saved),
                               run.backward,
                               forward,
                               run.gradient_tangent,
                               composed};
-  Tensor output = record(op.name, run.output, op.inputs, fast_or_composed(run.backward, std::move(by_ops)),
+  Tensor output = record(OpName(name, family), run.output, op.inputs, fast_or_composed(run.backward, std::move(by_ops)),
                          std::move(saved), BackwardOrder::AnyOrder, std::move(forward));
   if (run.gradient_tangent && output.grad_fn())
     output.grad_fn()->set_dual_backward(
-        [name = op.name, held, backward = run.backward, rule = run.gradient_tangent](
+        [name, held, backward = run.backward, rule = run.gradient_tangent](
             const Tensor& dy, const Tensor& dy_t, const std::vector<bool>& need) {
           std::vector<Tensor> inputs = resolve(held), moving(inputs.size());
           for (std::size_t i = 0; i < inputs.size(); ++i)

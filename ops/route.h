@@ -10,7 +10,7 @@
 //
 //   Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 //     check_linear("linear", x, weight, bias);
-//     RoutedOp op{.name = "linear", .kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
+//     RoutedOp op{.kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
 //     op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::linear(in[0], in[1], in[2])}; };
 //     op.fast = [&](const Products& products, const backends::Backend& backend) {
 //       return linear_fast(products, backend, x, weight, bias);
@@ -174,8 +174,11 @@ using TangentRule =
     std::function<Tensor(const std::vector<Tensor>& inputs, const std::vector<Tensor>& input_tangents)>;
 
 struct RoutedOp {
-  const char* name = nullptr;           // the node's name
-  std::optional<KernelOp> kernel = {};  // the switch that may pick the reference; unset: one kernel
+  // Which op it is (ops/kernel_ops.h): its name, its profile family and the switch that may pick
+  // the reference. Unset: an op with one kernel, named by `name` and `family`.
+  std::optional<KernelOp> kernel = {};
+  const char* name = nullptr;  // the node's name, where it is not the kernel op's (attention's layouts)
+  profile::Family family = profile::Family::Reduction;  // of an op with no kernel op; else the kernel op's
   bool bf16_products = false;           // whether its matrix products may take bf16 inputs (autocast)
   std::vector<Tensor> inputs = {};      // as passed: the node's inputs, the reference's arguments
   std::function<Routed(const std::vector<Tensor>&)> reference = {};  // the specification

@@ -68,7 +68,7 @@ Tensor reshape_for(const char* op, const Tensor& x, Shape shape) {
   Tensor y(std::make_shared<TensorImpl>(x.impl()->storage, shape, x.dtype()));
   // y = x viewed as another shape:  dx = dy viewed as x's shape
   return record(
-      "reshape", y, {x},
+      {"reshape", profile::Family::Reduction}, y, {x},
       [x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{reshape(dy, x_shape)};
       },
@@ -126,7 +126,7 @@ Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
   std::vector<std::int64_t> inverse(rank);
   for (std::size_t i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);
   return record(
-      "permute", y, {x},
+      {"permute", profile::Family::Reduction}, y, {x},
       [inverse](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{permute(dy, inverse)}; },
       Saved{}, BackwardOrder::AnyOrder, [dims](const std::vector<Tensor>& t) { return permute(t[0], dims); });
 }
@@ -150,7 +150,7 @@ Tensor unslice(const Tensor& dy, const Shape& x_shape, std::size_t d, std::int64
   std::int64_t n = dy.shape()[d];
   copy_along(dx, b, step, dy, 0, 1, n, d);
   return record(
-      "slice_backward", dx, {dy},
+      {"slice_backward", profile::Family::Reduction}, dx, {dy},
       [d, b, step, n](const Tensor& ddx, const std::vector<bool>&) {
         return std::vector<Tensor>{
             slice(ddx, static_cast<std::int64_t>(d), b, n == 0 ? b : b + (n - 1) * step + 1, step)};
@@ -177,7 +177,7 @@ Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t
   copy_along(y, 0, 1, x, b, step, out_shape[d], d);
   // dx = zeros with dy scattered back into the sliced positions
   return record(
-      "slice", y, {x},
+      {"slice", profile::Family::Reduction}, y, {x},
       [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{unslice(dy, x_shape, d, b, step)};
       },
@@ -220,7 +220,7 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   }
   // y = [x_0; x_1; ...] along dim:  dx_k = the slice of dy where x_k was placed
   return record(
-      "cat", y, tensors,
+      {"cat", profile::Family::Reduction}, y, tensors,
       [offsets, d](const Tensor& dy, const std::vector<bool>& need) {
         std::vector<Tensor> dx(offsets.size());
         for (std::size_t k = 0; k < offsets.size(); ++k) {

@@ -144,7 +144,7 @@ Tensor softmax(const Tensor& x, std::int64_t dim) {
   DimLayout l = dim_layout("softmax", x.shape(), dim);
   Tensor y = softmax_forward("softmax", x, l, false);
   // Saved for backward: y only (the formula needs nothing else).
-  return record("softmax", y, {x},
+  return record({"softmax", profile::Family::Softmax}, y, {x},
                 fast_or_composed(
                     [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
                       return std::vector<Tensor>{softmax_backward(dy, y, l)};
@@ -161,7 +161,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) {
   check_floating("log_softmax", x);
   DimLayout l = dim_layout("log_softmax", x.shape(), dim);
   Tensor y = softmax_forward("log_softmax", x, l, true);
-  return record("log_softmax", y, {x},
+  return record({"log_softmax", profile::Family::Softmax}, y, {x},
                 fast_or_composed(
                     [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
                       return std::vector<Tensor>{log_softmax_backward(dy, y, l)};

@@ -31,51 +31,7 @@ struct Recorder {
 
 thread_local Recorder t_recorder;
 
-struct Named {
-  std::string_view prefix;
-  Family family;
-};
-
-// By the start of the op's node name, so that "layer_norm_backward" goes with "layer_norm".
-// Longer prefixes first where one starts another ("linear_gelu" is linear's: a product and
-// the GELU around it, charged as elementwise outside the product).
-constexpr Named kNamed[] = {
-    {"matmul", Family::Products},
-    {"linear", Family::Elementwise},
-    {"gelu", Family::Elementwise},
-    {"swiglu", Family::Elementwise},
-    {"add", Family::Elementwise},
-    {"sub", Family::Elementwise},
-    {"mul", Family::Elementwise},
-    {"div", Family::Elementwise},
-    {"neg", Family::Elementwise},
-    {"pow", Family::Elementwise},
-    {"exp", Family::Elementwise},
-    {"log_softmax", Family::Softmax},
-    {"log", Family::Elementwise},
-    {"sqrt", Family::Elementwise},
-    {"tanh", Family::Elementwise},
-    {"sigmoid", Family::Elementwise},
-    {"relu", Family::Elementwise},
-    {"erfc", Family::Elementwise},
-    {"dropout", Family::Elementwise},
-    {"masked_fill", Family::Elementwise},
-    {"broadcast_to", Family::Elementwise},
-    {"layer_norm", Family::Normalisation},
-    {"rms_norm", Family::Normalisation},
-    {"softmax", Family::Softmax},
-    {"cross_entropy", Family::Softmax},
-    {"scaled_dot_product_attention", Family::Softmax},
-    {"attention", Family::Softmax},
-};
-
 }  // namespace
-
-Family family_of(std::string_view op) {
-  for (const Named& n : kNamed)
-    if (op.starts_with(n.prefix)) return n.family;
-  return Family::Reduction;  // sums, means, max, copies, embedding, and what is not named above
-}
 
 std::string_view name(Family f) {
   static constexpr std::array<std::string_view, kFamilies> kNames{

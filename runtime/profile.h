@@ -32,7 +32,8 @@ enum class Family : int {
   Normalisation,  // layer norm and RMSNorm, forward and backward
   Softmax,        // softmax, log-softmax, cross-entropy, and attention outside its products
   Rounding,       // float32 to bf16 and back
-  Reduction,      // sums, means, max; reshapes that copy (permute, cat, slice), embedding
+  Reduction,      // sums, means, max; reshapes that copy (permute, cat, slice), embedding; an op
+                  // defined with record() that names no family
   Optimizer,      // the update and gradient clipping
   Engine,         // the backward pass's own bookkeeping: ordering, accumulating, checks
   Allocation,     // the allocator's own calls (not the page faults of first touch)
@@ -40,9 +41,8 @@ enum class Family : int {
 };
 inline constexpr int kFamilies = 10;
 
-// The family an op belongs to, by its node name ("layer_norm", "scaled_dot_product_attention",
-// "add", ...): what a forward or a backward of that op is charged to.
-Family family_of(std::string_view op);
+// Each op names its family where it is defined (autograd/node.h, OpName): its forward and its
+// node's backward are charged to it.
 std::string_view name(Family f);
 
 struct Totals {
@@ -67,10 +67,6 @@ class Scope {
  public:
   explicit Scope(Family f) : on_(detail::g_on.load(std::memory_order_relaxed)) {
     if (on_) detail::enter(f);
-  }
-  // Charged to the family of op `op` (family_of), looked up only when recording is on.
-  explicit Scope(std::string_view op) : on_(detail::g_on.load(std::memory_order_relaxed)) {
-    if (on_) detail::enter(family_of(op));
   }
   ~Scope() {
     if (on_) detail::leave();

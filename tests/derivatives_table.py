@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 OUTSIDE_THE_GRAPH = {"adam_update", "clip_grad_norm"}
-KERNEL_OP = re.compile(r'X\(\w+,\s*"([^"]+)"\)')
+KERNEL_OP = re.compile(r'X\(\w+,\s*"([^"]+)",\s*\w+\)')
 CODE = re.compile(r"`([^`]+)`")
 
 

@@ -338,7 +338,7 @@ AttentionResult attend(const char* op, const std::vector<Tensor>& inputs, std::a
                        std::function<AttentionResult(const std::vector<Tensor>&, double)> reference) {
   check_attention_mask(op, attn_mask, n.b, n.h, n.tq, n.tk);
   double s = default_scale(op, scale, n.d);
-  RoutedOp route_op{.name = op, .kernel = KernelOp::Attention, .bf16_products = true, .inputs = inputs};
+  RoutedOp route_op{.kernel = KernelOp::Attention, .name = op, .bf16_products = true, .inputs = inputs};
   route_op.reference = [reference, s, need_weights](const std::vector<Tensor>& in) -> Routed {
     AttentionResult a = reference(in, s);
     return {a.output, need_weights ? a.weights : Tensor()};

@@ -45,7 +45,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   check_floating(op, x);
   // With create_graph: the chain rule through reference::gelu's ops, which gives
   // GELU''(x) = phi(x) (2 - x^2) (or the tanh form's) when differentiated again.
-  RoutedOp route_op{.name = op, .kernel = KernelOp::Gelu, .inputs = {x}};
+  RoutedOp route_op{.kernel = KernelOp::Gelu, .name = op, .inputs = {x}};
   route_op.reference = [approximate](const std::vector<Tensor>& in) -> Routed {
     return {reference::gelu(in[0], approximate)};
   };

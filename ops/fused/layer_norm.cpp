@@ -134,7 +134,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   if (!(eps > 0)) throw_invalid("layer_norm", "eps must be positive, got {}", eps);
   check_vector("layer_norm", "weight", weight, d, x);
   check_vector("layer_norm", "bias", bias, d, x);
-  RoutedOp op{.name = "layer_norm", .kernel = KernelOp::LayerNorm, .inputs = {x, weight, bias}};
+  RoutedOp op{.kernel = KernelOp::LayerNorm, .inputs = {x, weight, bias}};
   op.reference = [eps](const std::vector<Tensor>& in) -> Routed {
     return {reference::layer_norm(in[0], in[1], in[2], eps)};
   };

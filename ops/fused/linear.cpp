@@ -191,7 +191,7 @@ FastRun linear_gelu_fast(Products products, const backends::Backend& backend, co
 // Both ops: the three products of x W^T + b may take bf16 inputs.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear("linear", x, weight, bias);
-  RoutedOp op{.name = "linear", .kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
+  RoutedOp op{.kernel = KernelOp::Linear, .bf16_products = true, .inputs = {x, weight, bias}};
   op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::linear(in[0], in[1], in[2])}; };
   op.fast = [&](const Products& products, const backends::Backend& backend) {
     return linear_fast(products, backend, x, weight, bias);
@@ -201,8 +201,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximation approximate) {
   check_linear("linear_gelu", x, weight, bias);
-  RoutedOp op{
-      .name = "linear_gelu", .kernel = KernelOp::LinearGelu, .bf16_products = true, .inputs = {x, weight, bias}};
+  RoutedOp op{.kernel = KernelOp::LinearGelu, .bf16_products = true, .inputs = {x, weight, bias}};
   op.reference = [approximate](const std::vector<Tensor>& in) -> Routed {
     return {reference::linear_gelu(in[0], in[1], in[2], approximate)};
   };

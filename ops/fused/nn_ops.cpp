@@ -52,7 +52,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
                     shape_str(ids.shape()));
   // With create_graph: the chain rule through reference::embedding, a product with constant
   // one-hot rows, which is differentiable in dy.
-  RoutedOp op{.name = "embedding", .kernel = KernelOp::Embedding, .inputs = {weight, ids}};
+  RoutedOp op{.kernel = KernelOp::Embedding, .inputs = {weight, ids}};
   op.reference = [](const std::vector<Tensor>& in) -> Routed { return {reference::embedding(in[0], in[1])}; };
   op.fast = [&](const Products&, const backends::Backend& backend) {
     Shape y_shape = ids.shape();
@@ -100,7 +100,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     y = x * scale;
   }
   return record(
-      "dropout", y, {x},
+      {"dropout", profile::Family::Elementwise}, y, {x},
       [scale](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * scale}; }, Saved{scale},
       BackwardOrder::AnyOrder, [scale](const std::vector<Tensor>& t) { return t[0] * scale; });
 }
@@ -219,7 +219,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   }
   // With create_graph: the chain rule through reference::cross_entropy's log_softmax,
   // masked_fill and sum, so that the second derivative (diag(p) - p p^T) / N follows.
-  RoutedOp op{.name = "cross_entropy", .kernel = KernelOp::CrossEntropy, .inputs = {logits, targets}};
+  RoutedOp op{.kernel = KernelOp::CrossEntropy, .inputs = {logits, targets}};
   op.reference = [ignore_index](const std::vector<Tensor>& in) -> Routed {
     return {reference::cross_entropy(in[0], in[1], ignore_index)};
   };

@@ -87,7 +87,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   if (d == 0) throw_invalid("rms_norm", "cannot normalise over an empty last dim (shape {})", shape_str(x.shape()));
   if (!(eps > 0)) throw_invalid("rms_norm", "eps must be positive, got {}", eps);
   check_vector("rms_norm", "weight", weight, d, x);
-  RoutedOp op{.name = "rms_norm", .kernel = KernelOp::RmsNorm, .inputs = {x, weight}};
+  RoutedOp op{.kernel = KernelOp::RmsNorm, .inputs = {x, weight}};
   op.reference = [eps](const std::vector<Tensor>& in) -> Routed { return {reference::rms_norm(in[0], in[1], eps)}; };
   op.fast = [&](const Products&, const backends::Backend& backend) {
     return rms_norm_fast(backend, x, weight, eps, rows, d);

@@ -80,7 +80,7 @@ FastRun swiglu_fast(Products products, const backends::Backend& backend, const T
 // Its three products may take bf16 inputs.
 Tensor swiglu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up, const Tensor& w_down) {
   check_swiglu(x, w_gate, w_up, w_down);
-  RoutedOp op{.name = "swiglu", .kernel = KernelOp::Swiglu, .bf16_products = true, .inputs = {x, w_gate, w_up, w_down}};
+  RoutedOp op{.kernel = KernelOp::Swiglu, .bf16_products = true, .inputs = {x, w_gate, w_up, w_down}};
   op.reference = [](const std::vector<Tensor>& in) -> Routed {
     return {reference::swiglu(in[0], in[1], in[2], in[3])};
   };

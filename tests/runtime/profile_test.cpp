@@ -2,6 +2,7 @@
 // time is not counted again in the scope around it), each op is charged to its family, a
 // backward pass's own bookkeeping to the engine, and nothing is recorded when it is off or on
 // another thread.
+#include <set>
 #include <thread>
 
 #include "../test_util.h"
@@ -84,15 +85,52 @@ TEST(Profile, OnlyTheThreadThatStartedRecords) {
   EXPECT_EQ(entries(t, Family::Products), 0);
 }
 
-TEST(Profile, FamiliesOfOpNamesAndTheirNames) {
-  EXPECT_EQ(profile::family_of("layer_norm"), Family::Normalisation);
-  EXPECT_EQ(profile::family_of("layer_norm_backward"), Family::Normalisation);
-  EXPECT_EQ(profile::family_of("scaled_dot_product_attention_packed"), Family::Softmax);
-  EXPECT_EQ(profile::family_of("log_softmax"), Family::Softmax);
-  EXPECT_EQ(profile::family_of("log"), Family::Elementwise);
-  EXPECT_EQ(profile::family_of("linear_gelu"), Family::Elementwise);
-  EXPECT_EQ(profile::family_of("matmul"), Family::Products);
-  EXPECT_EQ(profile::family_of("permute"), Family::Reduction);
+// Each op names its family where it is defined, and its node carries it: the node's name plays
+// no part (a name that starts like another op's, "logsumexp_mine" beside "log", is not theirs).
+TEST(Profile, EachNodeCarriesItsOpsFamily) {
+  Generator gen(5);
+  Tensor x = randn({3, 5}, gen, kFloat64).requires_grad_(), w = randn({5}, gen, kFloat64).requires_grad_();
+  Tensor m = randn({5, 4}, gen, kFloat64).requires_grad_(), bias = randn({4}, gen, kFloat64).requires_grad_();
+  auto family = [](const Tensor& t) { return t.grad_fn()->family(); };
+  EXPECT_EQ(family(layer_norm(x, w, w, 1e-5)), Family::Normalisation);
+  EXPECT_EQ(family(rms_norm(x, w, 1e-5)), Family::Normalisation);
+  EXPECT_EQ(family(x.log_softmax(-1)), Family::Softmax);
+  EXPECT_EQ(family((x * x + 1.0).log()), Family::Elementwise);
+  EXPECT_EQ(family(linear_gelu(x, m.transpose(0, 1), bias)), Family::Elementwise);
+  EXPECT_EQ(family(x.matmul(m)), Family::Products);
+  EXPECT_EQ(family(x.permute({1, 0})), Family::Reduction);
+  Tensor q = randn({1, 2, 5, 4}, gen, kFloat64).requires_grad_();
+  EXPECT_EQ(family(scaled_dot_product_attention(q, q, q, {}, true).output), Family::Softmax);
+
+  // An op of one's own: a name alone is charged with what is not named, or it names its family.
+  auto twice = [](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{dy * 2.0}; };
+  Tensor plain;
+  {
+    NoGradGuard no_grad;
+    plain = x * 2.0;
+  }
+  EXPECT_EQ(family(record("logsumexp_mine", plain.clone(), {x}, twice, Saved{})), Family::Reduction);
+  Tensor named = record({"twice", Family::Elementwise}, plain.clone(), {x}, twice, Saved{});
+  EXPECT_EQ(named.grad_fn()->name(), "twice");
+  EXPECT_EQ(family(named), Family::Elementwise);
+
+  // The node that holds an op's fused gradients under create_graph is of the op's family.
+  Tensor loss = scaled_dot_product_attention(q, q, q, {}, true).output.pow(2.0).sum();
+  std::vector<Tensor> g = grad({loss}, {q}, {}, {.create_graph = true});
+  std::vector<Node*> stack{g[0].grad_fn().get()};
+  std::set<Node*> seen;
+  int fused = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    if (n->name() == "scaled_dot_product_attention_backward") {
+      ++fused;
+      EXPECT_EQ(n->family(), Family::Softmax);
+    }
+    for (const Edge& e : n->next_edges()) stack.push_back(e.node.get());
+  }
+  EXPECT_GE(fused, 1);
   EXPECT_EQ(profile::name(Family::Products), "products");
   EXPECT_EQ(profile::name(Family::Pool), "pool");
 }
