@@ -11,6 +11,8 @@
 #   4. ranks started with other options or another corpus are refused before anything is written.
 # Skipped (77) without mpirun or in a build without MPI. One thread per process.
 # Usage: distributed_test.sh MINIGPT SEQ2SEQ HAVE_MPI
+# Single quotes that keep $ for later are meant: wait_until's conditions, and the ranks' own sh.
+# shellcheck disable=SC2016
 set -euo pipefail
 minigpt=$1
 seq2seq=$2
@@ -69,16 +71,32 @@ echo "seq2seq, N = 3: $b (the same with --grad-accum 3)"
 steps=400
 "${train[@]}" --steps $steps --checkpoint-interval 5 --out "$dir/straight" --grad-accum 2 > /dev/null
 lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
-"${mpi[@]}" -np 2 "${train[@]}" --steps $steps --checkpoint-interval 5 --out "$dir/killed" > "$dir/killed.log" 2>&1 &
+# wait_until LAUNCHER LOG WHAT CONDITION: returns once CONDITION (a shell test) holds. It waits
+# for what the run has done, not for a length of time, so a slow or busy machine only makes it
+# wait longer. It fails naming WHAT, with mpirun's LOG, if mpirun exits first, or after 120 s.
+wait_until() {
+  local launcher=$1 log=$2 what=$3 condition=$4 deadline=$((SECONDS + 120))
+  while :; do
+    kill -0 "$launcher" 2> /dev/null || { cat "$log"; fail "mpirun exited before $what"; }
+    eval "$condition" && return 0
+    [ "$SECONDS" -lt "$deadline" ] || { cat "$log"; fail "no $what after 120 s"; }
+    sleep 0.05
+  done
+}
+# Put before a command under mpirun, with a PREFIX: each rank writes its pid to PREFIX.rankN.pid,
+# N its rank, then becomes the command (exec keeps the pid). The test can then signal rank 1
+# itself, without guessing which of mpirun's processes it is.
+pid_file=(sh -c 'echo $$ > "$0.rank$OMPI_COMM_WORLD_RANK.pid" && exec "$@"')
+"${mpi[@]}" -np 2 "${pid_file[@]}" "$dir/killed" "${train[@]}" --steps $steps --checkpoint-interval 5 --out "$dir/killed" \
+  > "$dir/killed.log" 2>&1 &
 launcher=$!
-while kill -0 $launcher 2> /dev/null && [ "$(lines "$dir/killed/train_log.csv")" -le 30 ]; do sleep 0.05; done
-victim=
-for pid in $(pgrep -P $launcher); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
-done
-[ -n "$victim" ] || fail "could not find rank 1 among the children of mpirun"
+# The pid file is written before the trainer starts, and 30 logged steps need both ranks: by
+# then the pid in it is rank 1's trainer, mid-run.
+wait_until $launcher "$dir/killed.log" "pid file of rank 1" '[ -s "$dir/killed.rank1.pid" ]'
+wait_until $launcher "$dir/killed.log" "30 steps in killed/train_log.csv" '[ "$(lines "$dir/killed/train_log.csv")" -gt 30 ]'
+victim=$(< "$dir/killed.rank1.pid")
 killed_at=$(date +%s%N)
-kill -KILL "$victim"
+kill -KILL "$victim" || { cat "$dir/killed.log"; fail "rank 1 (pid $victim) could not be killed"; }
 code=0
 wait $launcher || code=$?
 took_ms=$((($(date +%s%N) - killed_at) / 1000000))
@@ -95,11 +113,11 @@ echo "resumed with the same N: train_log.csv and checkpoints equal to the run th
 
 # A stop request (SIGTERM to mpirun, which passes it on) is answered by all ranks at the end of a
 # step: rank 0 saves that step, and --resume ends where the unbroken run ends.
-long=3000  # mpirun takes a moment to pass the signal on: long enough not to finish first
+long=3000  # mpirun passes the signal on a second after it gets it: long enough not to finish first
 "${train[@]}" --steps $long --checkpoint-interval 50 --out "$dir/straight_long" --grad-accum 2 > /dev/null
 "${mpi[@]}" -np 2 "${train[@]}" --steps $long --checkpoint-interval 50 --out "$dir/stopped" > "$dir/stopped.log" 2>&1 &
 launcher=$!
-while kill -0 $launcher 2> /dev/null && [ "$(lines "$dir/stopped/train_log.csv")" -le 30 ]; do sleep 0.05; done
+wait_until $launcher "$dir/stopped.log" "30 steps in stopped/train_log.csv" '[ "$(lines "$dir/stopped/train_log.csv")" -gt 30 ]'
 kill -TERM $launcher
 wait $launcher || true
 grep -q "interrupted at step" "$dir/stopped.log" || { cat "$dir/stopped.log"; fail "SIGTERM: no 'interrupted at step' from rank 0"; }

@@ -64,13 +64,13 @@ echo "lock: second run refused; SIGTERM between steps: stopped in $ms ms at step
 
 # 2b. In the middle of a long step (about 3 s each here, of many ops, on a small model whose
 # checkpoint is quick to write): the step is dropped, the
-# checkpoint is the previous step's.
+# checkpoint is the previous step's. Step 1's line in the log means step 2 has begun: SIGTERM
+# reaches it at once, seconds before that step could end.
 big=(--corpus "$dir/corpus.txt" --batch 32 --block 512 --layers 4 --heads 4 --embd 128 --warmup 0)
 "$minigpt" train "${big[@]}" --out "$dir/b" --steps 50 --eval-interval 1000 > "$dir/b.log" 2>&1 &
 b=$!
 pids+=("$b")
 wait_for '[ "$(lines "$dir/b/train_log.csv")" -ge 2 ]'
-sleep 1
 stop_within_2s "$b" "$dir/b.log"
 done_steps=$(($(lines "$dir/b/train_log.csv") - 1))
 grep -q "interrupted at step $done_steps: saved" "$dir/b.log" || { echo "no checkpoint message"; cat "$dir/b.log"; exit 1; }
@@ -80,12 +80,13 @@ grep -q "resuming from step $done_steps of" "$dir/resume.log" || { echo "long st
 echo "SIGTERM in a long step: stopped in $ms ms, checkpoint at step $done_steps"
 
 # 2c. In the middle of an evaluation (100000 batches): cut short, the step logged without its
-# validation loss, and the checkpoint is that step's.
-"$minigpt" train "${tiny[@]}" --out "$dir/c" --steps 100 --eval-interval 5 --eval-batches 100000 > "$dir/c.log" 2>&1 &
+# validation loss, and the checkpoint is that step's. Step 5 is a tenth of 50 steps, so the
+# progress bar prints (and flushes) a line for it after the step and before its evaluation: once
+# that line is in the log, the evaluation has begun.
+"$minigpt" train "${tiny[@]}" --out "$dir/c" --steps 50 --eval-interval 5 --eval-batches 100000 > "$dir/c.log" 2>&1 &
 c=$!
 pids+=("$c")
-wait_for '[ "$(lines "$dir/c/train_log.csv")" -ge 5 ]'
-sleep 0.2
+wait_for 'grep -q "] *5/50 " "$dir/c.log"'
 stop_within_2s "$c" "$dir/c.log"
 grep -q "interrupted at step 5: saved" "$dir/c.log" && grep -q "cut its evaluation short" "$dir/c.log" ||
   { echo "evaluation: unexpected stop"; cat "$dir/c.log"; exit 1; }
@@ -94,12 +95,13 @@ resumes "$dir/c" 5
 echo "SIGTERM in an evaluation: stopped in $ms ms, checkpoint at step 5"
 
 # 2d. In the final sample (a million characters): the checkpoint is complete; what is left is skipped.
+# The last attention map is written just before the sample: SIGTERM from then on is answered in
+# the sample, at its next op (its first, if it has not begun).
 "$minigpt" train "${tiny[@]}" --out "$dir/d" --steps 3 --eval-interval 3 --eval-batches 1 --sample-tokens 1000000 \
   > "$dir/d.log" 2>&1 &
 d=$!
 pids+=("$d")
 wait_for '[ -e "$dir/d/attention_layer0_head1.png" ]'
-sleep 0.2
 stop_within_2s "$d" "$dir/d.log"
 grep -q "after training: .* holds step 3, complete" "$dir/d.log" || { echo "sample: unexpected stop"; cat "$dir/d.log"; exit 1; }
 resumes "$dir/d" 3
@@ -144,12 +146,11 @@ grep -q "the loss of step [0-9]* is -*nan: training diverged (a smaller --lr may
 if grep -qi nan "$dir/g/train_log.csv"; then echo "a NaN loss was logged"; exit 1; fi
 echo "a diverged run stops before its NaN update"
 
-# 4. seq2seq.
+# 4. seq2seq, once the progress line of its first step is in the log: training is under way.
 "$seq2seq" --steps 100000 --out "$dir/s" > "$dir/s.log" 2>&1 &
 s=$!
 pids+=("$s")
-wait_for 'grep -q "task:" "$dir/s.log"'
-sleep 0.5
+wait_for 'grep -q "] *1/100000 " "$dir/s.log"'
 stop_within_2s "$s" "$dir/s.log"
 grep -q "interrupted by SIGTERM" "$dir/s.log" || { echo "seq2seq: no message"; cat "$dir/s.log"; exit 1; }
 echo "seq2seq: stopped in $ms ms"
