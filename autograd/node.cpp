@@ -231,9 +231,8 @@ std::vector<SavedVersion> saved_versions(const Tensor& output, const std::vector
   return versions;
 }
 
-std::shared_ptr<Node> make_node(OpName op, const Tensor& output, const std::vector<Tensor>& inputs,
-                                BackwardFn backward, const std::optional<std::vector<Tensor>>& saved,
-                                BackwardOrder order) {
+std::shared_ptr<Node> make_node(OpName op, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward,
+                                const std::optional<std::vector<Tensor>>& saved, BackwardOrder order) {
   std::vector<Edge> edges(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];

@@ -157,7 +157,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? sum_to(dy, sb) : Tensor()};
       },
-      Saved{}, BackwardOrder::AnyOrder, [shape = y.shape()](const std::vector<Tensor>& t) {
+      Saved{}, BackwardOrder::AnyOrder,
+      [shape = y.shape()](const std::vector<Tensor>& t) {
         return !t[0].defined() ? spread(t[1], shape) : !t[1].defined() ? spread(t[0], shape) : t[0] + t[1];
       });
 }
@@ -170,7 +171,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
         return std::vector<Tensor>{need[0] ? sum_to(dy, sa) : Tensor(), need[1] ? -sum_to(dy, sb) : Tensor()};
       },
-      Saved{}, BackwardOrder::AnyOrder, [shape = y.shape()](const std::vector<Tensor>& t) {
+      Saved{}, BackwardOrder::AnyOrder,
+      [shape = y.shape()](const std::vector<Tensor>& t) {
         return !t[0].defined() ? -spread(t[1], shape) : !t[1].defined() ? spread(t[0], shape) : t[0] - t[1];
       });
 }
@@ -185,7 +187,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
         return std::vector<Tensor>{need[0] ? sum_to(dy * b, a.shape()) : Tensor(),
                                    need[1] ? sum_to(dy * a, b.shape()) : Tensor()};
       },
-      Saved{a, b}, BackwardOrder::AnyOrder, [a, b](const std::vector<Tensor>& t) {
+      Saved{a, b}, BackwardOrder::AnyOrder,
+      [a, b](const std::vector<Tensor>& t) {
         return !t[0].defined() ? a * t[1] : !t[1].defined() ? t[0] * b : t[0] * b + a * t[1];
       });
 }

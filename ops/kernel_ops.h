@@ -16,17 +16,17 @@ namespace ag {
 // The ops that have both kernels, each with its name as its node, set_reference_ops and the call
 // counts (ops/call_counts.h) spell it, and the family of work (runtime/profile.h) its forward and
 // backward are charged to: the one list the enum, the names and the families are made from.
-#define AG_KERNEL_OPS(X)                                                                    \
-  X(Linear, "linear", Elementwise) /* a product, and what it adds around it */              \
-  X(LinearGelu, "linear_gelu", Elementwise)                                                 \
-  X(Gelu, "gelu", Elementwise)                                                              \
-  X(LayerNorm, "layer_norm", Normalisation)                                                 \
-  X(RmsNorm, "rms_norm", Normalisation)                                                     \
-  X(Swiglu, "swiglu", Elementwise)                                                          \
-  X(Embedding, "embedding", Reduction)                                                      \
-  X(CrossEntropy, "cross_entropy", Softmax)                                                 \
-  X(Attention, "scaled_dot_product_attention", Softmax) /* in all three layouts */          \
-  X(AdamUpdate, "adam_update", Optimizer)               /* Adam's and AdamW's step */       \
+#define AG_KERNEL_OPS(X)                                                              \
+  X(Linear, "linear", Elementwise) /* a product, and what it adds around it */        \
+  X(LinearGelu, "linear_gelu", Elementwise)                                           \
+  X(Gelu, "gelu", Elementwise)                                                        \
+  X(LayerNorm, "layer_norm", Normalisation)                                           \
+  X(RmsNorm, "rms_norm", Normalisation)                                               \
+  X(Swiglu, "swiglu", Elementwise)                                                    \
+  X(Embedding, "embedding", Reduction)                                                \
+  X(CrossEntropy, "cross_entropy", Softmax)                                           \
+  X(Attention, "scaled_dot_product_attention", Softmax) /* in all three layouts */    \
+  X(AdamUpdate, "adam_update", Optimizer)               /* Adam's and AdamW's step */ \
   X(ClipGradNorm, "clip_grad_norm", Optimizer)
 
 #define AG_KERNEL_OP_ENUM(id, name, family) id,

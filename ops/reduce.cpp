@@ -144,8 +144,9 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
                       }
                       return std::vector<Tensor>{broadcast_to(dy.reshape(l.kept), x_shape) * winners};
                     }),
-                Saved{argmax}, BackwardOrder::AnyOrder,
-                [l, argmax, out_shape](const std::vector<Tensor>& t) { return at_winners(t[0], argmax, l, out_shape); });
+                Saved{argmax}, BackwardOrder::AnyOrder, [l, argmax, out_shape](const std::vector<Tensor>& t) {
+                  return at_winners(t[0], argmax, l, out_shape);
+                });
 }
 
 }  // namespace

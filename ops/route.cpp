@@ -214,14 +214,13 @@ Routed route(const RoutedOp& op) {
   Tensor output = record(OpName(name, family), run.output, op.inputs, fast_or_composed(run.backward, std::move(by_ops)),
                          std::move(saved), BackwardOrder::AnyOrder, std::move(forward));
   if (run.gradient_tangent && output.grad_fn())
-    output.grad_fn()->set_dual_backward(
-        [name, held, backward = run.backward, rule = run.gradient_tangent](
-            const Tensor& dy, const Tensor& dy_t, const std::vector<bool>& need) {
-          std::vector<Tensor> inputs = resolve(held), moving(inputs.size());
-          for (std::size_t i = 0; i < inputs.size(); ++i)
-            if (inputs[i].defined()) moving[i] = detail::live_tangent(inputs[i], name);
-          return DualGrads{backward(dy, need), rule(dy, dy_t, moving, need)};
-        });
+    output.grad_fn()->set_dual_backward([name, held, backward = run.backward, rule = run.gradient_tangent](
+                                            const Tensor& dy, const Tensor& dy_t, const std::vector<bool>& need) {
+      std::vector<Tensor> inputs = resolve(held), moving(inputs.size());
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i].defined()) moving[i] = detail::live_tangent(inputs[i], name);
+      return DualGrads{backward(dy, need), rule(dy, dy_t, moving, need)};
+    });
   return {output, run.aside};
 }
 

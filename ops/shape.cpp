@@ -181,7 +181,8 @@ Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t
       [x_shape = x.shape(), d, b, step](const Tensor& dy, const std::vector<bool>&) {
         return std::vector<Tensor>{unslice(dy, x_shape, d, b, step)};
       },
-      Saved{}, BackwardOrder::AnyOrder, [dim, b, e, step](const std::vector<Tensor>& t) {
+      Saved{}, BackwardOrder::AnyOrder,
+      [dim, b, e, step](const std::vector<Tensor>& t) {
         return slice(t[0], dim, b, e, step);  // ẏ: the same slice of ẋ
       });
 }
@@ -229,7 +230,8 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
         }
         return dx;
       },
-      Saved{}, BackwardOrder::AnyOrder, [tensors, dim](const std::vector<Tensor>& t) {
+      Saved{}, BackwardOrder::AnyOrder,
+      [tensors, dim](const std::vector<Tensor>& t) {
         std::vector<Tensor> parts(t.size());  // ẏ = [ẋ_0; ẋ_1; ...], zeros for a part without one
         for (std::size_t k = 0; k < t.size(); ++k) parts[k] = t[k].defined() ? t[k] : zeros_like(tensors[k]);
         return cat(parts, dim);
