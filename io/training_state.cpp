@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "../autograd/dispatch.h"
 #include "../nn/layers.h"
 #include "../runtime/error.h"
 #include "checkpoint.h"
@@ -77,6 +78,20 @@ std::map<std::string, std::string> parse_options(const std::string& text, std::s
 // Optimizer::state gives them; nullopt for a kind of optimizer not known here. (Every parameter
 // of a GPT gets a gradient at every step, so after one step each has all of them.) An SGD whose
 // groups differ in having momentum is not checked here; Optimizer::load_state still is.
+// Adam's second moment is a running mean of squares: a negative value comes from no update, and
+// would make the next one divide by the square root of a negative number.
+void check_not_negative(const Tensor& t, const std::string& entry, std::string_view source) {
+  dispatch_floating(t.dtype(), "load_training_state", [&](auto tag) {
+    const auto* p = t.data_ptr<decltype(tag)>();
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (p[i] < 0)
+        throw_invalid(source,
+                      "tensor '{}' holds {} at element {}: a second moment (a mean of squares) is never "
+                      "negative",
+                      entry, static_cast<double>(p[i]), i);
+  });
+}
+
 std::optional<std::vector<std::string>> slots_after_a_step(const optim::Optimizer& opt) {
   if (dynamic_cast<const optim::Adam*>(&opt)) return std::vector<std::string>{"exp_avg", "exp_avg_sq"};
   if (const auto* sgd = dynamic_cast<const optim::SGD*>(&opt)) {
@@ -113,6 +128,7 @@ void check_optimizer_state(const std::vector<nn::NamedTensor>& entries, const op
                     parameters);
     slots[static_cast<std::size_t>(*index)].insert(name.substr(dot + 1));
     if (!options.allow_non_finite) detail::check_finite(t, entry, source);
+    if (name.ends_with(".exp_avg_sq") && is_floating(t.dtype())) check_not_negative(t, entry, source);
   }
   if (!optimizer_step) throw_invalid(source, "tensor 'optim.step' is missing");
   if (*optimizer_step != step)

@@ -1,9 +1,11 @@
 #include "digit_tasks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
+#include "finite.h"
 #include "progress.h"
 #include "stop.h"
 
@@ -117,6 +119,10 @@ double train(nn::Module& model, const Task& task, const TrainSettings& s, Genera
       losses.push_back(loss.item() * weight);
     }
     loss_value = dp.sum_over_micro_batches(losses);
+    // Every rank has the same summed loss, so all stop here alike, before the update.
+    if (!std::isfinite(loss_value))
+      throw std::runtime_error(
+          fmt::format("the loss of step {} is {}: training diverged (a smaller --lr may help)", step + 1, loss_value));
     optim::clip_grad_norm(model.parameters(), 1.0);
     opt.step();
     if (bar) bar->update(step + 1, tokens, fmt::format("{}{}loss {:.4f}", label, label.empty() ? "" : "  ", loss_value));
@@ -125,6 +131,10 @@ double train(nn::Module& model, const Task& task, const TrainSettings& s, Genera
     if (dist::world_size() > 1 && dist::any(StopOnSignal::requested())) throw Interrupted();
   }
   if (bar) bar->finish();
+  // The last update can leave weights no step has read yet (a huge --lr): nothing after this
+  // (the evaluation, the picture) would mean anything with them.
+  if (std::optional<std::string> bad = first_bad_value(model.named_parameters()))
+    throw std::runtime_error(fmt::format("after the last step, {}: training diverged (a smaller --lr may help)", *bad));
   model.eval();
   return loss_value;
 }

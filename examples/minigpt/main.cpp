@@ -190,6 +190,13 @@ int eval_command(int argc, char** argv) {
   // As many digits as the dtype holds: float64's let the two kernel routes be compared to 1e-12.
   double loss = total / static_cast<double>(windows);
   fmt::print("loss: {:.{}g}\n", loss, dtype == "f64" ? 16 : 10);
+  // A loss that is not finite is no measurement: finite weights can still overflow (a run
+  // trained with a huge --lr), and a script reading the status must not take it for one.
+  if (!std::isfinite(loss))
+    throw std::runtime_error(
+        fmt::format("the loss is {}: the model's outputs on this text are not finite (its "
+                    "weights are, but may be too large: was it trained with a huge --lr?)",
+                    loss));
   fmt::print("perplexity: {:.{}g}  (e^loss: as unsure as a uniform choice among that many characters)\n",
              std::exp(loss), dtype == "f64" ? 16 : 10);
   return 0;

@@ -31,6 +31,7 @@
 #include <sstream>
 
 #include "../common/cli.h"
+#include "../common/finite.h"
 #include "../common/plot.h"
 #include "../common/preflight.h"
 #include "../common/progress.h"
@@ -253,12 +254,14 @@ struct Run {
   std::optional<double> train_step(std::int64_t step);
   std::optional<double> forward_backward();
   void stop_if_diverged(std::int64_t step, double loss) const;
+  [[noreturn]] void diverged(const std::string& what) const;
   void check_weights_in_sync(std::int64_t step) const;
   void show_progress(std::int64_t step, double loss);
   bool evaluation_due(std::int64_t step) const { return (step + 1) % o.eval_interval == 0 || step + 1 == o.steps; }
   std::optional<double> evaluate(std::int64_t step);
   void report(std::int64_t step, double loss, const std::optional<double>& val);
-  void checkpoint(std::int64_t done);
+  void checkpoint(std::int64_t done, bool evaluated = false);
+  double probe_loss();
   bool stop_agreed() const;
   // After the last step.
   int after_training(std::int64_t step, bool stopping);
@@ -427,12 +430,15 @@ std::optional<double> Run::forward_backward() {
 // A loss that is no longer finite would make every weight NaN at this update, and the next
 // checkpoint would write them over the last good one: stop before the update instead.
 void Run::stop_if_diverged(std::int64_t step, double loss) const {
-  if (std::isfinite(loss)) return;
+  if (!std::isfinite(loss)) diverged(fmt::format("the loss of step {} is {}", step + 1, loss));
+}
+
+// Stops the run, saying what went wrong and which checkpoint still holds good weights.
+void Run::diverged(const std::string& what) const {
   std::string kept = saved >= 0 ? fmt::format("{} keeps step {}", state_path, saved)
                      : o.resume ? fmt::format("{} keeps step {}", state_path, start)
                                 : "no checkpoint was written";
-  throw std::runtime_error(
-      fmt::format("the loss of step {} is {}: training diverged (a smaller --lr may help); {}", step + 1, loss, kept));
+  throw std::runtime_error(fmt::format("{}: training diverged (a smaller --lr may help); {}", what, kept));
 }
 
 // Under mpirun every rank has applied the same update to the same weights; every so often, and
@@ -469,6 +475,8 @@ std::optional<double> Run::evaluate(std::int64_t step) {
 // The step's line in the log; a checkpoint at every evaluation and every checkpoint_interval
 // steps; and the validation loss on the screen.
 void Run::report(std::int64_t step, double loss, const std::optional<double>& val) {
+  // Weights whose validation loss is not finite are no good checkpoint, finite as they may be.
+  if (val && !std::isfinite(*val)) diverged(fmt::format("the validation loss after step {} is {}", step + 1, *val));
   if (main_rank)
     write_log_line(log.get(), log_path,
                    fmt::format("{},{},{},{}\n", step + 1, loss, opt.lr(), val ? fmt::format("{}", *val) : ""));
@@ -476,7 +484,7 @@ void Run::report(std::int64_t step, double loss, const std::optional<double>& va
     history.val_steps.push_back(static_cast<double>(step + 1));
     history.val_losses.push_back(*val);
   }
-  if (evaluation_due(step) || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1);
+  if (evaluation_due(step) || (step + 1) % o.checkpoint_interval == 0) checkpoint(step + 1, val.has_value());
   if (val && bar) {
     // Perplexity e^loss: as unsure as a uniform choice among that many characters.
     bar->print_line(fmt::format("step {:>5}: train loss {:.4f}, validation loss {:.4f}, perplexity {:.2f}  (saved {})",
@@ -486,13 +494,35 @@ void Run::report(std::int64_t step, double loss, const std::optional<double>& va
 
 // `done`: how many steps are complete; a resumed run starts there. The training state goes
 // first: it alone is what --resume reads; the model file beside it is for sample and eval.
-// Only rank 0 writes.
-void Run::checkpoint(std::int64_t done) {
+// Only rank 0 writes, and only weights and moments that another run can use: every value finite
+// (examples/common/finite.h), and a finite loss on held-out text, the validation loss when one
+// was just `evaluated`, else probe_loss's. Every rank holds the same weights, so all stop alike.
+void Run::checkpoint(std::int64_t done, bool evaluated) {
+  std::vector<ag::nn::NamedTensor> weights = model.named_parameters();
+  for (auto& [name, t] : opt.state()) weights.emplace_back("optimizer state " + name, t);
+  if (std::optional<std::string> bad = ag::examples::first_bad_value(weights))
+    diverged(fmt::format("after step {}, {}", done, *bad));
+  if (!evaluated)
+    if (double probe = probe_loss(); !std::isfinite(probe))
+      diverged(fmt::format("the weights after step {} are finite, but their loss on held-out text is {}", done, probe));
   if (main_rank) {
     ag::io::save_training_state(state_path, state, tokenizer, done);
     ag::io::save_gpt(model_path, model, tokenizer);
   }
   saved = done;
+}
+
+// Finite weights can still be no good: after a huge --lr they may be 1e10, and the next forward
+// overflows. One window of held-out text, drawn by a generator of its own (the run's draws stay
+// as they were) and read in eval mode (no dropout draws either), shows it.
+double Run::probe_loss() {
+  ag::NoGradGuard no_grad;
+  model.eval();
+  ag::Generator probe(0);
+  auto b = ds.sample(Split::Validation, 1, config.block_size, probe);
+  double loss = model.loss(b.x, b.y).item();
+  model.train();
+  return loss;
 }
 
 // Whether to stop after this step. Under mpirun, when any rank was asked to: all ranks agree,

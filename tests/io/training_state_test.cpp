@@ -143,6 +143,15 @@ TEST(TrainingState, EachBadPartIsRefusedAndNothingChanges) {
            if (name == "optim.2.exp_avg_sq") t = full(t.shape(), std::nan(""), t.dtype());
        },
        "tensor 'optim.2.exp_avg_sq' holds nan at element 0"},
+      {"negative second moment",
+       [](io::TensorFile& f) {
+         for (auto& [name, t] : f.tensors)
+           if (name == "optim.2.exp_avg_sq") {
+             t = t.clone();
+             t.mutable_data_ptr<float>()[1] = -0.5f;
+           }
+       },
+       "tensor 'optim.2.exp_avg_sq' holds -0.5 at element 1: a second moment (a mean of squares) is never negative"},
       {"optimizer step disagrees", set_meta("step", "5"),
        "the optimizer has taken 2 steps but the metadata says step 5"},
       {"no optimizer step", drop("optim.step"), "tensor 'optim.step' is missing"},
