@@ -90,6 +90,13 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
     o.resume_notes.push_back(fmt::format(f, std::forward<Args>(args)...));
   };
   std::string path = (std::filesystem::path(o.out_dir) / "minigpt.train.safetensors").string();
+  // A run that stopped before its first checkpoint (it diverged, or was killed) left a log and
+  // no state: say what is there and which flag starts it again.
+  if (!std::filesystem::exists(path) && !run_files_in(o.out_dir).empty())
+    refuse(
+        "--resume: {} holds a run that saved no training state (it stopped before its first checkpoint); pass "
+        "--overwrite instead to start it again (nothing was changed)",
+        o.out_dir);
   ag::examples::check_input_file("--resume", path);
   ag::io::TrainedModel stored;
   try {
@@ -290,10 +297,18 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
   // Checked last, as the cheapest to fix: nothing above depends on it.
   ag::examples::check_output_dir("--out", o.out_dir, train_output_files(c));
   ag::examples::check_not_in_use(o.out_dir, "minigpt.lock");
+  const bool has_state = std::filesystem::exists(std::filesystem::path(o.out_dir) / "minigpt.train.safetensors");
   if (std::vector<std::string> found = run_files_in(o.out_dir); !found.empty() && !o.resume && !o.overwrite) {
     std::string named = fmt::format(
         "{}", fmt::join(found.begin(), found.begin() + std::min<std::ptrdiff_t>(std::ssize(found), 3), ", "));
     if (found.size() > 3) named += fmt::format(" and {} more", found.size() - 3);
+    // A run that stopped before its first checkpoint (it diverged, or was killed) left no state
+    // to continue: only one of the two flags can help, so name that one.
+    if (!has_state)
+      refuse(
+          "--out {} holds a run that saved no training state ({}), so there is nothing to --resume; pass "
+          "--overwrite to replace it (nothing was changed)",
+          o.out_dir, named);
     refuse(
         "--out {} holds a run ({}); pass --resume to continue it or --overwrite to replace it (nothing was "
         "changed)",

@@ -7,6 +7,7 @@
 #      weights themselves before the checkpoint);
 #   2. --lr 1e10 from the start: the weights stay finite (about 1e10) but their next forward
 #      overflows; the checkpoint after step 1 is refused too;
+#      what such a run leaves behind is refused naming the one flag that can reuse it, --overwrite;
 #   3. eval exits 1, not 0, when a checkpoint's loss on the text is not finite;
 #   4. seq2seq stops on a loss that is not finite.
 # A negative second moment in a training state is refused on load (tests/io/training_state_test).
@@ -65,6 +66,21 @@ diverges "the weights after step 1 are finite, but their loss on held-out text i
 diverges "the loss of step 2 is -?nan: training diverged .*no checkpoint was written$" \
   --out "$dir/k2" --steps 40 --lr 1e10 --weight-decay 0 --checkpoint-interval 5
 echo "weights of 1e10: refused before any checkpoint"
+# What is left (the log and the lock) holds nothing to resume: the refusals name the one flag
+# that works, and it does.
+refused() {
+  local expected=$1 code=0
+  shift
+  "$minigpt" train "${tiny[@]}" "$@" > "$dir/out" 2> "$dir/err" || code=$?
+  [ $code -eq 2 ] || { cat "$dir/out" "$dir/err"; fail "status $code, expected 2, for: $*"; }
+  grep -qF -e "$expected" "$dir/err" || fail "for: $*: expected '$expected', got: $(cat "$dir/err")"
+}
+refused "holds a run that saved no training state (train_log.csv), so there is nothing to --resume; pass --overwrite to replace it" \
+  --out "$dir/k" --steps 5
+refused "--resume: $dir/k holds a run that saved no training state (it stopped before its first checkpoint); pass --overwrite instead" \
+  --out "$dir/k" --steps 5 --resume
+"$minigpt" train "${tiny[@]}" --out "$dir/k" --steps 5 --overwrite > /dev/null || fail "--overwrite after a failed first run"
+echo "the --out of a run that saved nothing: the refusals name --overwrite, which works"
 
 # 3. A checkpoint whose weights are finite but whose loss is not: the healthy one with every
 # float32 scaled to 1e30 (Python's standard library edits the safetensors file in place).
