@@ -77,8 +77,9 @@ bool recorded_value_ok(std::string_view option, const T& value) {
 
 }  // namespace
 
-std::map<std::string, std::string> recorded_options(const TrainOptions& o) {
+std::map<std::string, std::string> recorded_options(const TrainOptions& o, const std::string& corpus) {
   std::map<std::string, std::string> out;
+  out["corpus"] = corpus;
   for_each_recorded(o, [&](const char* option, const auto& value) { out[option] = fmt::format("{}", value); });
   out["micro-batches"] = std::to_string(o.grad_accum * ag::dist::world_size());
   return out;
@@ -140,6 +141,7 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   if (!given("lr")) o.lr = schedule.max_lr;
   if (!given("min-lr")) o.min_lr = schedule.min_lr;
   if (!given("warmup")) o.warmup = schedule.warmup;
+  if (auto it = stored.options.find("corpus"); it != stored.options.end()) o.trained_corpus = it->second;
   if (stored.options.empty()) {
     note("{} does not record the training options (an older file); using those given, or their defaults", path);
     return;
@@ -186,6 +188,7 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
 void check_train_options(const TrainOptions& o) {
   if (o.resume && o.overwrite)
     refuse("--resume and --overwrite exclude each other: --resume continues the run in --out, --overwrite replaces it");
+  if (o.new_corpus && !o.resume) refuse("--new-corpus is for --resume: it lets a resumed run continue on another text");
   check_at_least("--steps", o.steps, 1);
   check_at_least("--batch", o.batch, 1);
   check_at_least("--block", o.model.block_size, 1);
@@ -253,9 +256,26 @@ Corpus read_training_corpus(const TrainOptions& o) {
              plural(std::ssize(ids), "character"), kMaxMapCharacters);
   }
   encode_prompt(tokenizer, "the final sample's prompt", "\n");  // every corpus line ends in one
-  // The fingerprint is for comparing ranks under mpirun; one process has nothing to compare.
-  std::uint64_t fingerprint = ag::dist::world_size() > 1 ? ag::dist::fingerprint(text) : 0;
+  // Compared between the ranks under mpirun, and between a run and its resume.
+  std::uint64_t fingerprint = ag::dist::fingerprint(text);
   return {std::move(files), fingerprint, std::move(tokenizer), std::move(dataset)};
+}
+
+std::string corpus_record(const Corpus& c) {
+  using Split = ag::data::TextDataset::Split;
+  return fmt::format("fingerprint {:016x}, {} characters", c.fingerprint,
+                     c.dataset.size(Split::Train) + c.dataset.size(Split::Validation));
+}
+
+// The vocabulary alone would let another text with the same characters through: the resumed
+// run would then continue on data its first steps never saw, and its log would not say so.
+void check_resumed_corpus(const TrainOptions& o, const Corpus& c) {
+  if (!o.resume || o.trained_corpus.empty() || o.new_corpus) return;
+  if (std::string now = corpus_record(c); now != o.trained_corpus)
+    refuse(
+        "--corpus is not the text the run being resumed trained on ({} in its training state, {} now); give that "
+        "corpus, or pass --new-corpus to continue on this one",
+        o.trained_corpus, now);
 }
 
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config) {

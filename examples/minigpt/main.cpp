@@ -70,8 +70,7 @@ int train_command(int argc, char** argv) {
       "normalisation in every block and before the head: layer (LayerNorm, GPT-2's) or rms (RMSNorm, LLaMA's)")(
       "mlp", with_default(&mlp),
       "each block's MLP: gelu (4 x embd, GELU, GPT-2's) or swiglu (SwiGLU of about 8/3 x embd, no biases, "
-      "LLaMA's)")(
-      "dropout", with_default(&o.model.dropout), "dropout probability")(
+      "LLaMA's)")("dropout", with_default(&o.model.dropout), "dropout probability")(
       "lr", with_default(&o.lr), "peak learning rate")("min-lr", with_default(&o.min_lr),
                                                        "learning rate at the end of the cosine")(
       "warmup", with_default(&o.warmup),
@@ -86,9 +85,10 @@ int train_command(int argc, char** argv) {
       "sample-tokens", with_default(&o.sample_tokens), "length of the final sample")(
       "resume", po::bool_switch(&o.resume),
       "continue the run in --out from its last checkpoint, with its model and training options (which may be left "
-      "out)")(
-      "overwrite", po::bool_switch(&o.overwrite),
-      "replace the run in --out (without this or --resume, one there is refused)")(
+      "out)")("overwrite", po::bool_switch(&o.overwrite),
+              "replace the run in --out (without this or --resume, one there is refused)")(
+      "new-corpus", po::bool_switch(&o.new_corpus),
+      "with --resume: continue on a --corpus other than the one the run trained on (else refused)")(
       "grad-accum", with_default(&o.grad_accum),
       "micro-batches of --batch windows per step, their gradients summed in order (under mpirun, each process is "
       "one: docs/distributed.md)")("sync-every", with_default(&o.sync_check_interval),

@@ -28,6 +28,10 @@ struct TrainOptions {
   std::int64_t sample_tokens = 300;
   bool resume = false;     // continue the run in out_dir, its model and options as its training state has them
   bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
+  bool new_corpus = false;  // with resume: continue on a corpus other than the one the run trained on
+  // --resume: the corpus the run trained on, as its training state records it (corpus_record);
+  // empty for a file that does not record it.
+  std::string trained_corpus;
   // Micro-batches of `batch` windows per step, their gradients summed in order: one process
   // computing what `grad_accum` processes under mpirun compute at once (docs/distributed.md).
   std::int64_t grad_accum = 1;             // at most ag::examples::kMaxMicroBatches
@@ -52,7 +56,9 @@ void take_resumed_run(TrainOptions& options, const std::function<bool(const std:
 // The training options a training state records (io::TrainingState::options), by option name:
 // --batch, --grad-accum, --weight-decay, --eval-interval, --eval-batches, --checkpoint-interval,
 // --sync-every, --seed, --prompt and --sample-tokens.
-std::map<std::string, std::string> recorded_options(const TrainOptions& options);
+// Also the corpus the run trains on (corpus_record, under "corpus"), so that a resume on another
+// text is noticed.
+std::map<std::string, std::string> recorded_options(const TrainOptions& options, const std::string& corpus);
 // The options alone: ranges, finiteness, combinations, and the learning-rate schedule over
 // every step of the run.
 void check_train_options(const TrainOptions& options);
@@ -61,11 +67,16 @@ void check_train_options(const TrainOptions& options);
 // --prompt's characters in its vocabulary.
 struct Corpus {
   std::vector<std::string> files;
-  std::uint64_t fingerprint = 0;  // of the text: ranks of one run must read the same
+  std::uint64_t fingerprint = 0;  // of the text: ranks of one run, and a run and its resume, read the same
   ag::data::CharTokenizer tokenizer;
   ag::data::TextDataset dataset;
 };
 Corpus read_training_corpus(const TrainOptions& options);
+// The corpus as a training state records it: "fingerprint 1f0e..., 1234 characters".
+std::string corpus_record(const Corpus& corpus);
+// --resume: the corpus is the one the run trained on (unless its state does not say), or
+// --new-corpus says to continue on another; else refused, naming both.
+void check_resumed_corpus(const TrainOptions& options, const Corpus& corpus);
 // The model and the run fit in memory, and every file the run writes can be written; no other
 // run trains in --out, and a run already there is kept unless --resume or --overwrite says what
 // to do with it. `config` is the model, its vocabulary known.

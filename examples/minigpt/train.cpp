@@ -202,6 +202,7 @@ CheckedRun check_run(const TrainOptions& o) {
   ag::examples::checks_on_every_rank("minigpt train", [&] {
     check_train_options(o);
     corpus.emplace(read_training_corpus(o));
+    check_resumed_corpus(o, *corpus);
     config.vocab_size = corpus->tokenizer.size();
     if (ag::dist::is_main_process()) check_train_resources(o, config);
   });
@@ -285,7 +286,9 @@ struct Run {
   ag::Generator data_gen{o.seed + 1};
   ag::optim::AdamW opt{ag::optim::decay_groups(model, o.weight_decay), {.lr = o.lr, .beta2 = 0.99}};
   ag::optim::WarmupCosine schedule{.warmup = o.warmup, .total = o.steps, .max_lr = o.lr, .min_lr = o.min_lr};
-  ag::io::TrainingState state{model, opt, schedule, data_gen, recorded_options(o)};  // saved and restored by io/training_state.cpp
+  ag::io::TrainingState state{
+      model, opt, schedule, data_gen,
+      recorded_options(o, corpus_record(corpus))};  // saved and restored by io/training_state.cpp
   const std::int64_t start = o.resume ? resume_training(o, state_path, state, tokenizer) : 0;  // steps already done
   // After --resume has read the weights: every micro-batch's gradient, summed in order.
   ag::dist::DataParallel dp{model.parameters(), {.micro_batches = o.grad_accum}};
@@ -358,6 +361,8 @@ void Run::print_settings() const {
   fmt::print("corpus: {}, {:.2f} M characters, vocabulary of {}\n", plural(std::ssize(corpus.files), "file"),
              static_cast<double>(ds.size(Split::Train) + ds.size(Split::Validation)) / 1e6,
              plural(tokenizer.size(), "character"));
+  if (o.new_corpus && !o.trained_corpus.empty() && o.trained_corpus != corpus_record(corpus))
+    fmt::print("(--new-corpus: not the text the run trained on until now, which had {})\n", o.trained_corpus);
   fmt::print("model: {}, {}, n_embd {}, block {}{}{}: {:.2f} M parameters\n", plural(config.n_layer, "layer"),
              plural(config.n_head, "head"), config.n_embd, config.block_size,
              config.norm == ag::nn::NormKind::Rms ? ", RMSNorm" : "",

@@ -6,7 +6,8 @@
 #   - minigpt train refuses an --out that holds a run unless --resume or --overwrite is given,
 #     leaving every file as it was;
 #   - --resume takes the model from the training state: model options may be left out, and one
-#     that conflicts is refused, both values named, before anything else is printed;
+#     that conflicts is refused, both values named, before anything else is printed; so is a
+#     corpus other than the run's, unless --new-corpus;
 #   - sample given the training state says so; explore says when it cut the prompt; counts of
 #     one are singular;
 #   - --precision takes fp32, bf16 or auto; bf16 where the CPU cannot run it is refused;
@@ -132,6 +133,20 @@ expect 2 "$minigpt" train "${rest[@]}" --steps 8 --resume --norm rms
 has err "--norm rms conflicts with the run being resumed"
 has err "was trained with --norm layer"
 [ "$(snapshot "$dir/run")" = "$after" ] || fail "the refused --norm resume changed $dir/run"
+# Another text with the same characters: the vocabulary matches, the text does not. Refused,
+# naming both, unless --new-corpus says to continue on it (and --new-corpus alone is refused).
+for i in $(seq 1 40); do printf 'the mat sat on the cat.\n'; done > "$dir/other.txt"
+after=$(snapshot "$dir/run")
+expect 2 "$minigpt" train "${rest[@]}" --steps 8 --resume --corpus "$dir/other.txt"
+has err "--corpus is not the text the run being resumed trained on (fingerprint "
+has err ", 960 characters in its training state, fingerprint "
+has err "pass --new-corpus to continue on this one"
+[ "$(snapshot "$dir/run")" = "$after" ] || fail "the refused resume on another corpus changed $dir/run"
+expect 2 "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/never" --steps 4 --new-corpus
+has err "--new-corpus is for --resume"
+expect 0 "$minigpt" train "${rest[@]}" --steps 8 --resume --corpus "$dir/other.txt" --new-corpus
+has out "(--new-corpus: not the text the run trained on until now, which had fingerprint "
+has out "resuming from step 7"
 fresh=(--corpus "$dir/corpus.txt" --eval-interval 4 --eval-batches 1 --batch 2 --sample-tokens 5)
 expect 2 "$minigpt" train "${fresh[@]}" --steps 2 --norm batch --out "$dir/never"
 has err "--norm must be layer or rms, got 'batch'"
