@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <vector>
 
 namespace po = boost::program_options;
@@ -44,6 +45,37 @@ std::vector<std::string> near_names(std::string typed, const po::options_descrip
   return prefixed.empty() ? close : prefixed;
 }
 
+// A bare word no option takes: Boost keeps it as a positional token, and a program that declares
+// none would drop it without a word (`--prompt You are` sampling from "You"). Where it follows an
+// option's value, the likely cause is a value with spaces: the refusal shows it quoted.
+void refuse_stray_words(const po::parsed_options& parsed) {
+  const std::vector<po::option>& all = parsed.options;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].position_key < 0) continue;
+    std::vector<std::string> words;
+    for (std::size_t j = i; j < all.size() && all[j].position_key >= 0; ++j)
+      words.insert(words.end(), all[j].value.begin(), all[j].value.end());
+    std::string first = words.empty() ? std::string() : words.front();
+    std::string message = fmt::format(
+        "unexpected word '{}' on the command line: every word must be an option "
+        "(--name) or the value that follows one",
+        first);
+    // (A number before it, as in --steps 3 stray, is no text cut at a space.)
+    auto is_number = [](const std::string& v) {
+      double x = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      return ec == std::errc() && end == v.data() + v.size();
+    };
+    if (i > 0 && all[i - 1].position_key < 0 && all[i - 1].value.size() == 1 && !all[i - 1].string_key.empty() &&
+        !is_number(all[i - 1].value.front())) {
+      const po::option& before = all[i - 1];
+      message += fmt::format("; a value with spaces needs quotes: --{} \"{} {}\"", before.string_key,
+                             before.value.front(), fmt::join(words, " "));
+    }
+    throw po::error(message);
+  }
+}
+
 }  // namespace
 
 void store_command_line(int argc, const char* const* argv, const po::options_description& options,
@@ -52,7 +84,9 @@ void store_command_line(int argc, const char* const* argv, const po::options_des
   parser.options(options).style(kCommandLineStyle);
   if (positional) parser.positional(*positional);
   try {
-    po::store(parser.run(), vm);
+    po::parsed_options parsed = parser.run();
+    if (!positional) refuse_stray_words(parsed);
+    po::store(parsed, vm);
   } catch (const po::unknown_option& e) {
     std::vector<std::string> names = near_names(e.get_option_name(), options);
     if (names.empty()) throw;

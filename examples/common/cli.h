@@ -24,7 +24,9 @@ inline constexpr int kCommandLineStyle = boost::program_options::command_line_st
 // stores the result in `vm`; the caller notifies after handling --help. Throws
 // boost::program_options::error; for an unknown option the message names the options it
 // may have meant ("unrecognised option '--step'; did you mean --steps?"), among those with a
-// description (one without is hidden, such as a positional argument's).
+// description (one without is hidden, such as a positional argument's). Without `positional`,
+// a bare word (one no option takes as its value) is refused, naming it, and shown quoted with
+// the value before it when it follows one (`--prompt You are`: --prompt "You are").
 void store_command_line(int argc, const char* const* argv, const boost::program_options::options_description& options,
                         boost::program_options::variables_map& vm,
                         const boost::program_options::positional_options_description* positional = nullptr);

@@ -31,6 +31,7 @@ int run_program(const std::string& name, int argc, char** argv, const std::funct
   };
   int code = 0;
   try {
+    check_environment();
     code = body(program);
   } catch (const AgreedExit& e) {
     return e.code;
@@ -50,6 +51,14 @@ int run_program(const std::string& name, int argc, char** argv, const std::funct
   // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("cannot write to standard output", 1);
   return finish_rank(code);  // a bad option on one rank must not leave the others waiting
+}
+
+void check_environment() {
+  try {
+    get_num_threads();  // reads AG_NUM_THREADS as the pool starts
+  } catch (const std::invalid_argument& e) {
+    refuse("{}", e.what());
+  }
 }
 
 }  // namespace ag::examples

@@ -32,6 +32,12 @@ struct Program {
 };
 
 // Runs `body` as the program `name`'s main, as above, and returns the process's exit status.
+// Before the body, the environment is checked (check_environment).
 int run_program(const std::string& name, int argc, char** argv, const std::function<int(Program&)>& body);
+
+// The environment settings the library reads (AG_NUM_THREADS), checked like an option: a bad
+// one throws Refused (status 2) before any work, rather than a failure once the run has begun
+// writing its output. Starts the thread pool, which the run would start anyway.
+void check_environment();
 
 }  // namespace ag::examples

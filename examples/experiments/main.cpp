@@ -28,6 +28,7 @@
 #include "../common/cli.h"
 #include "../common/memory_budget.h"
 #include "../common/preflight.h"
+#include "../common/program.h"
 #include "../common/stop.h"
 #include "experiments.h"
 
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    ag::examples::check_environment();
     auto it = commands.find(command);
     if (it == commands.end()) {
       std::cerr << "experiments: " << (command.empty() ? "no command given" : "unknown command '" + command + "'")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The programs' command lines never lose a run:
 #   - an abbreviated option (--step for --steps) is refused with status 2 in every program,
-#     naming the option and the ones it is close to;
+#     naming the option and the ones it is close to; so is a bare word no option takes (with the
+#     quotes it likely lacks) and a bad AG_NUM_THREADS, before anything is written;
 #   - --help shows defaults as typed (0.0002) and control characters escaped ("\n");
 #   - minigpt train refuses an --out that holds a run unless --resume or --overwrite is given,
 #     leaving every file as it was;
@@ -69,6 +70,35 @@ expect 2 "$8" --se 3
 has err "did you mean --seed?"
 [ ! -e "$dir/never" ] || fail "a refused run created its directory"
 echo "abbreviations refused in all eight programs"
+
+# 1b. A bare word no option takes is refused, naming it, in every program; after a value that is
+# text it is shown quoted with it. Nothing is created.
+for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$4" "$5" "$6" "$7" "$8"; do
+  # shellcheck disable=SC2086
+  expect 2 $cmd stray
+  has err "unexpected word 'stray' on the command line: every word must be an option (--name) or the value that follows one"
+done
+expect 2 "$minigpt" sample --checkpoint "$dir/none" --prompt You are
+has err "minigpt sample: unexpected word 'are' on the command line"
+has err 'a value with spaces needs quotes: --prompt "You are"'
+expect 2 "$minigpt" explore --checkpoint "$dir/none" --prompt Hello big world
+has err 'a value with spaces needs quotes: --prompt "Hello big world"'
+expect 2 "$minigpt" train --steps 3 stray --out "$dir/never"
+hasnt err "needs quotes"  # a number is no text cut at a space
+expect 2 "$3" shapes stray --out "$dir/never"
+has err "too many positional options"
+[ ! -e "$dir/never" ] || fail "a run refused for a stray word created its directory"
+# An environment setting the library reads is checked as an option is: status 2, nothing written.
+for threads in 0 -1 10000 abc ""; do
+  expect 2 env AG_NUM_THREADS="$threads" "$minigpt" train --out "$dir/never" --steps 1
+  has err "minigpt: AG_NUM_THREADS: expected a whole number from 1 to 1024, got \"$threads\""
+  expect 2 env AG_NUM_THREADS="$threads" "$2" --out "$dir/never" --steps 1
+  has err "seq2seq: AG_NUM_THREADS: expected"
+  expect 2 env AG_NUM_THREADS="$threads" "$3" shapes --out "$dir/never"
+  has err "experiments: AG_NUM_THREADS: expected"
+done
+[ ! -e "$dir/never" ] || fail "a run refused for AG_NUM_THREADS created its directory"
+echo "stray words and bad AG_NUM_THREADS refused before anything is written"
 
 # 2. --help: defaults as typed, nothing raw.
 for cmd in "$minigpt train" "$minigpt sample" "$minigpt eval" "$minigpt explore" "$2" "$3" "$4" "$5" "$6" "$7" "$8"; do
