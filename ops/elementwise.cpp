@@ -1,7 +1,10 @@
 // Each op below is one line of forward math, f, and one line of its derivative, f', written
 // in terms of either the input x or the output y, whichever is cheaper; only that one tensor is
-// saved for backward. unary_op does the rest: the forward loop, a backward that computes
-// dx = dy * f'(saved), and the forward-mode rule from the same f': ẏ = ẋ * f'(saved). gelu, which has a fast kernel and a reference twin, is in fused/gelu.cpp.
+// saved for backward. f' is written once, for a number and for a tensor alike (`auto`): unary_op
+// runs it in the backward loop, dx = dy * f'(saved), one element at a time, in the forward-mode
+// rule, ẏ = ẋ * f'(saved), and on the saved tensor itself, with ops, when a backward pass builds
+// a graph (create_graph), so that dx can be differentiated again. gelu, which has a fast kernel
+// and a reference twin, is in fused/gelu.cpp.
 //
 //   x: any shape, float32 or float64.   y, dy, dx: the shape of x.
 #include "elementwise.h"
@@ -24,7 +27,7 @@ namespace {
 
 enum class Saves { Input, Output };
 
-// dx = dy * f'(saved), elementwise, for every op below.
+// dx = dy * f'(saved), elementwise, for every op below: the loop that runs f' on numbers.
 template <class DF>
 Tensor unary_backward(const char* op, const Tensor& dy, const Tensor& saved, DF df) {
   Tensor dx = empty_like(saved);
@@ -33,15 +36,25 @@ Tensor unary_backward(const char* op, const Tensor& dy, const Tensor& saved, DF 
     const T* ps = saved.data_ptr<T>();
     const T* pdy = dy.data_ptr<T>();
     T* pdx = dx.mutable_data_ptr<T>();
-    for (std::int64_t i = 0, n = saved.numel(); i < n; ++i) pdx[i] = pdy[i] * df(ps[i]);
+    for (std::int64_t i = 0, n = saved.numel(); i < n; ++i) pdx[i] = pdy[i] * static_cast<T>(df(ps[i]));
   });
   return dx;
 }
 
-// `df_graph` is f' again, written with ops on a tensor that has a history (the input as it
-// was passed, or the output as the node's own): the backward formula under create_graph, so
-// that dx = dy * f'(x) can itself be differentiated.
-template <class F, class DF, class DFGraph>
+// The constant c as f' sees its argument v: a number in the loop, a tensor like v in the graph.
+template <class V>
+V constant_like(const V& v, double c) {
+  if constexpr (std::is_same_v<V, Tensor>)
+    return full(v.shape(), c, v.dtype());
+  else
+    return static_cast<V>(c);
+}
+
+// `df` is f', called with a number (the loop) or with the saved tensor as it has a history (the
+// input as it was passed, or the output as the node's own), where it builds f' from ops: the
+// backward formula under create_graph. `df_graph` replaces that second use where f' cannot be
+// written with ops (relu's step).
+template <class F, class DF, class DFGraph = DF>
 Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGraph df_graph) {
   check_floating(op, x);
   profile::Scope scope(profile::Family::Elementwise);
@@ -71,6 +84,10 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
       Saved{saved}, BackwardOrder::AnyOrder,
       [op, df, saved](const std::vector<Tensor>& t) { return unary_backward(op, t[0], saved, df); });
 }
+template <class F, class DF>
+Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
+  return unary_op(op, x, saves, f, df, df);
+}
 
 // f'(x) for a piecewise-constant slope (relu's step): a constant, outside the graph, since
 // its own derivative is 0 wherever it exists.
@@ -87,8 +104,7 @@ auto constant_slope(const char* op, DF df) {
 // y = -x                 dy/dx = -1
 Tensor neg(const Tensor& x) {
   return unary_op(
-      "neg", x, Saves::Input, [](auto v) { return -v; }, [](auto v) { return decltype(v)(-1); },
-      [](const Tensor& v) { return full(v.shape(), -1.0, v.dtype()); });
+      "neg", x, Saves::Input, [](auto v) { return -v; }, [](const auto& v) { return constant_like(v, -1); });
 }
 
 // y = x^p                dy/dx = p x^(p-1), and 0 for p = 0 (not 0 * x^-1, which is NaN at x = 0;
@@ -96,29 +112,28 @@ Tensor neg(const Tensor& x) {
 Tensor pow(const Tensor& x, double p) {
   return unary_op(
       "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
-      [p](auto v) { return p == 0.0 ? decltype(v)(0) : static_cast<decltype(v)>(p * std::pow(v, p - 1.0)); },
-      [p](const Tensor& v) { return p == 0.0 ? zeros_like(v) : p * pow(v, p - 1.0); });
+      [p](const auto& v) {
+        using std::pow;
+        return p == 0.0 ? constant_like(v, 0) : p * pow(v, p - 1.0);
+      });
 }
 
 // y = e^x                dy/dx = e^x = y
 Tensor exp(const Tensor& x) {
   return unary_op(
-      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](auto y) { return y; },
-      [](const Tensor& y) { return y; });
+      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](const auto& y) { return y; });
 }
 
 // y = ln x               dy/dx = 1 / x        (x < 0 gives NaN and x = 0 gives -inf, as IEEE does)
 Tensor log(const Tensor& x) {
   return unary_op(
-      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](auto v) { return 1 / v; },
-      [](const Tensor& v) { return 1.0 / v; });
+      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](const auto& v) { return 1 / v; });
 }
 
 // y = sqrt(x)            dy/dx = 1 / (2 sqrt(x)) = 1 / (2y)
 Tensor sqrt(const Tensor& x) {
   return unary_op(
-      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); }, [](auto y) { return 1 / (2 * y); },
-      [](const Tensor& y) { return 0.5 / y; });
+      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); }, [](const auto& y) { return 1 / (2 * y); });
 }
 
 // y = tanh x             dy/dx = 1 - tanh^2 x = 1 - y^2
@@ -127,26 +142,30 @@ Tensor sqrt(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   return unary_op(
       "tanh", x, Saves::Output, [](const auto* v, auto* y, std::int64_t n) { fast::tanh_each(v, y, n); },
-      [](auto y) { return 1 - y * y; }, [](const Tensor& y) { return 1.0 - y * y; });
+      [](const auto& y) { return 1 - y * y; });
 }
 
 // y = 1 / (1 + e^-x)     dy/dx = e^-x / (1 + e^-x)^2 = y (1 - y)
 Tensor sigmoid(const Tensor& x) {
   return unary_op(
-      "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); }, [](auto y) { return y * (1 - y); },
-      [](const Tensor& y) { return y * (1.0 - y); });
+      "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); },
+      [](const auto& y) { return y * (1 - y); });
 }
 
 // y = erfc(x) = 1 - erf(x)   dy/dx = -2/sqrt(pi) e^(-x^2)     (the CDF of N(0, 1) is erfc(-x/sqrt 2) / 2)
 Tensor erfc(const Tensor& x) {
   return unary_op(
       "erfc", x, Saves::Input, [](auto v) { return std::erfc(v); },
-      [](auto v) { return static_cast<decltype(v)>(-2 * std::numbers::inv_sqrtpi * std::exp(-v * v)); },
-      [](const Tensor& v) { return (-2 * std::numbers::inv_sqrtpi) * exp(-(v * v)); });
+      [](const auto& v) {
+        using std::exp;
+        return (-2 * std::numbers::inv_sqrtpi) * exp(-(v * v));
+      });
 }
 
 // y = max(x, 0)          dy/dx = 1 if x > 0 else 0   (at the kink x = 0 we take 0, as PyTorch does;
 //                                                      NaN passes through, also as PyTorch does)
+// A step is no function of ops: on the graph side its slope is the same f', run outside the
+// graph (constant_slope), which is right, as its own derivative is 0 wherever it exists.
 Tensor relu(const Tensor& x) {
   auto relu_slope = [](auto v) { return v > 0 ? decltype(v)(1) : decltype(v)(0); };
   return unary_op(
