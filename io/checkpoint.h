@@ -53,8 +53,19 @@ std::string npy_bytes(const Tensor& t);  // what save_npy writes: version 1.0, d
 Tensor load_npy(const std::string& path);
 Tensor parse_npy(std::string_view bytes, std::string_view source = "npy");
 
-// Writes `bytes` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
+// Writes `bytes` to `path` atomically: to a new temporary file beside it, under a name no
+// other file has (".<name>.tmp-" and six random letters or digits, created with O_EXCL, so a
+// symbolic link planted there is never followed), flushed to disk, renamed over `path`, and the
+// directory flushed. `path` itself is replaced, never written through: a symbolic link or a hard
+// link there is replaced by the new file, and what it pointed to keeps its bytes. Errors
+// (std::runtime_error) name `path` and the reason; the temporary file is removed.
 void write_file_atomically(const std::string& path, std::string_view bytes);
+// Removes from `dir` the temporary files write_file_atomically leaves when its process is killed
+// before the rename: the entries named as above that are regular files or symbolic links (never
+// followed; a directory of that name is kept). Returns their names, sorted. Only for a directory
+// no other process writes in at the time (a live writer's temporary would go too); best effort:
+// an entry that cannot be removed is skipped, as no writer reuses its name.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 // The whole file. Errors (std::runtime_error) name the path and the reason: missing,
 // unreadable, a directory.
 std::string read_file(const std::string& path);
