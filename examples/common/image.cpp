@@ -3,11 +3,10 @@
 // libpng's header by its versioned path: a plain <png.h> could find this folder's png.h.
 #include <png.h>
 
+#include <attograd/attograd.h>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -85,18 +84,25 @@ void write_png(const Image& image, const std::string& path) {
   png.height = static_cast<png_uint_32>(image.height());
   png.format = PNG_FORMAT_RGB;
 
-  std::string tmp = path + ".tmp";
-  errno = 0;
-  if (!png_image_write_to_file(&png, tmp.c_str(), 0, rgb.data(), 0, nullptr)) {
-    std::string why = errno != 0 ? fmt::format("{} ({})", png.message, std::strerror(errno)) : png.message;
-    png_image_free(&png);
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("write_png: cannot write '{}': {}", path, why));
+  // Encoded in memory (a first call asks for the size, the second writes), then written as every
+  // file of attograd is (io::write_file_atomically): to a new temporary file, renamed over `path`.
+  png_alloc_size_t size = 0;
+  std::string bytes;
+  bool encoded = png_image_write_to_memory(&png, nullptr, &size, 0, rgb.data(), 0, nullptr);
+  if (encoded) {
+    bytes.resize(size);
+    encoded = png_image_write_to_memory(&png, bytes.data(), &size, 0, rgb.data(), 0, nullptr);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error(fmt::format("write_png: cannot rename '{}' to '{}': {}", tmp, path, why));
+  if (!encoded) {
+    std::string why = png.message;
+    png_image_free(&png);
+    throw std::runtime_error(fmt::format("write_png: cannot encode '{}': {}", path, why));
+  }
+  bytes.resize(size);
+  try {
+    ag::io::write_file_atomically(path, bytes);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(fmt::format("write_png: {}", e.what()));
   }
 }
 

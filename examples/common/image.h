@@ -49,8 +49,8 @@ class Image {
   std::vector<Color> pixels_;
 };
 
-// Writes `image` as an 8-bit RGB PNG. The bytes go to `path + ".tmp"` first and are renamed onto
-// `path`, so a reader never sees half a file. Throws std::runtime_error naming the path.
+// Writes `image` as an 8-bit RGB PNG, with io::write_file_atomically: a reader never sees half a
+// file, and a link at `path` is replaced, not followed. Throws std::runtime_error naming the path.
 void write_png(const Image& image, const std::string& path);
 
 }  // namespace ag::plot

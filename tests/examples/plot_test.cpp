@@ -106,7 +106,7 @@ TEST_F(PlotFiles, WrittenPngReadsBackPixelForPixel) {
   for (int y = 0; y < 5; ++y)
     for (int x = 0; x < 7; ++x) EXPECT_EQ(back.at(x, y), image.at(x, y)) << "pixel (" << x << ", " << y << ")";
   EXPECT_EQ(back.at(6, 4), (Color{1, 2, 3}));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), {}), 1);  // no temporary file left beside it
 }
 
 TEST_F(PlotFiles, WritePngReplacesAnOldFile) {
@@ -122,7 +122,29 @@ TEST_F(PlotFiles, WritePngReplacesAnOldFile) {
 TEST_F(PlotFiles, WritePngIntoMissingDirectoryNamesThePath) {
   std::string path = file("no_such_dir/x.png");
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { write_png(Image(2, 2), path); }, path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), {}), 0);
+}
+
+// Whoever can write in the directory has planted symbolic links where the picture goes and where
+// its temporary file went before (path + ".tmp"). The picture replaces the first link; neither is
+// followed, so the files they point to keep their bytes.
+TEST_F(PlotFiles, WritePngFollowsNoPlantedLink) {
+  fs::create_directories(file("outside"));
+  std::string precious = file("outside/precious"), other = file("outside/other");
+  std::ofstream(precious) << "precious bytes";
+  std::ofstream(other) << "other bytes";
+  std::string path = file("loss.png");
+  fs::create_symlink(precious, path + ".tmp");
+  fs::create_symlink(other, path);
+  write_png(Image(3, 2, kWhite), path);
+  auto bytes = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(precious), "precious bytes");
+  EXPECT_EQ(bytes(other), "other bytes");
+  EXPECT_EQ(fs::symlink_status(path).type(), fs::file_type::regular);
+  EXPECT_EQ(read_png(path).width, 3);
 }
 
 TEST(Image, RejectsBadSizesAndOutsidePixels) {
