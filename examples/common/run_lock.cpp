@@ -29,7 +29,8 @@ namespace {
 
 void check_not_in_use(const std::string& dir, const std::string& name) {
   std::string path = (std::filesystem::path(dir) / name).string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Never through a symbolic link (check_output_dir refuses one first): its target is not a lock.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;  // no lock file, or none this process can read: RunLock answers for it
   // A shared lock is refused while a run holds its exclusive one; it is dropped at once.
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) refuse_in_use(fd, dir, path);
@@ -42,7 +43,9 @@ RunLock::RunLock(const std::string& dir, const std::string& name) {
   if (ec) refuse("cannot create the directory '{}': {}", dir, ec.message());
   std::string path = (std::filesystem::path(dir) / name).string();
   // No O_TRUNC: while another run holds the lock, its pid in the file must survive this open.
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // The pid is written into the file where it is, so it must be the run's own: open_in_place
+  // refuses a symbolic link there, or a file with another hard link, before writing anything.
+  fd_ = open_in_place(path, O_RDWR | O_CREAT);
   if (fd_ < 0) refuse("cannot write in '{}': creating its lock file {} failed: {}", dir, path, std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     int err = errno, fd = fd_;

@@ -23,7 +23,8 @@ void check_not_in_use(const std::string& dir, const std::string& name);
 class RunLock {
  public:
   // Creates `dir` (and its parents) when missing, then takes the lock on dir/name, or throws
-  // Refused (examples/common/preflight.h) naming the directory and the holder's pid.
+  // Refused (examples/common/preflight.h) naming the directory and the holder's pid, or naming
+  // the lock file when it is a symbolic link or has another hard link (open_in_place).
   RunLock(const std::string& dir, const std::string& name);
   ~RunLock();
   RunLock(const RunLock&) = delete;

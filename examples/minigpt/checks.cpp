@@ -287,6 +287,8 @@ std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config) {
   return files;
 }
 
+std::vector<std::string> train_files_written_in_place() { return {"minigpt.lock", "train_log.csv"}; }
+
 std::vector<std::string> run_files_in(const std::string& dir) {
   std::vector<std::string> found;
   std::error_code ec;
@@ -315,7 +317,7 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
                                      ag::examples::Size(o.steps) * 32);
   check_sampling_options("--sample-tokens", o.sample_tokens, 0.8, 20);
   // Checked last, as the cheapest to fix: nothing above depends on it.
-  ag::examples::check_output_dir("--out", o.out_dir, train_output_files(c));
+  ag::examples::check_output_dir("--out", o.out_dir, train_output_files(c), train_files_written_in_place());
   ag::examples::check_not_in_use(o.out_dir, "minigpt.lock");
   const bool has_state = std::filesystem::exists(std::filesystem::path(o.out_dir) / "minigpt.train.safetensors");
   if (std::vector<std::string> found = run_files_in(o.out_dir); !found.empty() && !o.resume && !o.overwrite) {

@@ -83,6 +83,9 @@ void check_resumed_corpus(const TrainOptions& options, const Corpus& corpus);
 void check_train_resources(const TrainOptions& options, const ag::nn::GPTConfig& config);
 // The files a run writes in --out, for check_output_dir.
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config);
+// Those of them it writes into where they are rather than replaces: the lock (its pid) and the
+// log (appended to, line by line). A symbolic link or a second hard link there is refused.
+std::vector<std::string> train_files_written_in_place();
 // Those of them a run (of any model) left in `dir`, by name, the checkpoints and log first;
 // empty when it holds none.
 std::vector<std::string> run_files_in(const std::string& dir);

@@ -20,6 +20,9 @@
 //
 // A signal is answered within one op (examples/common/stop.h): a step it cuts short is dropped,
 // its random draws undone, so the checkpoint is the one the last complete step left.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -349,12 +352,18 @@ void Run::start_ranks_alike() {
 }
 
 // The first write: the directory, and the lock that keeps a second run out of it; then the log,
-// kept up to the step this run starts from.
+// kept up to the step this run starts from, and opened for appending as a file of the run's own
+// (never through a link).
 void Run::open_output() {
   lock.emplace(o.out_dir, "minigpt.lock");
   history = truncate_log(log_path, start);
-  log.reset(std::fopen(log_path.c_str(), "a"));
-  if (!log) throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(errno)));
+  int fd = ag::examples::open_in_place(log_path, O_WRONLY | O_APPEND);
+  if (fd >= 0) log.reset(::fdopen(fd, "a"));
+  if (!log) {
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(err)));
+  }
 }
 
 void Run::print_settings() const {
