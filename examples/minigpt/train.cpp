@@ -351,11 +351,16 @@ void Run::start_ranks_alike() {
   ag::dist::check_in_sync("the optimizer's moments", moments);
 }
 
-// The first write: the directory, and the lock that keeps a second run out of it; then the log,
-// kept up to the step this run starts from, and opened for appending as a file of the run's own
-// (never through a link).
+// The first write: the directory, and the lock that keeps a second run out of it. With the lock
+// held no other run writes here, so the temporary files of one killed while it wrote a file
+// (io::write_file_atomically) can go. Then the log, kept up to the step this run starts from,
+// and opened for appending as a file of the run's own (never through a link).
 void Run::open_output() {
   lock.emplace(o.out_dir, "minigpt.lock");
+  std::vector<std::string> leftovers = ag::io::remove_stale_temporaries(o.out_dir);
+  if (!leftovers.empty())
+    fmt::print("removed {} a stopped run left in {}: {}\n", plural(std::ssize(leftovers), "temporary file"), o.out_dir,
+               fmt::join(leftovers, ", "));
   history = truncate_log(log_path, start);
   int fd = ag::examples::open_in_place(log_path, O_WRONLY | O_APPEND);
   if (fd >= 0) log.reset(::fdopen(fd, "a"));

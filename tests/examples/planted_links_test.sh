@@ -9,7 +9,9 @@
 #   - runs, and the planted name is replaced by a regular file of its own (or, a temporary name,
 #     is left alone);
 # and either way the file outside keeps its bytes, nothing is created outside, and the checkpoint,
-# when there is one, is a regular file with no other name.
+# when there is one, is a regular file with no other name. Last, the temporary files a killed run
+# left are removed by the next run, links among them removed and not followed, and kept by a
+# refused one.
 # Usage: planted_links_test.sh MINIGPT
 set -uo pipefail
 minigpt=$1
@@ -89,5 +91,35 @@ for name in "${written_in_place[@]}" "${replaced[@]}" "${old_temporaries[@]}"; d
   done
 done
 echo "planted links: $case_number runs checked"
+
+# What a killed run leaves: hidden temporary files ".NAME.tmp-" and six letters or digits. A
+# refused run keeps them (it changes nothing); the next run removes them, links included (not
+# what they point to), and keeps a directory of that name and names that only look similar.
+out="$dir/stale"
+mkdir "$out"
+cp "$dir/precious.orig" "$dir/outside/precious"
+printf 'half a checkpoint' > "$out/.minigpt.train.safetensors.tmp-AbC123"
+ln -s "$dir/outside/precious" "$out/.loss.png.tmp-zzzzzz"
+ln "$dir/outside/precious" "$out/.train_log.csv.tmp-000000"
+mkdir "$out/.kept.tmp-AAAAAA"
+printf 'notes' > "$out/notes.tmp-abcdef"
+before=$(snapshot "$out")
+code=0
+"$minigpt" train "${tiny[@]}" --out "$out" --steps 0 > /dev/null 2> "$dir/err" || code=$?
+[ $code -eq 2 ] && [ "$(snapshot "$out")" = "$before" ] || fail "a refused run changed the leftovers (status $code)"
+code=0
+"$minigpt" train "${tiny[@]}" --out "$out" > "$dir/log" 2> "$dir/err" || code=$?
+[ $code -eq 0 ] || { fail "the run after a killed one: status $code"; cat "$dir/err"; }
+grep -qF "removed 3 temporary files a stopped run left in $out: .loss.png.tmp-zzzzzz, .minigpt.train.safetensors.tmp-AbC123, .train_log.csv.tmp-000000" "$dir/log" ||
+  fail "no message naming the removed files: $(head -n 3 "$dir/log")"
+for name in .minigpt.train.safetensors.tmp-AbC123 .loss.png.tmp-zzzzzz .train_log.csv.tmp-000000; do
+  [ ! -e "$out/$name" ] && [ ! -L "$out/$name" ] || fail "the leftover $name was not removed"
+done
+[ -d "$out/.kept.tmp-AAAAAA" ] && [ -f "$out/notes.tmp-abcdef" ] || fail "the run removed what it did not leave"
+cmp -s "$dir/outside/precious" "$dir/precious.orig" || fail "removing the leftovers changed the file outside"
+if ls -A "$out" | grep '^\..*\.tmp-......$' | grep -qv '^\.kept\.tmp-AAAAAA$'; then
+  fail "temporary files are left: $(ls -A "$out")"
+fi
+echo "leftovers of a killed run: checked"
 
 [ $failures -eq 0 ] || { echo "$failures failures"; exit 1; }

@@ -57,8 +57,10 @@ interrupt "$dir/stopped" TERM 170 --resume
 # loses the steps after it. Resumed with no option but the corpus and the directory: none of the
 # defaults it would otherwise take (--steps 1200, --batch 16, --eval-interval 200, ...) applies.
 interrupt "$dir/killed" KILL 130
-[ ! -e "$dir/killed/minigpt.train.safetensors.tmp" ] || [ -s "$dir/killed/minigpt.train.safetensors" ]
+[ -s "$dir/killed/minigpt.train.safetensors" ]
 "$minigpt" train --corpus "$dir/corpus.txt" --out "$dir/killed" --resume > "$dir/killed-final.log"
+# A checkpoint the kill cut short leaves its temporary file behind; the resumed run removes it.
+if ls -A "$dir/killed" | grep -q '\.tmp-'; then echo "a temporary file was left: $(ls -A "$dir/killed")"; exit 1; fi
 grep -q "resuming from step [1-9]" "$dir/killed-final.log" || { echo "the killed run did not resume"; exit 1; }
 if grep -q "^note:" "$dir/killed-final.log"; then
   echo "a resume that repeats no option was told an option changed:"
