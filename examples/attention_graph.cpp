@@ -12,9 +12,13 @@
 #include <attograd/attograd.h>
 #include <fmt/core.h>
 
+#include <sys/wait.h>
+
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -121,12 +125,27 @@ int main(int argc, char** argv) {
         dot_file.string());
     return 0;
   }
+  // dot writes the picture to its standard output, and this program writes the file: `dot -o`
+  // would open attention_head.svg itself, following a symbolic link planted under that name.
   fs::path svg = fs::path(out_dir) / "attention_head.svg";
-  int status = std::system(
-      (shell_word(dot.string()) + " -Tsvg " + shell_word(dot_file.string()) + " -o " + shell_word(svg.string()))
-          .c_str());
+  std::string picture;
+  std::FILE* from_dot = ::popen((shell_word(dot.string()) + " -Tsvg " + shell_word(dot_file.string())).c_str(), "r");
+  if (from_dot == nullptr) {
+    std::cerr << "attention_graph: cannot run " << dot.string() << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  char buffer[1 << 16];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, from_dot)) > 0;) picture.append(buffer, n);
+  int status = ::pclose(from_dot);
   if (status != 0) {
-    std::cerr << "attention_graph: dot exited with status " << status << "\n";
+    std::cerr << "attention_graph: dot exited with status " << (WIFEXITED(status) ? WEXITSTATUS(status) : status)
+              << "\n";
+    return 1;
+  }
+  try {
+    ag::io::write_file_atomically(svg.string(), picture);
+  } catch (const std::exception& e) {
+    std::cerr << "attention_graph: could not write " << svg.string() << ": " << e.what() << "\n";
     return 1;
   }
   fmt::print("wrote {}\n", svg.string());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # attention_graph writes the DOT graph of one causal attention head: every op of the head is a
-# box, each weight an ellipse with its gradient's norm, and (when Graphviz is installed) an SVG.
+# box, each weight an ellipse with its gradient's norm, and (when Graphviz is installed) an SVG;
+# symbolic links planted under those two names are replaced, never followed.
 # Usage: attention_graph_test.sh ATTENTION_GRAPH
 set -euo pipefail
 dir=$(mktemp -d)
@@ -37,4 +38,30 @@ if command -v dot > /dev/null; then
 else
   grep -q "Graphviz's dot is not installed" "$dir/log" || { echo "no hint about Graphviz"; exit 1; }
 fi
-echo "attention graph: 11 ops, 3 weights, 13 arrows"
+
+# Symbolic links planted under both names it writes are replaced by the files, not followed.
+# Graphviz's dot is played by a stand-in that, like dot, writes to the file after -o if given
+# (through a link there, as dot would) and to standard output otherwise.
+mkdir "$dir/bin" "$dir/links"
+cat > "$dir/bin/dot" << 'EOF'
+#!/bin/sh
+svg='<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"></svg>'
+out=
+while [ $# -gt 0 ]; do
+  [ "$1" = -o ] && out=$2
+  shift
+done
+if [ -n "$out" ]; then printf '%s\n' "$svg" > "$out"; else printf '%s\n' "$svg"; fi
+EOF
+chmod +x "$dir/bin/dot"
+printf 'precious bytes\n' > "$dir/precious"
+ln -s "$dir/precious" "$dir/links/attention_head.dot"
+ln -s "$dir/precious" "$dir/links/attention_head.svg"
+PATH="$dir/bin:$PATH" "$1" --tokens 3 --d-model 5 --d-k 2 --out "$dir/links" > "$dir/log3" 2>&1 ||
+  { echo "the run with planted links failed"; cat "$dir/log3"; exit 1; }
+[ "$(cat "$dir/precious")" = "precious bytes" ] || { echo "a planted link was followed"; exit 1; }
+for f in attention_head.dot attention_head.svg; do
+  [ -f "$dir/links/$f" ] && [ ! -L "$dir/links/$f" ] || { echo "$f is not a regular file: $(ls -l "$dir/links")"; exit 1; }
+done
+grep -q "<svg" "$dir/links/attention_head.svg" || { echo "the SVG is not dot's output"; exit 1; }
+echo "attention graph: 11 ops, 3 weights, 13 arrows; planted links replaced, not followed"
