@@ -226,6 +226,27 @@ void BM_Softmax(benchmark::State& state) {
 }
 BENCHMARK(BM_Softmax)->Arg(64)->Arg(128)->Unit(benchmark::kMicrosecond);
 
+// Softmax's and log-softmax's backward through the node, the engine's work included: the formula
+// as ops (docs/performance.md has it against the hand loops it replaced). Rows of n, as many as
+// attention weights have at T = n (16 x 4 x n) or, at n = 65, a character model's output rows
+// (32 x 64 rows of a 65-letter vocabulary).
+ag::Shape softmax_rows(std::int64_t n) { return n == 65 ? ag::Shape{32 * 64, 65} : ag::Shape{16 * 4 * n, n}; }
+template <bool Log>
+void softmax_backward(benchmark::State& state) {
+  Tensor x = leaf(softmax_rows(state.range(0)), 4);
+  Tensor y = Log ? ag::log_softmax(x, -1) : ag::softmax(x, -1);
+  ag::Generator gen(5);
+  Tensor dy = ag::randn(y.shape(), gen);
+  for (auto _ : state) {
+    std::vector<Tensor> dx = ag::grad({y}, {x}, {dy}, {.retain_graph = true});
+    benchmark::DoNotOptimize(dx[0].raw_data());
+  }
+}
+void BM_SoftmaxBackward(benchmark::State& state) { softmax_backward<false>(state); }
+void BM_LogSoftmaxBackward(benchmark::State& state) { softmax_backward<true>(state); }
+BENCHMARK(BM_SoftmaxBackward)->Arg(64)->Arg(128)->Arg(65)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LogSoftmaxBackward)->Arg(64)->Arg(128)->Arg(65)->Unit(benchmark::kMicrosecond);
+
 void BM_LayerNorm(benchmark::State& state) {
   auto c = state.range(0);
   Tensor x = leaf({1024, c}, 4), w = leaf({c}, 5), b = leaf({c}, 6);

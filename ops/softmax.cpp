@@ -17,6 +17,10 @@
 // Forward mode: softmax's Jacobian is symmetric, so its tangent is the backward's formula again,
 // ẏ = y (ẋ - sum_k ẋ_k y_k); log_softmax's is  ẏ = ẋ - sum_k p_k ẋ_k.
 //
+// Each formula is written once, with ops: the same code is the backward, the forward-mode rule
+// and, under create_graph, the graph that differentiates it again. Hand loops for the two
+// backward formulas did not pay against these ops and were dropped (docs/performance.md).
+//
 //   x, y, dy, dx: any shape, float32 or float64; the formulas run along `dim`.
 #include "softmax.h"
 
@@ -41,8 +45,9 @@ bool fully_masked(T max_value) {
   return max_value == -std::numeric_limits<T>::infinity();
 }
 
-// One forward for both: log_softmax when `log` is set.
-Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool log) {
+// One forward for both: log_softmax when `log` is set. `any_dead` (when given) is set when some
+// row is fully masked (every logit -inf).
+Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool log, bool* any_dead = nullptr) {
   profile::Scope scope(profile::Family::Softmax);
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
@@ -54,6 +59,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool
         T m = -std::numeric_limits<T>::infinity();
         for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, px[l.at(o, k, i)]);
         if (fully_masked(m)) {  // no distribution: zeros (softmax) or -inf (log_softmax)
+          if (any_dead) *any_dead = true;
           for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] = log ? m : T(0);
           continue;
         }
@@ -72,52 +78,8 @@ Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool
   return y;
 }
 
-// dx_j = y_j (dy_j - sum_k dy_k y_k), row by row; a fully masked row has y = 0, so dx = 0 there.
-Tensor softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& l) {
-  Tensor dx = empty_like(y);
-  dispatch_floating(y.dtype(), "softmax", [&](auto tag) {
-    using T = decltype(tag);
-    const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-    T* pdx = dx.mutable_data_ptr<T>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i) {
-        double dot = 0.0;  // sum_k dy_k y_k
-        for (std::int64_t k = 0; k < l.n; ++k) dot += static_cast<double>(pdy[l.at(o, k, i)]) * py[l.at(o, k, i)];
-        // dx_j = y_j (dy_j - dot); a fully masked row has y = 0, so dx = 0 there
-        for (std::int64_t k = 0; k < l.n; ++k)
-          pdx[l.at(o, k, i)] = py[l.at(o, k, i)] * (pdy[l.at(o, k, i)] - static_cast<T>(dot));
-      }
-  });
-  return dx;
-}
-
-// dx_j = dy_j - p_j sum_k dy_k, p = exp(y), row by row; a row of -inf (fully masked) gets none.
-Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, const DimLayout& l) {
-  Tensor dx = empty_like(y);
-  dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
-    using T = decltype(tag);
-    const T *py = y.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-    T* pdx = dx.mutable_data_ptr<T>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i) {
-        T m = -std::numeric_limits<T>::infinity();
-        for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, py[l.at(o, k, i)]);
-        if (fully_masked(m)) {  // every y_k is -inf: no gradient
-          for (std::int64_t k = 0; k < l.n; ++k) pdx[l.at(o, k, i)] = 0;
-          continue;
-        }
-        double total = 0.0;  // sum_k dy_k
-        for (std::int64_t k = 0; k < l.n; ++k) total += pdy[l.at(o, k, i)];
-        // dx_j = dy_j - p_j * total, p_j = exp(y_j)
-        for (std::int64_t k = 0; k < l.n; ++k)
-          pdx[l.at(o, k, i)] = pdy[l.at(o, k, i)] - std::exp(py[l.at(o, k, i)]) * static_cast<T>(total);
-      }
-  });
-  return dx;
-}
-
 // True on every element of a row whose log-probabilities are all -inf (a fully masked row);
-// undefined when there is none.
+// undefined when there is none. Found again only when the forward met such a row.
 Tensor fully_masked_rows(const Tensor& y, const DimLayout& l) {
   Tensor dead = zeros(y.shape(), kBool);
   bool any = false;
@@ -137,45 +99,56 @@ Tensor fully_masked_rows(const Tensor& y, const DimLayout& l) {
   return any ? dead : Tensor();
 }
 
+// v -> y (v - sum_k v_k y_k) along dim: softmax's vector-Jacobian product and, its Jacobian
+// being symmetric, its Jacobian-vector product too. A fully masked row has y = 0: it gets 0.
+Tensor softmax_jacobian_times(const Tensor& v, const Tensor& y, std::int64_t dim) {
+  return y * (v - sum(v * y, dim, /*keepdim=*/true));
+}
+
+// log_softmax's two products, J^T dy = dy - p sum_k dy_k and J v = v - sum_k p_k v_k with
+// p = exp(y); a fully masked row (`dead`, undefined when there is none) neither moves nor passes
+// a gradient back.
+Tensor zero_dead_rows(const Tensor& t, const Tensor& dead) { return dead.defined() ? masked_fill(t, dead, 0.0) : t; }
+Tensor log_softmax_transpose_times(const Tensor& dy, const Tensor& y, std::int64_t dim, const Tensor& dead) {
+  return zero_dead_rows(dy - exp(y) * sum(dy, dim, /*keepdim=*/true), dead);
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t dim) {
   check_floating("softmax", x);
   DimLayout l = dim_layout("softmax", x.shape(), dim);
   Tensor y = softmax_forward("softmax", x, l, false);
-  // Saved for backward: y only (the formula needs nothing else).
+  // Saved for backward: y only (the formula needs nothing else); under create_graph it is read
+  // through its own history (detail::node_output), so that the formula is differentiated again.
   return record({"softmax", profile::Family::Softmax}, y, {x},
                 fast_or_composed(
-                    [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-                      return std::vector<Tensor>{softmax_backward(dy, y, l)};
+                    [dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{softmax_jacobian_times(dy, y, dim)};
                     },
-                    [dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {  // the same formula as ops,
-                      Tensor p = detail::node_output(y);                                 // through y's own history
-                      return std::vector<Tensor>{p * (dy - sum(dy * p, dim, /*keepdim=*/true))};
+                    [dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{softmax_jacobian_times(dy, detail::node_output(y), dim)};
                     }),
                 Saved{y}, BackwardOrder::AnyOrder,
-                [l, y](const std::vector<Tensor>& t) { return softmax_backward(t[0], y, l); });
+                [dim, y](const std::vector<Tensor>& t) { return softmax_jacobian_times(t[0], y, dim); });
 }
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) {
   check_floating("log_softmax", x);
   DimLayout l = dim_layout("log_softmax", x.shape(), dim);
-  Tensor y = softmax_forward("log_softmax", x, l, true);
+  bool any_dead = false;
+  Tensor y = softmax_forward("log_softmax", x, l, true, &any_dead);
+  Tensor dead = any_dead ? fully_masked_rows(y, l) : Tensor();
   return record({"log_softmax", profile::Family::Softmax}, y, {x},
                 fast_or_composed(
-                    [l, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-                      return std::vector<Tensor>{log_softmax_backward(dy, y, l)};
+                    [dim, dead, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{log_softmax_transpose_times(dy, y, dim, dead)};
                     },
-                    [l, dim, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
-                      // the same formula as ops; a fully masked row still gets none
-                      Tensor dx = dy - exp(detail::node_output(y)) * sum(dy, dim, /*keepdim=*/true);
-                      Tensor dead = fully_masked_rows(y, l);
-                      return std::vector<Tensor>{dead.defined() ? masked_fill(dx, dead, 0.0) : dx};
+                    [dim, dead, y = y.detach()](const Tensor& dy, const std::vector<bool>&) {
+                      return std::vector<Tensor>{log_softmax_transpose_times(dy, detail::node_output(y), dim, dead)};
                     }),
-                Saved{y}, BackwardOrder::AnyOrder, [l, dim, y](const std::vector<Tensor>& t) {
-                  Tensor dy = t[0] - sum(exp(y) * t[0], dim, /*keepdim=*/true);
-                  Tensor dead = fully_masked_rows(y, l);  // as in backward: such a row does not move
-                  return dead.defined() ? masked_fill(dy, dead, 0.0) : dy;
+                Saved{y}, BackwardOrder::AnyOrder, [dim, dead, y](const std::vector<Tensor>& t) {
+                  return zero_dead_rows(t[0] - sum(exp(y) * t[0], dim, /*keepdim=*/true), dead);  // J v
                 });
 }
 
