@@ -85,6 +85,23 @@ std::map<std::string, std::string> recorded_options(const TrainOptions& o, const
   return out;
 }
 
+namespace {
+
+// Where a run that an --overwrite was replacing lies when that run was killed before its first
+// checkpoint (train.cpp, set_replaced_run_aside): " (the run it was replacing is in DIR: ...)",
+// or "" when there is none.
+std::string replaced_run_note(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().filename().string().starts_with(".replaced-") && entry.is_directory(ec))
+      return fmt::format(
+          "; the run an --overwrite was replacing when it stopped is in {}: move its files back into {} to keep it",
+          entry.path().string(), dir);
+  return "";
+}
+
+}  // namespace
+
 void take_resumed_run(TrainOptions& o, const std::function<bool(const std::string&)>& given) {
   // What the resumed run changes, said by train once every check has passed.
   auto note = [&o]<class... Args>(fmt::format_string<Args...> f, Args&&... args) {
@@ -96,8 +113,8 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   if (!std::filesystem::exists(path) && !run_files_in(o.out_dir).empty())
     refuse(
         "--resume: {} holds a run that saved no training state (it stopped before its first checkpoint); pass "
-        "--overwrite instead to start it again (nothing was changed)",
-        o.out_dir);
+        "--overwrite instead to start it again (nothing was changed){}",
+        o.out_dir, replaced_run_note(o.out_dir));
   ag::examples::check_input_file("--resume", path);
   ag::io::TrainedModel stored;
   try {
@@ -329,8 +346,8 @@ void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
     if (!has_state)
       refuse(
           "--out {} holds a run that saved no training state ({}), so there is nothing to --resume; pass "
-          "--overwrite to replace it (nothing was changed)",
-          o.out_dir, named);
+          "--overwrite to replace it (nothing was changed){}",
+          o.out_dir, named, replaced_run_note(o.out_dir));
     refuse(
         "--out {} holds a run ({}); pass --resume to continue it or --overwrite to replace it (nothing was "
         "changed)",

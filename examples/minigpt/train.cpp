@@ -249,10 +249,16 @@ struct Run {
         corpus(std::move(checked.corpus)),
         config(checked.config),
         model_ptr(std::move(built)) {}
+  // A run that ends before its first checkpoint puts back the run --overwrite set aside.
+  ~Run() { put_replaced_run_back(); }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
 
   // Before the first step (prepare).
   void start_ranks_alike();
   void open_output();
+  void set_replaced_run_aside();
+  void put_replaced_run_back() noexcept;
   void print_settings() const;
   // Each step (train's loop).
   std::optional<double> train_step(std::int64_t step);
@@ -304,6 +310,10 @@ struct Run {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> log{nullptr, &std::fclose};
   LossLog history;
   std::optional<ag::examples::ProgressBar> bar;
+
+  // --overwrite: the run being replaced, its files moved into this folder of --out until the
+  // new run's first checkpoint exists (then removed); empty when there is none.
+  std::filesystem::path replaced;
 
   double smoothed = 0;      // the training loss, smoothed for the bar
   std::int64_t saved = -1;  // the steps the last checkpoint holds; -1 before the first
@@ -357,6 +367,7 @@ void Run::start_ranks_alike() {
 // and opened for appending as a file of the run's own (never through a link).
 void Run::open_output() {
   lock.emplace(o.out_dir, "minigpt.lock");
+  if (o.overwrite) set_replaced_run_aside();
   std::vector<std::string> leftovers = ag::io::remove_stale_temporaries(o.out_dir);
   if (!leftovers.empty())
     fmt::print("removed {} a stopped run left in {}: {}\n", plural(std::ssize(leftovers), "temporary file"), o.out_dir,
@@ -369,6 +380,40 @@ void Run::open_output() {
     if (fd >= 0) ::close(fd);
     throw std::runtime_error(fmt::format("cannot open '{}' for appending: {}", log_path, std::strerror(err)));
   }
+}
+
+// --overwrite replaces a run only once the new one has something to replace it with: until its
+// first checkpoint, a failure, a divergence or a stop would otherwise leave a mixed directory
+// (the old checkpoint beside the new log). The old run's files move into a new folder of --out,
+// ".replaced-XXXXXX" (the same file system, so each move is a rename), and come back if the new
+// run ends first.
+void Run::set_replaced_run_aside() {
+  std::vector<std::string> files = run_files_in(o.out_dir);
+  if (files.empty()) return;
+  std::string pattern = (std::filesystem::path(o.out_dir) / ".replaced-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error(fmt::format("--overwrite: cannot make a folder in {} for the run it replaces: {}",
+                                         o.out_dir, std::strerror(errno)));
+  replaced = pattern;
+  for (const std::string& name : files)
+    std::filesystem::rename(std::filesystem::path(o.out_dir) / name, replaced / name);
+}
+
+void Run::put_replaced_run_back() noexcept {
+  if (replaced.empty()) return;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(replaced, ec)) {
+    std::error_code moved;
+    std::filesystem::rename(entry.path(), std::filesystem::path(o.out_dir) / entry.path().filename(), moved);
+  }
+  std::filesystem::remove(replaced, ec);  // only if every file went back
+  if (!std::filesystem::exists(replaced, ec))
+    fmt::print(stderr,
+               "minigpt train: --overwrite: the new run saved nothing; the run it was replacing is back in {}\n",
+               o.out_dir);
+  else
+    fmt::print(stderr, "minigpt train: --overwrite: the run it was replacing is in {}\n", replaced.string());
+  replaced.clear();
 }
 
 void Run::print_settings() const {
@@ -527,6 +572,11 @@ void Run::checkpoint(std::int64_t done, bool evaluated) {
   if (main_rank) {
     ag::io::save_training_state(state_path, state, tokenizer, done);
     ag::io::save_gpt(model_path, model, tokenizer);
+    if (!replaced.empty()) {  // the new run can be resumed now: the old one is no longer needed
+      std::error_code ec;
+      std::filesystem::remove_all(replaced, ec);
+      replaced.clear();
+    }
   }
   saved = done;
 }

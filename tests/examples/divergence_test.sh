@@ -8,6 +8,7 @@
 #   2. --lr 1e10 from the start: the weights stay finite (about 1e10) but their next forward
 #      overflows; the checkpoint after step 1 is refused too;
 #      what such a run leaves behind is refused naming the one flag that can reuse it, --overwrite;
+#      an --overwrite that fails so puts back the run it was replacing;
 #   3. eval exits 1, not 0, when a checkpoint's loss on the text is not finite;
 #   4. seq2seq stops on a loss that is not finite.
 # A negative second moment in a training state is refused on load (tests/io/training_state_test).
@@ -81,6 +82,30 @@ refused "--resume: $dir/k holds a run that saved no training state (it stopped b
   --out "$dir/k" --steps 5 --resume
 "$minigpt" train "${tiny[@]}" --out "$dir/k" --steps 5 --overwrite > /dev/null || fail "--overwrite after a failed first run"
 echo "the --out of a run that saved nothing: the refusals name --overwrite, which works"
+
+# 2b. --overwrite puts the run it was replacing back when the new run ends before its first
+# checkpoint (here it diverges at step 2): every file as it was, no folder left; a new run that
+# checkpoints replaces it for good. A folder a killed --overwrite left is named by the refusal.
+"$minigpt" train "${tiny[@]}" --out "$dir/o" --steps 10 --eval-interval 5 > /dev/null
+sums() { (cd "$1" && find . -type f ! -name minigpt.lock -exec sha256sum {} + | sort); }
+before=$(sums "$dir/o")
+diverges "the loss of step 2 is -?nan: training diverged" \
+  --out "$dir/o" --overwrite --steps 40 --lr 1e10 --weight-decay 0 --checkpoint-interval 5
+grep -q "the new run saved nothing; the run it was replacing is back in $dir/o" "$dir/err" ||
+  fail "--overwrite: no word of the old run: $(cat "$dir/err")"
+[ "$(sums "$dir/o")" = "$before" ] || fail "a failed --overwrite changed the run it was replacing"
+if ls -a "$dir/o" | grep -q "^\.replaced-"; then fail "a failed --overwrite left its folder"; fi
+"$minigpt" train "${tiny[@]}" --out "$dir/o" --overwrite --steps 6 --eval-interval 3 > /dev/null ||
+  fail "--overwrite with a healthy run failed"
+[ "$(sums "$dir/o")" != "$before" ] || fail "--overwrite did not replace the run"
+if ls -a "$dir/o" | grep -q "^\.replaced-"; then fail "--overwrite left the replaced run's folder"; fi
+grep -q "^6," "$dir/o/train_log.csv" && ! grep -q "^7," "$dir/o/train_log.csv" || fail "the new log is not the new run's"
+# As a killed --overwrite leaves it: the old run in its folder, the new run's log beside it.
+mkdir "$dir/o/.replaced-Ab12Cd"
+mv "$dir/o/minigpt.safetensors" "$dir/o/minigpt.train.safetensors" "$dir/o/.replaced-Ab12Cd/"
+refused "the run an --overwrite was replacing when it stopped is in $dir/o/.replaced-Ab12Cd: move its files back into $dir/o to keep it" \
+  --out "$dir/o" --steps 5
+echo "--overwrite: a failed new run puts the old one back; a killed one is named"
 
 # 3. A checkpoint whose weights are finite but whose loss is not: the healthy one with every
 # float32 scaled to 1e30 (Python's standard library edits the safetensors file in place).
