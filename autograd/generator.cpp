@@ -61,6 +61,13 @@ void Generator::set_state(const std::string& state) {
   std::uint64_t spare_bits = 0;
   in >> engine >> has_spare >> spare_bits;
   if (in.fail()) throw_invalid("Generator", "cannot restore the generator from the given state text");
+  if (in >> std::ws; !in.eof())
+    throw_invalid("Generator", "cannot restore the generator: the state text goes on after its last number");
+  // A Mersenne Twister whose words are all zero reads as a state but draws nothing but zeros;
+  // four zero draws in a row from a real state have a chance of 2^-256.
+  std::mt19937_64 probe = engine;
+  if (probe() == 0 && probe() == 0 && probe() == 0 && probe() == 0)
+    throw_invalid("Generator", "cannot restore the generator: the state text is all zeros, which draws only zeros");
   engine_ = engine;
   has_spare_normal_ = has_spare;
   spare_normal_ = std::bit_cast<double>(spare_bits);

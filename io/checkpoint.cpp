@@ -80,6 +80,16 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
   try {
     json::value config = json::parse(meta("config"));
     const json::object& fields = json::as_object(config, "config");
+    // A key this version does not read would be dropped without a word, and the model built
+    // from the rest might not be the one that was saved.
+    for (const auto& field : fields)
+      if (std::string_view key = field.key(); key != "vocab_size" && key != "block_size" && key != "n_layer" &&
+                                              key != "n_head" && key != "n_embd" && key != "bias" && key != "norm" &&
+                                              key != "mlp")
+        throw_invalid("config",
+                      "\"{}\" is no setting of a GPT this version reads (it reads vocab_size, "
+                      "block_size, n_layer, n_head, n_embd, bias, norm and mlp)",
+                      key);
     auto get = [&](const char* key) {
       const json::value* v = fields.if_contains(key);
       if (!v) throw_invalid("config", "missing \"{}\"", key);
@@ -98,6 +108,10 @@ GPTCheckpoint gpt_checkpoint(TensorFile file, std::string_view source) {
     json::value vocab = json::parse(meta("vocab"));
     for (const json::value& t : json::as_array(vocab, "vocab"))
       ckpt.vocab.emplace_back(json::as_string(t, "vocab entry"));
+    // A config and a vocabulary in another kind of file (or in one that says nothing of its kind)
+    // are not read as a GPT's on trust.
+    if (const std::string& format = meta("format"); format != "attograd-gpt")
+      throw_invalid("format", "\"{}\" is not a GPT checkpoint's (\"attograd-gpt\")", format);
   } catch (const std::invalid_argument& e) {
     throw_invalid(source, "bad metadata: {}", e.what());
   }

@@ -173,10 +173,15 @@ TensorFile parse_safetensors(std::string_view bytes, std::string_view source) {
     if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data.size())
       throw_invalid(source, "tensor '{}' data_offsets [{}, {}] fall outside the {} bytes of data", name, begin, end,
                     data.size());
-    if (static_cast<std::uint64_t>(numel) > std::numeric_limits<std::uint64_t>::max() / dtype_size(dt) ||
-        static_cast<std::uint64_t>(end - begin) != static_cast<std::uint64_t>(numel) * dtype_size(dt))
-      throw_invalid(source, "tensor '{}' is {} {} ({} bytes) but its data_offsets span {} bytes", name, dtype_name(dt),
-                    shape_str(dims), static_cast<std::uint64_t>(numel) * dtype_size(dt), end - begin);
+    // A shape whose byte count passes 2^64 is said so, not printed as its product wrapped around.
+    const bool too_many_bytes =
+        static_cast<std::uint64_t>(numel) > std::numeric_limits<std::uint64_t>::max() / dtype_size(dt);
+    if (too_many_bytes || static_cast<std::uint64_t>(end - begin) != static_cast<std::uint64_t>(numel) * dtype_size(dt))
+      throw_invalid(source, "tensor '{}' is {} {} ({}) but its data_offsets span {} bytes", name, dtype_name(dt),
+                    shape_str(dims),
+                    too_many_bytes ? fmt::format("{} elements of {} bytes, more than 2^64 bytes", numel, dtype_size(dt))
+                                   : fmt::format("{} bytes", static_cast<std::uint64_t>(numel) * dtype_size(dt)),
+                    end - begin);
     Tensor t = empty(dims, dt);
     if (end > begin) std::memcpy(t.mutable_raw_data(), data.data() + begin, static_cast<std::size_t>(end - begin));
     if (dt == kBool)

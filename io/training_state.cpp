@@ -194,6 +194,7 @@ GPTCheckpoint split_training_state(const TensorFile& file, const std::string& pa
                   kFormat);
   TensorFile model_part;
   model_part.metadata = file.metadata;
+  model_part.metadata["format"] = "attograd-gpt";  // its model part is one, read as load_gpt reads one
   for (auto& [name, t] : file.tensors) {
     if (name.starts_with("model."))
       model_part.tensors.emplace_back(name.substr(6), t);

@@ -76,6 +76,17 @@ TEST(Generator, StateRoundTrip) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(a.normal(), b.normal());
   EXPECT_EQ(a.next_u64(), b.next_u64());
   EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { b.set_state("garbage"); }, "Generator: cannot restore"));
+  // Text after the state, and a state of all zeros (which would draw only zeros), are refused;
+  // b keeps the state it had.
+  std::uint64_t next = Generator(b).next_u64();
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { b.set_state(a.state() + " 7"); },
+                                                       "the state text goes on after its last number"));
+  std::string zeros;
+  for (int i = 0; i < 312; ++i) zeros += "0 ";
+  zeros += "312 0 0";
+  EXPECT_TRUE(test::throws_with<std::invalid_argument>([&] { b.set_state(zeros); },
+                                                       "the state text is all zeros, which draws only zeros"));
+  EXPECT_EQ(b.next_u64(), next);
 }
 
 TEST(Generator, RejectsNonFloatDtypes) {

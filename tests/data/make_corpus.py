@@ -182,6 +182,10 @@ def bad():
     add("shape_huge_no_data.safetensors", "safetensors",
         safetensors({"a": {"dtype": "F64", "shape": [1 << 30, 1 << 30], "data_offsets": [0, 8]}}, f32(1, 2)),
         "but its data_offsets span 8 bytes")
+    add("shape_bytes_overflow.safetensors", "safetensors",
+        safetensors({"a": {"dtype": "F64", "shape": [1 << 31, 1 << 31], "data_offsets": [0, 8]}}, f32(1, 2)),
+        "tensor 'a' is float64 [2147483648, 2147483648] (4611686018427387904 elements of 8 bytes, more than 2^64 "
+        "bytes) but its data_offsets span 8 bytes")
     add("shape_vs_bytes.safetensors", "safetensors",
         safetensors({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, f32(1, 2)),
         "tensor 'a' is float32 [3] (12 bytes) but its data_offsets span 8 bytes")

@@ -437,6 +437,32 @@ TEST(GPTCheckpoint, SwigluIsSavedInTheConfigAndChecked) {
                                                  "unknown MLP 'relu': expected 'gelu' or 'swiglu'"));
 }
 
+// A config key this version does not read, and a file with no model format or another one, are
+// refused by name rather than read as far as they go.
+TEST(GPTCheckpoint, UnknownConfigKeysAndOtherFormatsAreRefused) {
+  Scratch dir;
+  Generator gen(6);
+  nn::GPT model(small_gpt(), gen);
+  io::save_gpt(dir.path("m.safetensors"), model, data::CharTokenizer::from_text("abcdefg"));
+  io::TensorFile good = io::load_safetensors(dir.path("m.safetensors"));
+  EXPECT_NO_THROW(io::gpt_checkpoint(good, "x.safetensors"));
+  io::TensorFile extra = good;
+  std::string& config = extra.metadata["config"];
+  config.insert(config.rfind('}'), R"(, "n_kv_head": 1)");
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { io::gpt_checkpoint(extra, "x.safetensors"); },
+      "x.safetensors: bad metadata: config: \"n_kv_head\" is no setting of a GPT this version reads"));
+  io::TensorFile no_format = good;
+  no_format.metadata.erase("format");
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { io::gpt_checkpoint(no_format, "x.safetensors"); },
+                                                 "metadata has no \"format\" entry"));
+  io::TensorFile other = good;
+  other.metadata["format"] = "attograd-gpt-training";
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { io::gpt_checkpoint(other, "x.safetensors"); },
+      "format: \"attograd-gpt-training\" is not a GPT checkpoint's (\"attograd-gpt\")"));
+}
+
 // Every way a GPT checkpoint can be wrong; the target model must come out unchanged each time.
 TEST(GPTCheckpoint, FailedLoadLeavesTheModelUntouched) {
   Scratch dir;
