@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <type_traits>
 
 #include "../common/cli.h"
@@ -158,6 +159,13 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
   if (!given("lr")) o.lr = schedule.max_lr;
   if (!given("min-lr")) o.min_lr = schedule.min_lr;
   if (!given("warmup")) o.warmup = schedule.warmup;
+  // Every recorded option is one this version reads: another would be dropped without a word.
+  std::set<std::string> known{"micro-batches", "corpus"};
+  for_each_recorded(o, [&](const char* option, const auto&) { known.insert(option); });
+  for (const auto& [key, value] : stored.options)
+    if (!known.count(key))
+      refuse("--resume: {}: its training options record \"{}\" ({}), which this version does not read (it reads {})",
+             path, key, ag::examples::as_typed(value), fmt::join(known, ", "));
   if (auto it = stored.options.find("corpus"); it != stored.options.end()) o.trained_corpus = it->second;
   if (stored.options.empty()) {
     note("{} does not record the training options (an older file); using those given, or their defaults", path);

@@ -87,6 +87,9 @@ std::optional<double> estimate_loss(ag::nn::GPT& model, const ag::data::TextData
 // compared exactly), learning rate, and the validation loss on the steps that have one.
 struct LossLog {
   std::vector<double> steps, losses, val_steps, val_losses;
+  // Where a resumed run's log stopped being steps 1, 2, ... up to the step resumed from (a line
+  // damaged, a step missing); empty when it is whole. The lines after it are dropped.
+  std::string damage;
 };
 
 // Keeps the lines of `path` up to step `upto` (a resumed run continues from there) and returns them.
@@ -97,11 +100,21 @@ LossLog truncate_log(const std::string& path, std::int64_t upto) {
     std::istringstream in(ag::io::read_file(path));
     std::string line;
     std::getline(in, line);  // header
-    while (std::getline(in, line)) {
+    std::int64_t expected = 1;
+    for (int number = 2; std::getline(in, line); ++number) {
       std::int64_t step = 0;
       double loss = 0, lr = 0, val = 0;
       char rest[64] = {};
-      if (std::sscanf(line.c_str(), "%ld,%lf,%lf,%63s", &step, &loss, &lr, rest) < 3 || step > upto) break;
+      if (std::sscanf(line.c_str(), "%ld,%lf,%lf,%63s", &step, &loss, &lr, rest) < 3) {
+        log.damage = fmt::format("line {} is no step's line", number);
+        break;
+      }
+      if (step > upto) break;
+      if (step != expected) {
+        log.damage = fmt::format("line {} is step {} where step {} belongs", number, step, expected);
+        break;
+      }
+      ++expected;
       kept += line + "\n";
       log.steps.push_back(static_cast<double>(step));
       log.losses.push_back(loss);
@@ -110,6 +123,7 @@ LossLog truncate_log(const std::string& path, std::int64_t upto) {
         log.val_losses.push_back(val);
       }
     }
+    if (log.damage.empty() && expected <= upto) log.damage = fmt::format("it ends at step {}", expected - 1);
   }
   ag::io::write_file_atomically(path, kept);
   return log;
@@ -373,6 +387,11 @@ void Run::open_output() {
     fmt::print("removed {} a stopped run left in {}: {}\n", plural(std::ssize(leftovers), "temporary file"), o.out_dir,
                fmt::join(leftovers, ", "));
   history = truncate_log(log_path, start);
+  // The log is a record, not the run's state: a damaged one does not stop the run, but the gap
+  // it leaves is said, not left to be found in the plot.
+  if (!history.damage.empty())
+    fmt::print(stderr, "minigpt train: {}: {}; it keeps steps 1 to {} and is missing steps {} to {}\n", log_path,
+               history.damage, history.steps.size(), history.steps.size() + 1, start);
   int fd = ag::examples::open_in_place(log_path, O_WRONLY | O_APPEND);
   if (fd >= 0) log.reset(::fdopen(fd, "a"));
   if (!log) {

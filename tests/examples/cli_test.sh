@@ -177,6 +177,36 @@ has err "--new-corpus is for --resume"
 expect 0 "$minigpt" train "${rest[@]}" --steps 8 --resume --corpus "$dir/other.txt" --new-corpus
 has out "(--new-corpus: not the text the run trained on until now, which had fingerprint "
 has out "resuming from step 7"
+# A training option the state records that this version does not read is refused, by name (the
+# state's options edited with Python's standard library: a JSON header, the data after it).
+cp -r "$dir/run" "$dir/odd"
+rm -f "$dir/odd/minigpt.lock"
+/usr/bin/python3 - "$dir/odd/minigpt.train.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+blob = open(path, "rb").read()
+n = struct.unpack("<Q", blob[:8])[0]
+header = json.loads(blob[8:8 + n])
+options = json.loads(header["__metadata__"]["options"])
+options["label-smoothing"] = "0.1"
+header["__metadata__"]["options"] = json.dumps(options)
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + blob[8 + n:])
+PY
+expect 2 "$minigpt" train --corpus "$dir/other.txt" --out "$dir/odd" --steps 9 --resume --new-corpus
+has err "its training options record \"label-smoothing\" (0.1), which this version does not read (it reads "
+# A damaged log does not stop a resume, but its gap is said: a step missing, a line of garbage.
+for damage in "3d:line 3 is step 3 where step 2 belongs; it keeps steps 1 to 1 and is missing steps 2 to 8" \
+  "5s/.*/garbage/:line 5 is no step's line; it keeps steps 1 to 3 and is missing steps 4 to 8"; do
+  IFS=: read -r edit message <<< "$damage"
+  rm -rf "$dir/gap"
+  cp -r "$dir/run" "$dir/gap"
+  rm -f "$dir/gap/minigpt.lock"
+  sed -i "$edit" "$dir/gap/train_log.csv"
+  expect 0 "$minigpt" train --corpus "$dir/other.txt" --out "$dir/gap" --steps 9 --resume --new-corpus
+  has err "$dir/gap/train_log.csv: $message"
+done
 fresh=(--corpus "$dir/corpus.txt" --eval-interval 4 --eval-batches 1 --batch 2 --sample-tokens 5)
 expect 2 "$minigpt" train "${fresh[@]}" --steps 2 --norm batch --out "$dir/never"
 has err "--norm must be layer or rms, got 'batch'"
