@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <vector>
 
 namespace po = boost::program_options;
@@ -76,6 +77,39 @@ void refuse_stray_words(const po::parsed_options& parsed) {
   }
 }
 
+// Boost's option errors fill the placeholders of their message ("%canonical_option%", "%value%")
+// by searching the whole message again after each replacement, so a word of the command line
+// that holds a placeholder (--steps '%value%') makes what() loop forever. This reads the same
+// parts and fills each placeholder of the template once, left to right: a word is shown as it
+// was typed, whatever it holds. (A derived class may name the base's protected members to form
+// pointers to them; it is never made.)
+struct OptionErrorParts : po::error_with_option_name {
+  static std::string message(const po::error_with_option_name& e) {
+    std::map<std::string, std::string> parts = e.*(&OptionErrorParts::m_substitutions);
+    parts["canonical_option"] = (e.*(&OptionErrorParts::get_canonical_option_name))();
+    parts["prefix"] = (e.*(&OptionErrorParts::get_canonical_option_prefix))();
+    std::string text = e.m_error_template;
+    // A part left empty has a wording of its own ("option '%canonical_option%'" becomes "option").
+    for (const auto& [name, wording] : e.*(&OptionErrorParts::m_substitution_defaults))
+      if (parts[name].empty())
+        for (std::size_t at = text.find(wording.first); at != std::string::npos;
+             at = text.find(wording.first, at + wording.second.size()))
+          text.replace(at, wording.first.size(), wording.second);
+    std::string out;
+    for (std::size_t i = 0; i < text.size();) {
+      std::size_t end = text[i] == '%' ? text.find('%', i + 1) : std::string::npos;
+      auto part = end == std::string::npos ? parts.end() : parts.find(text.substr(i + 1, end - i - 1));
+      if (part == parts.end()) {
+        out += text[i++];
+      } else {
+        out += part->second;
+        i = end + 1;
+      }
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 void store_command_line(int argc, const char* const* argv, const po::options_description& options,
@@ -88,12 +122,15 @@ void store_command_line(int argc, const char* const* argv, const po::options_des
     if (!positional) refuse_stray_words(parsed);
     po::store(parsed, vm);
   } catch (const po::unknown_option& e) {
+    std::string message = OptionErrorParts::message(e);
     std::vector<std::string> names = near_names(e.get_option_name(), options);
-    if (names.empty()) throw;
+    if (names.empty()) throw po::error(message);
     std::string list = names.size() == 1
                            ? names[0]
                            : fmt::format("{} or {}", fmt::join(names.begin(), names.end() - 1, ", "), names.back());
-    throw po::error(fmt::format("{}; did you mean {}? (options are not abbreviated)", e.what(), list));
+    throw po::error(fmt::format("{}; did you mean {}? (options are not abbreviated)", message, list));
+  } catch (const po::error_with_option_name& e) {
+    throw po::error(OptionErrorParts::message(e));  // never e.what(): see OptionErrorParts
   }
 }
 

@@ -27,6 +27,8 @@ inline constexpr int kCommandLineStyle = boost::program_options::command_line_st
 // description (one without is hidden, such as a positional argument's). Without `positional`,
 // a bare word (one no option takes as its value) is refused, naming it, and shown quoted with
 // the value before it when it follows one (`--prompt You are`: --prompt "You are").
+// Every error is a plain boost::program_options::error whose message shows the words as typed
+// (Boost's own what() loops forever on a word holding one of its placeholders, as '%value%').
 void store_command_line(int argc, const char* const* argv, const boost::program_options::options_description& options,
                         boost::program_options::variables_map& vm,
                         const boost::program_options::positional_options_description* positional = nullptr);

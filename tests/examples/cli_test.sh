@@ -2,7 +2,8 @@
 # The programs' command lines never lose a run:
 #   - an abbreviated option (--step for --steps) is refused with status 2 in every program,
 #     naming the option and the ones it is close to; so is a bare word no option takes (with the
-#     quotes it likely lacks) and a bad AG_NUM_THREADS, before anything is written;
+#     quotes it likely lacks), a word that holds one of Boost's message placeholders ('%value%',
+#     on which Boost's own message never ends) and a bad AG_NUM_THREADS, before anything is written;
 #   - --help shows defaults as typed (0.0002) and control characters escaped ("\n");
 #   - minigpt train refuses an --out that holds a run unless --resume or --overwrite is given,
 #     leaving every file as it was;
@@ -88,6 +89,20 @@ hasnt err "needs quotes"  # a number is no text cut at a space
 expect 2 "$3" shapes stray --out "$dir/never"
 has err "too many positional options"
 [ ! -e "$dir/never" ] || fail "a run refused for a stray word created its directory"
+# A word holding one of Boost's message placeholders is refused and shown as typed: Boost's own
+# message for it never ends (it fills "%value%" with '%value%', and looks again).
+for cmd in "$minigpt train" "$2" "$3 shapes" "$5"; do
+  # shellcheck disable=SC2086
+  expect 2 timeout 20 $cmd '--x%option%='
+  has err "the argument for option '--x%option%' should follow immediately after the equal sign"
+done
+expect 2 timeout 20 "$minigpt" train --steps '%value%' --out "$dir/never"
+has err "the argument ('%value%') for option '--steps' is invalid"
+expect 2 timeout 20 "$minigpt" train --steps '%canonical_option%%option%' --out "$dir/never"
+has err "the argument ('%canonical_option%%option%') for option '--steps' is invalid"
+expect 2 timeout 20 "$2" --stps '%value%'
+has err "unrecognised option '--stps'; did you mean --steps?"
+[ ! -e "$dir/never" ] || fail "a run refused for a placeholder in a word created its directory"
 # An environment setting the library reads is checked as an option is: status 2, nothing written.
 for threads in 0 -1 10000 abc ""; do
   expect 2 env AG_NUM_THREADS="$threads" "$minigpt" train --out "$dir/never" --steps 1
