@@ -156,13 +156,15 @@ struct ResumedTraining {
 
 // The run a training state was written for, read (and the file checked) without building the
 // model: its config, with `dropout` none for a file written before the dropout was kept, its
-// schedule, and the program's options (TrainingState::options; empty for a file that has none).
+// schedule, the program's options (TrainingState::options; empty for a file that has none) and
+// the vocabulary (checked as gpt_checkpoint checks one).
 // Errors (std::invalid_argument) name the file, as load_training_state's do.
 struct TrainedModel {
   nn::GPTConfig config;
   std::optional<double> dropout;
   optim::WarmupCosine schedule;
   std::map<std::string, std::string> options;
+  std::vector<std::string> vocab;
 };
 TrainedModel read_training_model(const std::string& path);
 // The same from a file already read; `source` names it in errors.
@@ -175,6 +177,9 @@ TrainedModel read_training_model(const TensorFile& file, const std::string& sour
 // and, once a step has been taken, the moments (or momentum buffers) of every parameter. On any
 // error std::invalid_argument names the file and the entry, and nothing has changed.
 ResumedTraining load_training_state(const std::string& path, const TrainingState& state,
+                                    const data::CharTokenizer& tokenizer, const LoadOptions& options = {});
+// The same from a file already read; `source` names it in errors.
+ResumedTraining load_training_state(const TensorFile& file, const std::string& source, const TrainingState& state,
                                     const data::CharTokenizer& tokenizer, const LoadOptions& options = {});
 
 }  // namespace ag::io

@@ -224,7 +224,7 @@ TrainedModel read_training_model(const TensorFile& file, const std::string& sour
   std::vector<nn::NamedTensor> optim_part;
   GPTCheckpoint ckpt = split_training_state(file, source, optim_part);
   TrainedModel out{ckpt.config, stored_dropout(file, source),
-                   parse_schedule(metadata_entry(file, source, "schedule"), source), {}};
+                   parse_schedule(metadata_entry(file, source, "schedule"), source), {}, ckpt.vocab};
   if (out.dropout) out.config.dropout = *out.dropout;
   if (auto it = file.metadata.find("options"); it != file.metadata.end())
     out.options = parse_options(it->second, source);
@@ -235,7 +235,11 @@ TrainedModel read_training_model(const std::string& path) { return read_training
 
 ResumedTraining load_training_state(const std::string& path, const TrainingState& st,
                                     const data::CharTokenizer& tokenizer, const LoadOptions& options) {
-  TensorFile file = load_safetensors(path);
+  return load_training_state(load_safetensors(path), path, st, tokenizer, options);
+}
+
+ResumedTraining load_training_state(const TensorFile& file, const std::string& path, const TrainingState& st,
+                                    const data::CharTokenizer& tokenizer, const LoadOptions& options) {
   auto meta = [&](const std::string& key) -> const std::string& { return metadata_entry(file, path, key); };
 
   // The model's part, checked as load_gpt checks a checkpoint, the vocabulary and the dropout.

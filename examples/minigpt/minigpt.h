@@ -3,6 +3,8 @@
 
 #include <attograd/attograd.h>
 
+#include <boost/program_options/options_description.hpp>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -43,6 +45,18 @@ struct TrainOptions {
   // printed once the run's checks have passed.
   std::vector<std::string> resume_notes;
 };
+
+// --- train's command line (examples/minigpt/options.cpp) --------------------------------------
+// The words of train's options that become settings of TrainOptions once read (apply_train_words).
+struct TrainWords {
+  std::string precision, norm = "layer", mlp = "gelu";
+};
+// train's options, each bound to its field of `o` or `words`, with its default and its help.
+// The caller stores a command line against them (ag::examples::store_command_line) and notifies.
+boost::program_options::options_description train_options(TrainOptions& o, TrainWords& words);
+// Once notified: --norm and --mlp into o.model, and --precision chosen (autocast set as it
+// says). A word that is not one of an option's choices is refused, naming it.
+void apply_train_words(TrainOptions& o, const TrainWords& words);
 
 // --- What train checks before it starts (examples/minigpt/checks.cpp) ------------------------
 // Every check throws ag::examples::Refused naming the option or the file.

@@ -234,6 +234,7 @@ TEST(TrainingState, OptionsComeBackAsWritten) {
   EXPECT_EQ(read.schedule.warmup, 2);
   EXPECT_EQ(read.schedule.max_lr, 1e-2);
   EXPECT_EQ(read.schedule.min_lr, 1e-3);
+  EXPECT_EQ(read.vocab, a.tokenizer.tokens());
 
   io::save_training_state(dir.path("none.safetensors"), a.state(), a.tokenizer, 0);
   EXPECT_EQ(io::load_safetensors(dir.path("none.safetensors")).metadata.count("options"), 0u);
