@@ -332,6 +332,16 @@ std::vector<std::string> run_files_in(const std::string& dir) {
   return found;
 }
 
+void check_trace_file(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(parent, ec))
+    refuse("--trace {}: its directory {} does not exist", path, parent.string());
+  if (std::filesystem::is_directory(path, ec)) refuse("--trace {} is a directory; give a file's name", path);
+  ag::examples::check_in_place_file("--trace", path);
+}
+
 void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
   ag::examples::check_fits_in_memory(
       fmt::format("the model (--layers {} --heads {} --embd {} --block {}, a vocabulary of {}) at --batch {}",

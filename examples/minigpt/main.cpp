@@ -4,6 +4,7 @@
 //   minigpt sample --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
 //   minigpt explore --checkpoint FILE --prompt TEXT [--out DIR]
+//   minigpt bisect  A B   (two traces of train --trace: the first op whose values differ)
 //
 // train, sample and eval take --kernels fast|reference|naive (ops/kernels.h) and --precision fp32|bf16|auto
 // (examples/common/precision_option.h: bf16 matrix products where the CPU has a bf16 unit).
@@ -190,11 +191,59 @@ int explore_command(int argc, char** argv) {
   return 0;
 }
 
+// Two traces of `minigpt train --trace`, compared entry by entry: exit status 0 when they are
+// identical, 1 at the first difference (named), 2 when a file is not a trace.
+int bisect_command(int argc, char** argv) {
+  std::vector<std::string> traces;
+  po::options_description opts(
+      "minigpt bisect A B: compare two traces written by minigpt train --trace and name the first op whose "
+      "values differ (a trace written under mpirun is read with its FILE.rankR files)");
+  opts.add_options()("help,h", "show this help");
+  po::options_description hidden;
+  hidden.add_options()("traces", po::value(&traces));
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description positional;
+  positional.add("traces", 2);
+  po::variables_map vm;
+  try {
+    ag::examples::store_command_line(argc - 1, argv + 1, all, vm, &positional);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "minigpt bisect: " << e.what() << "\n\n" << opts << "\n";
+    return 2;
+  }
+  if (traces.size() != 2) refuse("give two traces to compare, A and B; got {}", traces.size());
+  std::vector<std::vector<std::string>> sides;
+  for (const std::string& t : traces) {
+    ag::examples::check_input_file("trace", t);
+    std::vector<std::string> files{t};
+    for (int rank = 1; std::filesystem::exists(minigpt::trace_file(t, rank)); ++rank)
+      files.push_back(minigpt::trace_file(t, rank));
+    sides.push_back(files);
+  }
+  ag::debug::TraceComparison c;
+  try {
+    c = ag::debug::compare_traces(sides[0], sides[1]);
+  } catch (const std::invalid_argument& e) {
+    refuse("{}", e.what());
+  }
+  for (std::size_t i = 0; i < 2; ++i)
+    fmt::print("{}: {}{}\n", i == 0 ? "A" : "B", traces[i],
+               sides[i].size() > 1 ? fmt::format(" with {} of other ranks", plural(std::ssize(sides[i]) - 1, "file")) : "");
+  fmt::print("{}\n", c.report);
+  return c.identical ? 0 : 1;
+}
+
 // argv[1] names the subcommand, which gets the rest; main below turns what it throws into an exit
 // status (examples/common/program.h).
 int run_subcommand(ag::examples::Program& program) {
   std::string usage =
-      "usage: minigpt {train|sample|eval|explore} [options]   (minigpt SUBCOMMAND --help for the options)\n";
+      "usage: minigpt {train|sample|eval|explore|bisect} [options]   (minigpt SUBCOMMAND --help for the options)\n";
   const int argc = program.argc;
   char** argv = program.argv;
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -207,6 +256,7 @@ int run_subcommand(ag::examples::Program& program) {
   if (command == "sample") return sample_command(argc, argv);
   if (command == "eval") return eval_command(argc, argv);
   if (command == "explore") return explore_command(argc, argv);
+  if (command == "bisect") return bisect_command(argc, argv);
   std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
   return 2;
 }

@@ -44,7 +44,13 @@ struct TrainOptions {
   // --resume: what the resumed run does otherwise than the one it continues (take_resumed_run),
   // printed once the run's checks have passed.
   std::vector<std::string> resume_notes;
+  // --trace: every op's output and gradient, and the weights after each update, written to this
+  // file (under mpirun, rank R > 0 writes trace_file(trace, R)), for `minigpt bisect`.
+  std::string trace;
 };
+
+// The file rank `rank` writes for --trace FILE: FILE itself for rank 0, FILE.rankR for the others.
+std::string trace_file(const std::string& trace, int rank);
 
 // --- train's command line (examples/minigpt/options.cpp) --------------------------------------
 // The words of train's options that become settings of TrainOptions once read (apply_train_words).
@@ -95,6 +101,9 @@ void check_resumed_corpus(const TrainOptions& options, const Corpus& corpus);
 // run trains in --out, and a run already there is kept unless --resume or --overwrite says what
 // to do with it. `config` is the model, its vocabulary known.
 void check_train_resources(const TrainOptions& options, const ag::nn::GPTConfig& config);
+// --trace's file for this rank: in a directory that exists, and not a symbolic link or a file with
+// another hard link (it is written where it is).
+void check_trace_file(const std::string& path);
 // The files a run writes in --out, for check_output_dir.
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config);
 // Those of them it writes into where they are rather than replaces: the lock (its pid) and the

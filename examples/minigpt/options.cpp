@@ -1,6 +1,8 @@
 // `minigpt train`'s command line: its options, and the words among them that become settings
 // once read. Apart from main.cpp so that it can be used without running a program (the option
 // parser's fuzz target, tests/fuzz/options_fuzz.cpp, reads command lines with it).
+#include <fmt/format.h>
+
 #include <boost/program_options.hpp>
 
 #include "../common/cli.h"
@@ -55,6 +57,9 @@ po::options_description train_options(TrainOptions& o, TrainWords& words) {
       "micro-batches of --batch windows per step, their gradients summed in order (under mpirun, each process is "
       "one: docs/distributed.md)")("sync-every", with_default(&o.sync_check_interval),
                                    "under mpirun: steps between checks that every process holds the same weights")(
+      "trace", po::value(&o.trace),
+      "write every op's output and gradient, and the weights after each update, to this file for `minigpt "
+      "bisect` (under mpirun, rank R > 0 writes FILE.rankR); it grows with every op: for a few steps")(
       "kernels", ag::examples::kernels_value(), ag::examples::kKernelsHelp)(
       "precision", ag::examples::precision_value(&words.precision), ag::examples::kPrecisionHelp);
   return opts;
@@ -66,6 +71,10 @@ void apply_train_words(TrainOptions& o, const TrainWords& words) {
   if (words.mlp != "gelu" && words.mlp != "swiglu") refuse("--mlp must be gelu or swiglu, got '{}'", words.mlp);
   o.model.mlp = ag::nn::parse_mlp(words.mlp);
   o.precision = ag::examples::apply_precision(words.precision, false);  // train prints it with the run's settings
+}
+
+std::string trace_file(const std::string& trace, int rank) {
+  return rank == 0 ? trace : fmt::format("{}.rank{}", trace, rank);
 }
 
 }  // namespace minigpt

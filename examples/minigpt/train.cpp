@@ -220,6 +220,7 @@ CheckedRun check_run(const TrainOptions& o) {
     check_train_options(o);
     corpus.emplace(read_training_corpus(o));
     check_resumed_corpus(o, *corpus);
+    if (!o.trace.empty()) check_trace_file(trace_file(o.trace, ag::dist::rank()));
     config.vocab_size = corpus->tokenizer.size();
     if (ag::dist::is_main_process()) check_train_resources(o, config);
   });
@@ -276,7 +277,7 @@ struct Run {
   void print_settings() const;
   // Each step (train's loop).
   std::optional<double> train_step(std::int64_t step);
-  std::optional<double> forward_backward();
+  std::optional<double> forward_backward(std::int64_t step);
   void stop_if_diverged(std::int64_t step, double loss) const;
   [[noreturn]] void diverged(const std::string& what) const;
   void check_weights_in_sync(std::int64_t step) const;
@@ -324,6 +325,8 @@ struct Run {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> log{nullptr, &std::fclose};
   LossLog history;
   std::optional<ag::examples::ProgressBar> bar;
+  // --trace: this rank's op trace (autograd/debug/trace.h), written as the steps run.
+  std::unique_ptr<ag::debug::OpTrace> trace;
 
   // --overwrite: the run being replaced, its files moved into this folder of --out until the
   // new run's first checkpoint exists (then removed); empty when there is none.
@@ -355,6 +358,7 @@ std::unique_ptr<Run> prepare(const TrainOptions& o, CheckedRun checked, const ag
       fmt::print("interrupted ({}) before training started; nothing was written\n", stop.signal_name());
     return nullptr;
   }
+  if (!o.trace.empty()) run->trace = std::make_unique<ag::debug::OpTrace>(trace_file(o.trace, ag::dist::rank()));
   if (run->main_rank) {
     run->open_output();
     run->print_settings();
@@ -459,6 +463,9 @@ void Run::print_settings() const {
   if (ag::kernels() == ag::Kernels::Naive)
     fmt::print("kernels: naive (kernels/naive/): plain loops on one thread, slower than the default\n");
   fmt::print("precision: {}\n", o.precision.why);
+  if (!o.trace.empty())
+    fmt::print("trace: every op's values of every step written to {}{} (compare two with minigpt bisect)\n", o.trace,
+               ag::dist::world_size() > 1 ? " and FILE.rankR for the other ranks" : "");
 }
 
 // One optimizer step: the learning rate the schedule gives this step; the gradient of the step's
@@ -466,11 +473,13 @@ void Run::print_settings() const {
 // or none when a stop request cut its forward or backward passes short: the step is dropped.
 std::optional<double> Run::train_step(std::int64_t step) {
   opt.set_lr(schedule.lr_at(step));
-  std::optional<double> loss = forward_backward();
+  std::optional<double> loss = forward_backward(step);
   if (!loss) return std::nullopt;
   stop_if_diverged(step, *loss);
   ag::optim::clip_grad_norm(model.parameters(), o.grad_clip);
   opt.step();
+  if (trace && main_rank)  // every rank holds the same weights: rank 0's trace has them
+    for (const auto& [name, p] : model.named_parameters()) trace->add(step, name, p);
   if (distributed) check_weights_in_sync(step);
   return loss;
 }
@@ -482,7 +491,7 @@ std::optional<double> Run::train_step(std::int64_t step) {
 // The passes stop at the next op when asked (one process only: under mpirun a rank must not
 // leave the others waiting half-way through a step); the update after them never stops
 // half-way, so the model is always the one a whole number of steps made.
-std::optional<double> Run::forward_backward() {
+std::optional<double> Run::forward_backward(std::int64_t step) {
   draws.remember();
   std::vector<double> losses;  // this process's micro-batches', each weighed 1 / micro
   try {
@@ -497,13 +506,16 @@ std::optional<double> Run::forward_backward() {
       if (distributed && k != mine.front()) continue;                              // another rank's micro-batch
       if (micro > 1) draws.key_micro_batch(k);
       dp.begin_micro_batch();
+      if (trace) trace->set_place(step, k);
       ag::Tensor loss = model.loss(batch.x, batch.y);
       loss.backward(dp.loss_weight(loss));
+      if (trace) trace->pause();
       dp.end_micro_batch();
       losses.push_back(loss.item() / static_cast<double>(micro));
     }
     if (micro > 1) draws.end_keyed_step();
   } catch (const Interrupted&) {
+    if (trace) trace->pause();
     draws.undo();  // the step's random draws, as if it had not begun
     return std::nullopt;
   }

@@ -12,6 +12,7 @@
 
 #include "autograd/debug/anomaly.h"
 #include "autograd/debug/graphviz.h"
+#include "autograd/debug/trace.h"
 #include "autograd/dtype.h"
 #include "autograd/format.h"
 #include "autograd/forward.h"
