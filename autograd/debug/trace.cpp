@@ -150,6 +150,7 @@ class Reader {
       bad("a line cut short");
     }
     ++index_;
+    if (in_.eof()) bad("the file ends inside it");  // an entry's line is followed by its bytes
     Entry e;
     std::vector<std::string_view> words;
     std::string_view rest = line;
@@ -180,7 +181,9 @@ class Reader {
     if (width == 0) bad(fmt::format("dtype '{}'", e.dtype));
     std::int64_t ndim = number(0, 16);
     if (words.size() != 10 + static_cast<std::size_t>(ndim)) bad("its word count does not match its dimensions");
-    std::uint64_t remaining = size_ - static_cast<std::uint64_t>(in_.tellg());
+    std::streamoff position = in_.tellg();
+    if (position < 0 || static_cast<std::uint64_t>(position) > size_) bad("the file ends inside it");
+    std::uint64_t remaining = size_ - static_cast<std::uint64_t>(position);
     std::uint64_t bytes = width;
     for (std::int64_t d = 0; d < ndim; ++d) {
       std::int64_t n = number(0, big);

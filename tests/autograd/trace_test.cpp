@@ -166,6 +166,14 @@ TEST(OpTrace, RefusesWhatIsNotATraceNamingTheFile) {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }();
   { std::ofstream(dir.path("cut"), std::ios::binary) << bytes.substr(0, bytes.size() - 3); }
+  {
+    // Cut inside the last entry's line, with dimensions that would ask for 2^40 bytes of data
+    // were the rest of the file taken for it.
+    std::size_t last = bytes.rfind("entry 0 -1 update ");  // the last entry: w after the update
+    ASSERT_NE(last, std::string::npos);
+    std::ofstream(dir.path("cutline"), std::ios::binary)
+        << bytes.substr(0, last) << "entry 0 -1 update 1 -1 float32 2 1048576 1048576 1 0";
+  }
   auto message = [&](const std::string& name) -> std::string {
     try {
       debug::compare_traces({dir.path(name)}, {dir.path("a")});
@@ -178,6 +186,9 @@ TEST(OpTrace, RefusesWhatIsNotATraceNamingTheFile) {
   EXPECT_NE(message("cut").find(dir.path("cut") + ": entry 6 is not readable: the file ends inside it"),
             std::string::npos)
       << message("cut");
+  EXPECT_NE(message("cutline").find(dir.path("cutline") + ": entry 6 is not readable: the file ends inside it"),
+            std::string::npos)
+      << message("cutline");
   EXPECT_NE(message("missing").find("cannot be read"), std::string::npos);
   EXPECT_THROW(debug::OpTrace(dir.path("no/such/dir/t")), std::runtime_error);
 }
