@@ -1,4 +1,4 @@
-// minigpt: a character-level GPT trained on real text. The four subcommands share these.
+// minigpt: a character-level GPT trained on real text. The five subcommands share these.
 #pragma once
 
 #include <attograd/attograd.h>
