@@ -177,8 +177,7 @@ void take_resumed_run(TrainOptions& o, const std::function<bool(const std::strin
     auto it = stored.options.find(entry);
     if (it == stored.options.end()) return std::nullopt;
     std::optional<T> value = parse_recorded<T>(it->second);
-    if (!value)
-      refuse("--resume: {}: its {} {} is not a value of it", path, shown, ag::examples::as_typed(it->second));
+    if (!value) refuse("--resume: {}: its {} {} is not a value of it", path, shown, ag::examples::as_typed(it->second));
     return value;
   };
   for_each_recorded(o, [&](const char* option, auto& value) {
@@ -332,7 +331,23 @@ std::vector<std::string> run_files_in(const std::string& dir) {
   return found;
 }
 
-void check_trace_file(const std::string& path) {
+namespace {
+// Whether paths a and b name one file: the same file when both exist, else the same place once
+// "." and ".." are resolved (a file the run is about to create has no identity yet).
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec)) {
+    bool same = std::filesystem::equivalent(a, b, ec);
+    return !ec && same;
+  }
+  std::filesystem::path ca = std::filesystem::weakly_canonical(a, ec);
+  if (ec) return false;
+  std::filesystem::path cb = std::filesystem::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+}  // namespace
+
+void check_trace_file(const std::string& path, const TrainOptions& o) {
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (parent.empty()) parent = ".";
   std::error_code ec;
@@ -340,6 +355,13 @@ void check_trace_file(const std::string& path) {
     refuse("--trace {}: its directory {} does not exist", path, parent.string());
   if (std::filesystem::is_directory(path, ec)) refuse("--trace {} is a directory; give a file's name", path);
   ag::examples::check_in_place_file("--trace", path);
+  // The trace is written from the first step on, so it must not be a file the run reads or writes.
+  for (const std::string& corpus : o.corpus)
+    if (same_file(path, corpus))
+      refuse("--trace {} is the corpus the run reads ({}); give the trace another name", path, corpus);
+  for (const std::string& name : train_output_files(o.model))
+    if (same_file(path, std::filesystem::path(o.out_dir) / name))
+      refuse("--trace {} is the run's own {} in --out {}; give the trace another name", path, name, o.out_dir);
 }
 
 void check_train_resources(const TrainOptions& o, const ag::nn::GPTConfig& c) {
@@ -380,8 +402,9 @@ void check_sampling_options(std::string_view tokens_option, std::int64_t tokens,
                             std::int64_t top_k) {
   if (tokens < 0) refuse("{} (the number of tokens to sample) must be at least 0, got {}", tokens_option, tokens);
   // The ids (8 bytes each) and the text (up to 4 bytes a character, twice while decoding).
-  ag::examples::check_fits_in_memory(fmt::format("{} {}: a sample of {}", tokens_option, tokens, plural(tokens, "token")),
-                                     ag::examples::Size(tokens) * 16);
+  ag::examples::check_fits_in_memory(
+      fmt::format("{} {}: a sample of {}", tokens_option, tokens, plural(tokens, "token")),
+      ag::examples::Size(tokens) * 16);
   if (!(temperature >= 0))
     refuse("--temperature must be >= 0 (0: always the most likely character; inf: uniform over the top k), got {}",
            temperature);

@@ -28,8 +28,8 @@ struct TrainOptions {
   std::uint64_t seed = 1337;
   std::string prompt;  // for the attention maps; empty: 32 characters of validation text
   std::int64_t sample_tokens = 300;
-  bool resume = false;     // continue the run in out_dir, its model and options as its training state has them
-  bool overwrite = false;  // replace the run in out_dir (without it or resume, one there is refused)
+  bool resume = false;      // continue the run in out_dir, its model and options as its training state has them
+  bool overwrite = false;   // replace the run in out_dir (without it or resume, one there is refused)
   bool new_corpus = false;  // with resume: continue on a corpus other than the one the run trained on
   // --resume: the corpus the run trained on, as its training state records it (corpus_record);
   // empty for a file that does not record it.
@@ -101,9 +101,9 @@ void check_resumed_corpus(const TrainOptions& options, const Corpus& corpus);
 // run trains in --out, and a run already there is kept unless --resume or --overwrite says what
 // to do with it. `config` is the model, its vocabulary known.
 void check_train_resources(const TrainOptions& options, const ag::nn::GPTConfig& config);
-// --trace's file for this rank: in a directory that exists, and not a symbolic link or a file with
-// another hard link (it is written where it is).
-void check_trace_file(const std::string& path);
+// --trace's file for this rank: in a directory that exists, not a symbolic link or a file with
+// another hard link (it is written where it is), and not the corpus or a file the run writes in --out.
+void check_trace_file(const std::string& path, const TrainOptions& options);
 // The files a run writes in --out, for check_output_dir.
 std::vector<std::string> train_output_files(const ag::nn::GPTConfig& config);
 // Those of them it writes into where they are rather than replaces: the lock (its pid) and the

@@ -220,7 +220,7 @@ CheckedRun check_run(const TrainOptions& o) {
     check_train_options(o);
     corpus.emplace(read_training_corpus(o));
     check_resumed_corpus(o, *corpus);
-    if (!o.trace.empty()) check_trace_file(trace_file(o.trace, ag::dist::rank()));
+    if (!o.trace.empty()) check_trace_file(trace_file(o.trace, ag::dist::rank()), o);
     config.vocab_size = corpus->tokenizer.size();
     if (ag::dist::is_main_process()) check_train_resources(o, config);
   });
@@ -639,7 +639,8 @@ int Run::after_training(std::int64_t step, bool stopping) {
   if (distributed ? stopping : stop.requested()) {
     if (saved != step) checkpoint(step);
     if (main_rank) {
-      fmt::print("interrupted at step {}: saved {}; continue it with the same command and --resume\n", step, model_path);
+      fmt::print("interrupted at step {}: saved {}; continue it with the same command and --resume\n", step,
+                 model_path);
       if (eval_cut)
         fmt::print("(the {} cut its evaluation short: the log has no validation loss for that step)\n",
                    stop.signal_name());

@@ -9,7 +9,8 @@
 #   4. the fast and the reference kernels run other ops: bisect says where they part and
 #      compares the weights after each update; bf16 against fp32 where the CPU has bf16;
 #   5. bad input is refused with status 2: one trace, a file that is not a trace, a --trace
-#      whose directory does not exist or that is a symbolic link (nothing written).
+#      whose directory does not exist, that is a symbolic link, the corpus, or one of the files
+#      the run writes in --out (nothing written).
 # Usage: bisect_test.sh MINIGPT HAVE_MPI
 set -euo pipefail
 minigpt=$1
@@ -21,8 +22,9 @@ fail() {
   exit 1
 }
 for i in $(seq 1 80); do printf 'the cat sat on the mat; a dog lay on the log. %d\n' "$i"; done > "$dir/corpus.txt"
-train=("$minigpt" train --corpus "$dir/corpus.txt" --batch 4 --block 16 --layers 2 --heads 2 --embd 32
-  --eval-interval 10 --eval-batches 3 --sample-tokens 5 --steps 2 --dropout 0.1)
+model=("$minigpt" train --corpus "$dir/corpus.txt" --batch 4 --block 16 --layers 2 --heads 2 --embd 32
+  --eval-interval 10 --eval-batches 3 --sample-tokens 5 --dropout 0.1)
+train=("${model[@]}" --steps 2)
 # bisect A B EXPECTED_STATUS: runs minigpt bisect, its output in $dir/bisect.log.
 bisect() {
   local code=0
@@ -103,4 +105,21 @@ code=0
 [ "$code" -eq 2 ] && grep -q "link.trace" "$dir/bad.log" || { cat "$dir/bad.log"; fail "--trace through a symbolic link"; }
 [ "$(cat "$dir/victim")" = kept ] || fail "--trace wrote through a symbolic link"
 [ ! -e "$dir/never" ] || fail "a refused --trace run created its --out"
-echo "bad input refused: one trace, not a trace, a trace cut short, --trace in no directory or through a link"
+# A trace named as a file the run reads or writes would truncate it before the first step: the
+# corpus, and the checkpoint and log of the run being resumed (also named through "..").
+corpus_sum=$(sha256sum < "$dir/corpus.txt")
+code=0
+"${train[@]}" --out "$dir/never" --trace "$dir/corpus.txt" > "$dir/bad.log" 2>&1 || code=$?
+[ "$code" -eq 2 ] && grep -q "is the corpus the run reads" "$dir/bad.log" || { cat "$dir/bad.log"; fail "--trace on the corpus"; }
+[ "$(sha256sum < "$dir/corpus.txt")" = "$corpus_sum" ] || fail "--trace on the corpus changed it"
+for own in minigpt.safetensors minigpt.train.safetensors ../a/train_log.csv; do
+  before=$(sha256sum "$dir/a/minigpt.safetensors" "$dir/a/minigpt.train.safetensors" "$dir/a/train_log.csv")
+  code=0
+  "${model[@]}" --steps 3 --resume --out "$dir/a" --trace "$dir/a/$own" > "$dir/bad.log" 2>&1 || code=$?
+  [ "$code" -eq 2 ] && grep -q "is the run's own $(basename "$own") in --out" "$dir/bad.log" ||
+    { cat "$dir/bad.log"; fail "--trace on the run's own $own"; }
+  [ "$(sha256sum "$dir/a/minigpt.safetensors" "$dir/a/minigpt.train.safetensors" "$dir/a/train_log.csv")" = "$before" ] ||
+    fail "--trace on the run's own $own changed the run"
+done
+[ ! -e "$dir/never" ] || fail "a refused --trace run created its --out"
+echo "bad input refused: one trace, not a trace, a trace cut short, --trace in no directory, through a link, on the corpus or on the run's own files"
