@@ -48,8 +48,20 @@ struct AdamSettings {
   std::int64_t step;
 };
 
+// matmul's sizes for one product C = op(A) op(B): op(A) is [m, k], op(B) [k, n], C [m, n]. Each
+// matrix is stored whole, row-major; A is stored [m, k], or [k, m] and read transposed when
+// trans_a (B likewise: [k, n], or [n, k] when trans_b).
+struct ProductSizes {
+  std::int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
 template <class T>
 struct Table {
+  // --- matmul (ops/matmul.cpp): one product of a batch, C = op(A) op(B), C written whole.
+  //   C[i, j] = sum_p op(A)[i, p] op(B)[p, j]
+  void (*matmul)(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);
+
   // --- linear (ops/fused/linear.cpp):  h = x W^T + b
   // y = h. b optional.
   void (*linear)(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y);

@@ -5,14 +5,15 @@
 //   dA = dC B^T      (dC_mn depends on A_mk with weight B_kn: dA_mk = sum_n dC_mn B_kn)
 //   dB = A^T dC      (likewise dB_kn = sum_m A_mk dC_mn)
 //
-// then summed over batch dims that broadcasting stretched (docs/autograd.md). BLAS reads a
-// matrix transposed for free when told to (CblasTrans), so B^T and A^T are never copied. The
-// products run under the policy the router hands them (ops/route.h): under autocast they take
-// bf16 inputs and add in float32, each operand rounded once, whole.
+// then summed over batch dims that broadcasting stretched (docs/autograd.md). Each product is
+// the backend's matmul kernel (kernels/table.h), told how each operand is stored, so B^T and A^T
+// are read in place and never copied: one BLAS call on the fast backend (CblasTrans), three loops
+// on the naive one. The products run under the policy the router hands them (ops/route.h): under
+// autocast they take bf16 inputs and add in float32, each operand rounded once, whole.
 #include "matmul.h"
 
 #include "../autograd/dispatch.h"
-#include "../kernels/cpu/blas.h"
+#include "../kernels/table.h"
 #include "autocast_internal.h"
 #include "binary.h"
 #include "route.h"
@@ -41,39 +42,32 @@ std::int64_t broadcast_entry(std::int64_t i, const Shape& batch, const Shape& ow
 }
 
 // Every product of op(A) @ op(B) over the broadcast batch `batch`, A and B as stored ([ra, ca]
-// and [rb, cb] per entry).
+// and [rb, cb] per entry), each by the backend's matmul kernel.
 template <class T>
-void batch_products(const Products& products, const T* pa, std::int64_t ra, std::int64_t ca, bool trans_a,
-                    const Shape& batch_a, const T* pb, std::int64_t rb, std::int64_t cb, bool trans_b,
-                    const Shape& batch_b, const Shape& batch, T* pc, std::int64_t m, std::int64_t n) {
-  auto gemm = [&](blas::Matrix<const T> a, blas::Matrix<const T> b, blas::Matrix<T> c) { products.gemm(a, b, c); };
+void batch_products(const Products& products, const backends::Table<T>& kernels, const T* pa, std::int64_t ra,
+                    std::int64_t ca, bool trans_a, const Shape& batch_a, const T* pb, std::int64_t rb, std::int64_t cb,
+                    bool trans_b, const Shape& batch_b, const Shape& batch, T* pc, std::int64_t m, std::int64_t n) {
   std::int64_t batch_count = shape_numel(batch);
-  auto view_a = [&](std::int64_t offset, std::int64_t rows) {
-    blas::Matrix<const T> v{pa + offset, rows, ca};
-    return trans_a ? v.t() : v;
-  };
-  auto view_b = [&](std::int64_t offset) {
-    blas::Matrix<const T> v{pb + offset, rb, cb};
-    return trans_b ? v.t() : v;
-  };
+  std::int64_t k = trans_a ? ra : ca;
   // B is one matrix shared by the whole batch and A is not transposed: A's rows stack into one
-  // tall matrix [batch * M, K], and one GEMM does it all (the Linear-layer case).
+  // tall matrix [batch * M, K], and one product does it all (the Linear-layer case).
   if (batch_b.empty() && !trans_a) {
-    gemm(view_a(0, batch_count * m), view_b(0), blas::Matrix<T>{pc, batch_count * m, n});
+    kernels.matmul(products, {batch_count * m, n, k, false, trans_b}, pa, pb, pc);
     return;
   }
-  // Otherwise one GEMM per batch entry; a broadcast operand is re-read through its offset.
+  // Otherwise one product per batch entry; a broadcast operand is re-read through its offset.
   for (std::int64_t i = 0; i < batch_count; ++i) {
     std::int64_t oa = broadcast_entry(i, batch, batch_a) * ra * ca;
     std::int64_t ob = broadcast_entry(i, batch, batch_b) * rb * cb;
-    gemm(view_a(oa, ra), view_b(ob), blas::Matrix<T>{pc + i * m * n, m, n});
+    kernels.matmul(products, {m, n, k, trans_a, trans_b}, pa + oa, pb + ob, pc + i * m * n);
   }
 }
 
 // op(a) @ op(b) over broadcast batch dims, where op transposes the last two dims when asked.
 // Under bf16 products each operand is rounded once, whole (or its kept copy read), and every
 // product reads the rounded copies.
-Tensor batched_gemm(Products products, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b) {
+Tensor batched_gemm(Products products, const backends::Backend& backend, const Tensor& a, bool trans_a, const Tensor& b,
+                    bool trans_b) {
   const Shape &sa = a.shape(), &sb = b.shape();
   std::int64_t ra = sa[sa.size() - 2], ca = sa.back(), rb = sb[sb.size() - 2], cb = sb.back();
   std::int64_t m = trans_a ? ca : ra, k = trans_a ? ra : ca, n = trans_b ? rb : cb;
@@ -88,8 +82,8 @@ Tensor batched_gemm(Products products, const Tensor& a, bool trans_a, const Tens
   detail::keep_rounded(products, b);
   dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
-    batch_products<T>(products, a.data_ptr<T>(), ra, ca, trans_a, batch_of(sa), b.data_ptr<T>(), rb, cb, trans_b,
-                      batch_of(sb), batch, c.mutable_data_ptr<T>(), m, n);
+    batch_products<T>(products, backend.table<T>(), a.data_ptr<T>(), ra, ca, trans_a, batch_of(sa), b.data_ptr<T>(), rb,
+                      cb, trans_b, batch_of(sb), batch, c.mutable_data_ptr<T>(), m, n);
   });
   return c;
 }
@@ -140,15 +134,16 @@ Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   // A parameter's bf16 copy is kept for backward, which may run after autocast has ended: one
   // rounding per parameter per step; an activation is rounded again there.
   RoutedOp op{.name = "matmul", .family = profile::Family::Products, .bf16_products = true, .inputs = {a, b}};
-  // One kernel on every backend: the product policy's (BLAS, or bf16 under autocast).
-  op.fast = [&](Products products, const backends::Backend&) {
+  // The backend's matmul kernel, under the product policy (BLAS, or bf16 under autocast, on the
+  // fast backend; three loops on the naive one).
+  op.fast = [&](Products products, const backends::Backend& backend) {
     detail::keep_rounded(products, a);
     detail::keep_rounded(products, b);
-    Tensor c = batched_gemm(products, a, ta, b, tb);
-    auto backward = [products = products.parameters_only(), a, ta, b, tb](const Tensor& dc,
-                                                                          const std::vector<bool>& need) {
+    Tensor c = batched_gemm(products, backend, a, ta, b, tb);
+    auto backward = [products = products.parameters_only(), backend = &backend, a, ta, b, tb](
+                        const Tensor& dc, const std::vector<bool>& need) {
       auto gemm = [&](const Tensor& x, bool tx, const Tensor& y, bool ty) {
-        return batched_gemm(products, x, tx, y, ty);
+        return batched_gemm(products, *backend, x, tx, y, ty);
       };
       return product_backward(gemm, dc, a, ta, b, tb, need);
     };

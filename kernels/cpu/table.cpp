@@ -21,9 +21,19 @@ void attention_backward(const attention_kernels::Dims& n, const attention_kernel
   attention_kernels::attention_backward<T, In>(n, L, mask, scale, q, k, v, lse, dout, dq, dk, dv, products);
 }
 
+// One product through the policy: BLAS (or oneDNN under bf16) reads a stored matrix transposed
+// for free, so the views say how each operand is stored and how it is read.
+template <class T>
+void matmul(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c) {
+  blas::Matrix<const T> a_stored{a, n.trans_a ? n.k : n.m, n.trans_a ? n.m : n.k};
+  blas::Matrix<const T> b_stored{b, n.trans_b ? n.n : n.k, n.trans_b ? n.k : n.n};
+  products.gemm(n.trans_a ? a_stored.t() : a_stored, n.trans_b ? b_stored.t() : b_stored, blas::Matrix<T>{c, n.m, n.n});
+}
+
 template <class T>
 Table<T> cpu_table() {
   Table<T> t{
+      .matmul = matmul<T>,
       .linear = cpu::linear<T>,
       .linear_gelu = cpu::linear_gelu<T>,
       .linear_backward = cpu::linear_backward<T>,

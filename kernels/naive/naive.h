@@ -17,6 +17,10 @@ namespace ag::backends::naive {
 
 // Every kernel below calls count_call() (naive_calls.h) once, on entry: the count a test reads.
 
+// matmul.cpp
+template <class T>
+void matmul(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);
+
 // linear.cpp
 template <class T>
 void linear(const Products& products, const LinearSizes& n, const T* x, const T* w, const T* b, T* y);

@@ -23,6 +23,7 @@ namespace {
 template <class T>
 Table<T> naive_table() {
   return Table<T>{
+      .matmul = naive::matmul<T>,
       .linear = naive::linear<T>,
       .linear_gelu = naive::linear_gelu<T>,
       .linear_backward = naive::linear_backward<T>,

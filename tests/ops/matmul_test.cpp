@@ -1,4 +1,6 @@
-// Checks ops/matmul.cpp against a hand computation, a naive triple loop, and finite differences.
+// Checks ops/matmul.cpp against a hand computation, a naive triple loop, and finite differences,
+// on the fast backend (BLAS) and the naive one (kernels/naive/matmul.cpp).
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -121,6 +123,11 @@ TEST(Matmul, Errors) {
 // t with its last two dims swapped, copied: the independent way to build op(t).
 Tensor swapped(const Tensor& t, bool transposed) { return transposed ? t.transpose(-2, -1) : t; }
 
+// The shape of op(a) @ op(b).
+Shape product_shape(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  return naive_matmul(swapped(a, ta), swapped(b, tb)).shape();
+}
+
 // Calls check(a, ta, b, tb) for every pair of flags and every batch arrangement of the Gradcheck
 // cases above, op(A) [.., 3, 4] and op(B) [.., 4, 2], with a and b float64 leaves as stored.
 template <class Check>
@@ -167,15 +174,45 @@ TEST(MatmulTransposed, GradcheckForwardAndSecondOrder) {
   });
 }
 
+// The naive backend serves matmul with its own loops (no BLAS), every flag and batch
+// arrangement: the product equals the test's triple loop, the gradients equal the fast
+// backend's, finite differences and the forward-mode rule agree, and the naive kernel is the
+// one that ran (the fast route runs none).
+TEST(MatmulTransposed, NaiveBackendRunsItsOwnLoops) {
+  Generator gen(13);
+  for_each_transposed_case(gen, [&](const Tensor& a, bool ta, const Tensor& b, bool tb) {
+    Tensor g = randn(product_shape(a, ta, b, tb), gen, kFloat64);
+    testing::CountCalls counting;
+    Tensor fast = matmul_transposed(a, ta, b, tb);
+    std::vector<Tensor> fast_grads = grad({fast}, {a, b}, {g});
+    EXPECT_EQ(counting.naive(), 0);
+    KernelGuard naive(Kernels::Naive);
+    Tensor c = matmul_transposed(a, ta, b, tb);
+    std::vector<Tensor> grads = grad({c}, {a, b}, {g});
+    EXPECT_GE(counting.naive(), 3);  // at least one product forward and one for each gradient
+    EXPECT_TRUE(all_close(c, naive_matmul(swapped(a, ta), swapped(b, tb)), 1e-12));
+    EXPECT_TRUE(all_close(grads[0], fast_grads[0], 1e-12));
+    EXPECT_TRUE(all_close(grads[1], fast_grads[1], 1e-12));
+    auto f = [ta, tb](const std::vector<Tensor>& in) { return matmul_transposed(in[0], ta, in[1], tb); };
+    EXPECT_TRUE(testing::gradcheck(f, {a, b}, {.check_forward_ad = true}));
+  });
+}
+
 TEST(MatmulTransposed, ErrorsNameTheOperandsAsRead) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { matmul_transposed(ones({2, 3}), false, ones({3, 4}), true); },
+      [] {
+        matmul_transposed(ones({2, 3}), false, ones({3, 4}), true);
+      },
       "matmul_transposed: shapes [2, 3] and [3, 4] read transposed: inner dimensions 3 and 4 differ"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { matmul_transposed(ones({3}), true, ones({3, 4}), false); },
+      [] {
+        matmul_transposed(ones({3}), true, ones({3, 4}), false);
+      },
       "matmul_transposed: shapes [3] and [3, 4]: both need at least 2 dims"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { matmul_transposed(ones({2, 3, 2}), true, ones({3, 3, 4}), false); },
+      [] {
+        matmul_transposed(ones({2, 3, 2}), true, ones({3, 3, 4}), false);
+      },
       "matmul_transposed: shapes [2, 3, 2] and [3, 3, 4]: batch dims [2] and [3] cannot be broadcast"));
 }
 
