@@ -23,7 +23,8 @@ Node::Node(OpName op, std::vector<Edge> next_edges, BackwardFn backward, std::ve
       next_edges_(std::move(next_edges)),
       backward_(std::move(backward)),
       saved_(std::move(saved)),
-      order_(order) {
+      order_(order),
+      kernels_(detail::thread_context().kernels) {
   detail::node_created();  // memory_stats().live_nodes (memory.cpp)
 }
 
@@ -86,10 +87,19 @@ void check_unchanged(const std::string& op, const SavedVersion& saved) {
 namespace {
 
 // The node whose backward formula is running on this thread, for detail::node_output.
+// While a node's formula runs: it is the running node, and the kernel switch is the one its
+// forward ran under, so the ops its formula calls run on the backend the forward ran on.
 struct Running {
   const Node* previous = detail::thread_context().running;
-  explicit Running(const Node* node) { detail::thread_context().running = node; }
-  ~Running() { detail::thread_context().running = previous; }
+  std::uint8_t previous_kernels = detail::thread_context().kernels;
+  explicit Running(const Node* node) {
+    detail::thread_context().running = node;
+    detail::thread_context().kernels = node->kernels();
+  }
+  ~Running() {
+    detail::thread_context().running = previous;
+    detail::thread_context().kernels = previous_kernels;
+  }
   Running(const Running&) = delete;
   Running& operator=(const Running&) = delete;
 };
@@ -275,9 +285,10 @@ bool propagate_tangent(const std::string& name, const Tensor& output, const std:
   }
   if (!tangent.defined()) return true;  // the rule says the derivative is zero
   if (tangent.shape() != output.shape() || tangent.dtype() != output.dtype())
-    throw std::logic_error(fmt::format("forward rule of '{}' returned a {} tangent of shape {} for a {} output of shape {}",
-                                       name, dtype_name(tangent.dtype()), shape_str(tangent.shape()),
-                                       dtype_name(output.dtype()), shape_str(output.shape())));
+    throw std::logic_error(
+        fmt::format("forward rule of '{}' returned a {} tangent of shape {} for a {} output of shape {}", name,
+                    dtype_name(tangent.dtype()), shape_str(tangent.shape()), dtype_name(output.dtype()),
+                    shape_str(output.shape())));
   detail::set_tangent(output, tangent);
   return true;
 }

@@ -162,6 +162,8 @@ class Node : public std::enable_shared_from_this<Node> {
     values_move_ = values_move;
   }
   void set_dual_backward(DualBackwardFn dual_backward) { dual_backward_ = std::move(dual_backward); }
+  // The kernel switch (ag::Kernels) its forward ran under: its formula runs under it too.
+  std::uint8_t kernels() const { return kernels_; }
 
  private:
   std::string name_;
@@ -180,6 +182,7 @@ class Node : public std::enable_shared_from_this<Node> {
   Tensor output_tangent_;
   bool values_move_ = false;
   DualBackwardFn dual_backward_;
+  std::uint8_t kernels_ = 0;  // set from the thread's switch when the node is made
   // Forward over reverse: the formula's tangent as well as its result (apply's dual case).
   std::vector<Tensor> apply_dual(const Tensor& grad_output, const std::vector<bool>& needs) const;
 };

@@ -19,6 +19,7 @@
 // table says bf16_products = false is only ever handed the plain policy.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -56,8 +57,29 @@ struct ProductSizes {
   bool trans_a, trans_b;
 };
 
+// The four arithmetic ops of ops/binary.cpp.
+enum class Arithmetic { Add, Sub, Mul, Div };
+
+// A broadcast loop's sizes: the shape it runs over (`rank` dims, row-major), and for each of its
+// inputs the stride of each of those dims in that input: 0 along a dim the input lacks or has
+// size 1 in, so every element of the shape maps to one element of the input.
+struct BroadcastSizes {
+  std::size_t rank;
+  const std::int64_t* shape;
+  const std::int64_t* a_strides;
+  const std::int64_t* b_strides;  // only for arithmetic
+};
+
 template <class T>
 struct Table {
+  // --- add, sub, mul, div with broadcasting (ops/binary.cpp): for every element o of the shape,
+  //   y[o] = a[ia] op b[ib],   ia and ib: o's coordinates times a_strides and b_strides
+  void (*arithmetic)(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);
+  // broadcast_to: y[o] = x[ix], ix through a_strides. And its adjoint, sum_to: for every element
+  // o of the shape, y[iy] += g[o], iy through a_strides (y zero-filled by the caller).
+  void (*broadcast)(const BroadcastSizes& n, const T* x, T* y);
+  void (*sum_broadcast)(const BroadcastSizes& n, const T* g, T* y);
+
   // --- matmul (ops/matmul.cpp): one product of a batch, C = op(A) op(B), C written whole.
   //   C[i, j] = sum_p op(A)[i, p] op(B)[p, j]
   void (*matmul)(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);

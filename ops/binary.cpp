@@ -5,6 +5,9 @@
 // that broadcast_to made (docs/autograd.md derives it).
 //
 //   a: shape A, b: shape B, y: shape S = broadcast(A, B).   dy: S;  da: A;  db: B.
+//
+// The loops are the backend's (kernels/table.h: kernels/cpu/broadcast.cpp,
+// kernels/naive/broadcast.cpp); this file works out the shapes and the strides they read by.
 #include "binary.h"
 
 #include <algorithm>
@@ -13,7 +16,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
-#include "../runtime/parallel.h"
+#include "../kernels/table.h"
 #include "../runtime/profile.h"
 #include "route.h"
 
@@ -49,54 +52,23 @@ std::vector<std::int64_t> broadcast_strides(const Shape& in, const Shape& out) {
   return strides;
 }
 
-// Calls f(out_offset, a_offset, b_offset) for every element of `out_shape`, in order, where
-// a and b are read through broadcast strides. An odometer over all dims but the last.
-template <class F>
-void for_each_broadcast(const Shape& out_shape, const std::vector<std::int64_t>& sa,
-                        const std::vector<std::int64_t>& sb, F&& f) {
-  std::int64_t total = shape_numel(out_shape);
-  if (total == 0) return;
-  if (out_shape.empty()) {
-    f(0, 0, 0);
-    return;
-  }
-  std::size_t rank = out_shape.size();
-  std::int64_t inner = out_shape[rank - 1], ia_step = sa[rank - 1], ib_step = sb[rank - 1];
-  std::vector<std::int64_t> counter(rank, 0);
-  std::int64_t ia = 0, ib = 0;
-  for (std::int64_t o = 0; o < total; o += inner) {
-    for (std::int64_t j = 0; j < inner; ++j) f(o + j, ia + j * ia_step, ib + j * ib_step);
-    for (std::size_t d = rank - 1; d-- > 0;) {  // advance the odometer over dims rank-2 .. 0
-      ia += sa[d];
-      ib += sb[d];
-      if (++counter[d] < out_shape[d]) break;
-      ia -= sa[d] * out_shape[d];
-      ib -= sb[d] * out_shape[d];
-      counter[d] = 0;
-    }
-  }
+// The sizes of a broadcast loop over `shape`, reading inputs through strides sa (and sb).
+backends::BroadcastSizes broadcast_sizes(const Shape& shape, const std::vector<std::int64_t>& sa,
+                                         const std::vector<std::int64_t>* sb = nullptr) {
+  return {shape.size(), shape.data(), sa.data(), sb ? sb->data() : nullptr};
 }
 
-// y = op(a, b) elementwise over the broadcast shape.
-template <class F>
-Tensor broadcast_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
+// y = op(a, b) elementwise over the broadcast shape, by the backend's kernel.
+Tensor broadcast_kernel(const char* op, backends::Arithmetic which, const Tensor& a, const Tensor& b) {
   check_same_floating(op, a, b);
   profile::Scope scope(profile::Family::Elementwise);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor y = detail::empty_for(op, shape, a.dtype());
+  auto sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
   dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* pa = a.data_ptr<T>();
-    const T* pb = b.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
-    if (a.shape() == b.shape()) {  // the common case, one flat loop
-      parallel_for(y.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
-      });
-      return;
-    }
-    for_each_broadcast(shape, broadcast_strides(a.shape(), shape), broadcast_strides(b.shape(), shape),
-                       [&](std::int64_t o, std::int64_t ia, std::int64_t ib) { py[o] = f(pa[ia], pb[ib]); });
+    current_backend().table<T>().arithmetic(which, broadcast_sizes(shape, sa, &sb), a.data_ptr<T>(), b.data_ptr<T>(),
+                                            y.mutable_data_ptr<T>());
   });
   return y;
 }
@@ -110,10 +82,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   Tensor y = detail::empty_for("broadcast_to", shape, x.dtype());
   dispatch_floating(x.dtype(), "broadcast_to", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
     auto sx = broadcast_strides(x.shape(), shape);
-    for_each_broadcast(shape, sx, sx, [&](std::int64_t o, std::int64_t ix, std::int64_t) { py[o] = px[ix]; });
+    current_backend().table<T>().broadcast(broadcast_sizes(shape, sx), x.data_ptr<T>(), y.mutable_data_ptr<T>());
   });
   // y[o] = x[map(o)]:  dx[i] = sum of dy[o] over every o with map(o) = i
   Shape x_shape = x.shape();
@@ -131,10 +101,9 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   Tensor y = zeros(shape, g.dtype());
   dispatch_floating(g.dtype(), "sum_to", [&](auto tag) {
     using T = decltype(tag);
-    const T* pg = g.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
     auto sy = broadcast_strides(shape, g.shape());
-    for_each_broadcast(g.shape(), sy, sy, [&](std::int64_t o, std::int64_t iy, std::int64_t) { py[iy] += pg[o]; });
+    current_backend().table<T>().sum_broadcast(broadcast_sizes(g.shape(), sy), g.data_ptr<T>(),
+                                               y.mutable_data_ptr<T>());
   });
   // The adjoint of broadcast_to: dg = broadcast_to(dy, g.shape())
   Shape g_shape = g.shape();
@@ -151,7 +120,7 @@ Tensor spread(const Tensor& tangent, const Shape& shape) {
 
 // y = a + b        da = sum_to(dy)          db = sum_to(dy)            ẏ = ȧ + ḃ
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor y = broadcast_kernel("add", a, b, [](auto u, auto v) { return u + v; });
+  Tensor y = broadcast_kernel("add", backends::Arithmetic::Add, a, b);
   return record(
       {"add", profile::Family::Elementwise}, y, {a, b},
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
@@ -165,7 +134,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // y = a - b        da = sum_to(dy)          db = -sum_to(dy)           ẏ = ȧ - ḃ
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor y = broadcast_kernel("sub", a, b, [](auto u, auto v) { return u - v; });
+  Tensor y = broadcast_kernel("sub", backends::Arithmetic::Sub, a, b);
   return record(
       {"sub", profile::Family::Elementwise}, y, {a, b},
       [sa = a.shape(), sb = b.shape()](const Tensor& dy, const std::vector<bool>& need) {
@@ -179,7 +148,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // y = a * b        da = sum_to(dy * b)      db = sum_to(dy * a)        ẏ = ȧ b + a ḃ
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor y = broadcast_kernel("mul", a, b, [](auto u, auto v) { return u * v; });
+  Tensor y = broadcast_kernel("mul", backends::Arithmetic::Mul, a, b);
   return record(
       {"mul", profile::Family::Elementwise}, y, {a, b},
       // a and b as passed: with create_graph the products below are differentiated through them.
@@ -196,7 +165,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 // y = a / b        da = sum_to(dy / b)      db = sum_to(-dy * a / b^2) = sum_to(-dy * y / b)
 //                  ẏ = ȧ / b - a ḃ / b^2 = (ȧ - y ḃ) / b
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor y = broadcast_kernel("div", a, b, [](auto u, auto v) { return u / v; });
+  Tensor y = broadcast_kernel("div", backends::Arithmetic::Div, a, b);
   return record({"div", profile::Family::Elementwise}, y, {a, b},
                 // With create_graph the same formula reads y with its history (the node's own output).
                 fast_or_composed(

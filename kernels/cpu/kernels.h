@@ -8,6 +8,14 @@
 
 namespace ag::backends::cpu {
 
+// broadcast.cpp
+template <class T>
+void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);
+template <class T>
+void broadcast(const BroadcastSizes& n, const T* x, T* y);
+template <class T>
+void sum_broadcast(const BroadcastSizes& n, const T* g, T* y);
+
 // gelu.cpp. The loops on one thread (linear_gelu runs them on each band it computed), and the
 // bf16 form, whose Phi is accurate to a relative 3e-5 only: its output and slope are rounded to
 // bf16 next (fast::normal_bf16).

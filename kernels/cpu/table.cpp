@@ -33,6 +33,9 @@ void matmul(const Products& products, const ProductSizes& n, const T* a, const T
 template <class T>
 Table<T> cpu_table() {
   Table<T> t{
+      .arithmetic = cpu::arithmetic<T>,
+      .broadcast = cpu::broadcast<T>,
+      .sum_broadcast = cpu::sum_broadcast<T>,
       .matmul = matmul<T>,
       .linear = cpu::linear<T>,
       .linear_gelu = cpu::linear_gelu<T>,

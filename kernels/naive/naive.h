@@ -17,6 +17,14 @@ namespace ag::backends::naive {
 
 // Every kernel below calls count_call() (naive_calls.h) once, on entry: the count a test reads.
 
+// broadcast.cpp
+template <class T>
+void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);
+template <class T>
+void broadcast(const BroadcastSizes& n, const T* x, T* y);
+template <class T>
+void sum_broadcast(const BroadcastSizes& n, const T* g, T* y);
+
 // matmul.cpp
 template <class T>
 void matmul(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);

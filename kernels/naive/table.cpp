@@ -23,6 +23,9 @@ namespace {
 template <class T>
 Table<T> naive_table() {
   return Table<T>{
+      .arithmetic = naive::arithmetic<T>,
+      .broadcast = naive::broadcast<T>,
+      .sum_broadcast = naive::sum_broadcast<T>,
       .matmul = naive::matmul<T>,
       .linear = naive::linear<T>,
       .linear_gelu = naive::linear_gelu<T>,

@@ -1,4 +1,6 @@
-// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to.
+// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to, on the fast backend
+// and on the naive one (kernels/naive/broadcast.cpp).
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -91,6 +93,48 @@ TEST(Binary, BroadcastToAndSumTo) {
   Tensor big = normal_leaf({2, 3, 4}, gen);
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {3, 1}); }, {big}));
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return sum_to(in[0], {4}); }, {big}));
+}
+
+// The naive backend's loops (one loop over the output, coordinates by division) against the
+// hand values above, finite differences with forward mode, and the fast backend's odometer: each
+// element is one IEEE operation on the same two numbers, and sum_to adds in the same order (the
+// output's), so the two agree exactly, in float32 too.
+TEST(Binary, NaiveBackendServesEveryLoop) {
+  testing::CountCalls counting;
+  Generator gen(6);
+  std::vector<std::pair<Shape, Shape>> pairs = {
+      {{2, 3}, {2, 3}}, {{4, 1, 3}, {5, 3}}, {{}, {2, 3}}, {{2, 1}, {1, 3}}, {{2, 3, 1, 4}, {3, 5, 1}},
+  };
+  for (DType dtype : {kFloat32, kFloat64})
+    for (auto [sa, sb] : pairs) {
+      SCOPED_TRACE(fmt::format("{} with {} {}", shape_str(sa), shape_str(sb), dtype_name(dtype)));
+      Tensor a = randn(sa, gen, dtype), b = rand(sb, gen, dtype) + 0.5;
+      Shape both = broadcast_shapes("test", sa, sb);
+      std::vector<Tensor> fast = {a + b, a - b, a * b, a / b, broadcast_to(a, both), sum_to(broadcast_to(b, both), sb)};
+      EXPECT_EQ(counting.naive(), 0);
+      KernelGuard naive(Kernels::Naive);
+      std::vector<Tensor> loops = {
+          a + b, a - b, a * b, a / b, broadcast_to(a, both), sum_to(broadcast_to(b, both), sb)};
+      EXPECT_GE(counting.naive(), 6);
+      counting.reset();
+      for (std::size_t i = 0; i < fast.size(); ++i) EXPECT_TRUE(all_close(loops[i], fast[i], 0)) << "result " << i;
+    }
+  KernelGuard naive(Kernels::Naive);
+  Tensor a = tensor({1, 2}, {2, 1}, kFloat64), b = tensor({10, 20, 30}, {3}, kFloat64);
+  EXPECT_TRUE(all_close(a + b, {11, 21, 31, 12, 22, 32}, 0));
+  EXPECT_TRUE(all_close(b / a, {10, 20, 30, 5, 10, 15}, 0));
+  EXPECT_TRUE(all_close(sum_to(broadcast_to(tensor({1, 2, 3}, {3, 1}, kFloat64), {2, 3, 4}), {3, 1}), {8, 16, 24}, 0));
+  Tensor x = normal_leaf({2, 3, 1}, gen), y = (rand({3, 4}, gen, kFloat64) + 0.5).detach().requires_grad_();
+  for (auto f : {+[](const std::vector<Tensor>& in) { return in[0] + in[1]; },
+                 +[](const std::vector<Tensor>& in) { return in[0] - in[1]; },
+                 +[](const std::vector<Tensor>& in) { return in[0] * in[1]; },
+                 +[](const std::vector<Tensor>& in) { return in[0] / in[1]; }})
+    EXPECT_TRUE(testing::gradcheck(f, {x, y}, {.check_forward_ad = true}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return sum_to(in[0], {3, 1});
+      },
+      {normal_leaf({2, 3, 4}, gen)}, {.check_forward_ad = true}));
 }
 
 TEST(Binary, Errors) {

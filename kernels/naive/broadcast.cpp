@@ -1,0 +1,70 @@
+// The broadcast loops of ops/binary.cpp as a reader writes them first: one loop over the
+// output's elements, each element's coordinates recovered by division, and each input's offset
+// the sum of coordinate times stride (kernels/table.h, BroadcastSizes). The fast twins are in
+// kernels/cpu/broadcast.cpp.
+//
+//   arithmetic:  y[o] = a[ia] op b[ib]      broadcast_to:  y[o] = x[ix]      sum_to:  y[iy] += g[o]
+#include "naive.h"
+
+namespace ag::backends::naive {
+
+namespace {
+
+// The number of elements of n's shape.
+std::int64_t count(const BroadcastSizes& n) {
+  std::int64_t total = 1;
+  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
+  return total;
+}
+
+// The offset in an input with these strides of element o of n's shape: o's coordinates, read
+// from the last dim (the fastest) to the first, each times its stride.
+std::int64_t offset(const BroadcastSizes& n, const std::int64_t* strides, std::int64_t o) {
+  std::int64_t at = 0;
+  for (std::size_t d = n.rank; d-- > 0;) {
+    at += (o % n.shape[d]) * strides[d];
+    o /= n.shape[d];
+  }
+  return at;
+}
+
+}  // namespace
+
+template <class T>
+void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y) {
+  count_call();
+  const std::int64_t total = count(n);
+  for (std::int64_t o = 0; o < total; ++o) {
+    T u = a[offset(n, n.a_strides, o)], v = b[offset(n, n.b_strides, o)];
+    switch (op) {
+      case Arithmetic::Add: y[o] = u + v; break;
+      case Arithmetic::Sub: y[o] = u - v; break;
+      case Arithmetic::Mul: y[o] = u * v; break;
+      case Arithmetic::Div: y[o] = u / v; break;
+    }
+  }
+}
+
+template <class T>
+void broadcast(const BroadcastSizes& n, const T* x, T* y) {
+  count_call();
+  const std::int64_t total = count(n);
+  for (std::int64_t o = 0; o < total; ++o) y[o] = x[offset(n, n.a_strides, o)];
+}
+
+template <class T>
+void sum_broadcast(const BroadcastSizes& n, const T* g, T* y) {
+  count_call();
+  const std::int64_t total = count(n);
+  for (std::int64_t o = 0; o < total; ++o) y[offset(n, n.a_strides, o)] += g[o];
+}
+
+// The two precisions of the table (table.cpp).
+template void arithmetic(Arithmetic, const BroadcastSizes&, const float*, const float*, float*);
+template void arithmetic(Arithmetic, const BroadcastSizes&, const double*, const double*, double*);
+template void broadcast(const BroadcastSizes&, const float*, float*);
+template void broadcast(const BroadcastSizes&, const double*, double*);
+template void sum_broadcast(const BroadcastSizes&, const float*, float*);
+template void sum_broadcast(const BroadcastSizes&, const double*, double*);
+
+}  // namespace ag::backends::naive
