@@ -11,7 +11,7 @@
    live_level() or is_active() (ops/kernels.cpp and ops/autocast.cpp define the first and the
    third). Setting grad mode (NoGradGuard) is not reading it.
 
-3. The programs (examples/, bench/, tools/) use the library as a user does, through
+3. The programs (examples/, bench/, tools/, exercises/) use the library as a user does, through
    <attograd/...>: a quoted #include of theirs stays inside their own folder, and none names a
    library folder in angle brackets (<kernels/...>), but for the edges named in EXCEPTIONS.
 
@@ -69,7 +69,7 @@ EXCEPTIONS = {
 }
 
 # The programs' folders (rule 3): each may include, quoted, only files inside itself.
-PROGRAMS = ("examples", "bench", "tools")
+PROGRAMS = ("examples", "bench", "tools", "exercises")
 
 SWITCHES = re.compile(r"\b(use_reference|creating_graph|autocasts|is_grad_enabled|any_tangent|live_level|is_active)\s*\(")
 # Where the switches may be named: the router, and the two files that define them.

@@ -1,0 +1,423 @@
+// The checks of every exercise (checks.h). Each is independent of the learner's answer: a value
+// by the library's own op (itself held to finite differences and PyTorch by the test suite),
+// central finite differences, an identity the answer must keep (rows sum to 1), or a property
+// (a masked key gets exactly 0; a later token changes no earlier output).
+#include "checks.h"
+
+#include <attograd/attograd.h>
+
+#include <cmath>
+#include <limits>
+
+#include "workbook.h"
+
+namespace workbook {
+
+namespace {
+
+using ag::Tensor;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The coordinates of flat index i in shape s, as "[1, 0, 3]".
+std::string coordinates(std::int64_t i, const ag::Shape& s) {
+  std::vector<std::int64_t> at(s.size());
+  for (std::size_t d = s.size(); d-- > 0;) {
+    at[d] = i % s[d];
+    i /= s[d];
+  }
+  return fmt::format("[{}]", fmt::join(at, ", "));
+}
+
+// got against want, element by element: passes when |got - want| <= tol (1 + |want|), with an
+// infinity equal only to itself and NaN never equal. On failure, names the input, the first
+// element at fault, and both values.
+std::optional<Text> compare(const Text& input, const Tensor& got, const Tensor& want, double tol) {
+  if (!got.defined())
+    return Text{fmt::format("{}: your function returned an undefined tensor", input.en),
+                fmt::format("{}：你的函数返回了未定义的张量", input.zh)};
+  if (got.shape() != want.shape())
+    return Text{
+        fmt::format("{}: expected shape {}, got {}", input.en, ag::shape_str(want.shape()), ag::shape_str(got.shape())),
+        fmt::format("{}：形状应为 {}，实际为 {}", input.zh, ag::shape_str(want.shape()), ag::shape_str(got.shape()))};
+  std::vector<double> g = got.to(ag::kFloat64).to_vector<double>(), w = want.to(ag::kFloat64).to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    bool same = std::isinf(w[i]) ? g[i] == w[i] : std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i]));
+    if (same) continue;
+    std::string at = coordinates(static_cast<std::int64_t>(i), want.shape());
+    return Text{fmt::format("{}: element {}: expected {:.6g}, got {:.6g}", input.en, at, w[i], g[i]),
+                fmt::format("{}：元素 {}：应为 {:.6g}，实际为 {:.6g}", input.zh, at, w[i], g[i])};
+  }
+  return std::nullopt;
+}
+
+std::optional<Text> compare_numbers(const Text& what, const std::vector<double>& got, const std::vector<double>& want,
+                                    double tol) {
+  if (got.size() != want.size())
+    return Text{fmt::format("{}: expected {} numbers, got {}", what.en, want.size(), got.size()),
+                fmt::format("{}：应有 {} 个数，实际为 {} 个", what.zh, want.size(), got.size())};
+  return compare(what, ag::tensor(got, {static_cast<std::int64_t>(got.size())}, ag::kFloat64),
+                 ag::tensor(want, {static_cast<std::int64_t>(want.size())}, ag::kFloat64), tol);
+}
+
+// A float64 gradcheck of f at inputs; the library's report (in English) on failure.
+std::optional<Text> gradcheck(const ag::TensorFunction& f, const std::vector<Tensor>& inputs) {
+  ag::GradcheckResult r = ag::gradcheck(f, inputs);
+  if (r.passed) return std::nullopt;
+  return Text{"the gradient of your function disagrees with finite differences:\n" + r.report,
+              "你的函数的梯度与有限差分不一致（以下为英文报告）：\n" + r.report};
+}
+
+Tensor randn(const ag::Shape& shape, std::uint64_t seed) {
+  ag::Generator gen(seed);
+  return ag::randn(shape, gen, ag::kFloat64);
+}
+
+Tensor leaf(const ag::Shape& shape, std::uint64_t seed) { return randn(shape, seed).requires_grad_(); }
+
+// Fails unless the answer got is finite everywhere: names the first element that is not.
+std::optional<Text> finite(const Text& input, const Tensor& got) {
+  std::vector<double> g = got.to(ag::kFloat64).to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (!std::isfinite(g[i])) {
+      std::string at = coordinates(static_cast<std::int64_t>(i), got.shape());
+      return Text{fmt::format("{}: element {} is {}", input.en, at, g[i]),
+                  fmt::format("{}：元素 {} 为 {}", input.zh, at, g[i])};
+    }
+  return std::nullopt;
+}
+
+// ---- 1. The notes' worked example ------------------------------------------------------------
+
+// The example's tensors: the query of "cat" and the keys of "The", "cat", "sat".
+Tensor example_q() { return ag::tensor({1, 0, 1, 0}, {1, 4}, ag::kFloat64); }
+Tensor example_k() { return ag::tensor({1, 1, 0, 0, 1, 0, 1, 0, 0, 1, 1, 0}, {3, 4}, ag::kFloat64); }
+Tensor example_scores() { return example_q().matmul(example_k().t()).reshape({3}); }
+
+Exercise worked_example_exercise() {
+  const Text where{"docs/attention.md, \"A worked example, and two figures checked\"",
+                   "docs/attention.md 的 “A worked example, and two figures checked”"};
+  auto hint = [&](const char* en, const char* zh) {
+    return Text{fmt::format("{}; {}", en, where.en), fmt::format("{}；{}", zh, where.zh)};
+  };
+  return {
+      1,
+      {"the notes' worked example, by hand", "笔记中的手算例子"},
+      "01_worked_example.cpp",
+      {
+          {"1.scores",
+           {"the scores q . k_j", "分数 q · k_j"},
+           hint("a dot product adds the products of matching entries: (1,0,1,0) . (1,1,0,0) = 1",
+                "点积是对应元素乘积之和：(1,0,1,0) · (1,1,0,0) = 1"),
+           [] {
+             return compare_numbers({"scores", "分数"}, worked_example().scores, example_scores().to_vector<double>(),
+                                    0);
+           }},
+          {"1.scaled",
+           {"the scores divided by sqrt(d_k)", "分数除以 sqrt(d_k)"},
+           hint("divide by the square root of d_k = 4, which is 2, not by 4", "除以 d_k = 4 的平方根，即 2，而不是 4"),
+           [] {
+             return compare_numbers({"scaled scores", "缩放后的分数"}, worked_example().scaled,
+                                    (example_scores() / 2.0).to_vector<double>(), 0);
+           }},
+          {"1.weights",
+           {"the weights, to 4 decimals", "权重（4 位小数）"},
+           hint("softmax: e^(s_j) / sum_i e^(s_i) over the three scaled scores",
+                "softmax：e^(s_j) / Σ_i e^(s_i)，对三个缩放后的分数计算"),
+           [] {
+             return compare_numbers({"weights", "权重"}, worked_example().weights,
+                                    ag::softmax(example_scores() / 2.0, 0).to_vector<double>(), 5e-4);
+           }},
+      },
+  };
+}
+
+// ---- 2. Stable softmax -----------------------------------------------------------------------
+
+Exercise stable_softmax_exercise() {
+  const std::string doc = "docs/softmax.md, \"The forward pass, and why it subtracts the maximum\"";
+  const std::string doc_zh = "docs/softmax.md 的 “The forward pass, and why it subtracts the maximum”";
+  return {
+      2,
+      {"a softmax that does not overflow", "不会溢出的 softmax"},
+      "02_stable_softmax.cpp",
+      {
+          {"2.equals-softmax",
+           {"equal to ag::softmax on a [3, 5] input and a [2, 3, 4] one",
+            "在 [3, 5] 与 [2, 3, 4] 的输入上与 ag::softmax 相等"},
+           {"softmax(x)_i = exp(x_i) / sum_j exp(x_j), over the last dim; " + doc,
+            "softmax(x)_i = exp(x_i) / Σ_j exp(x_j)，沿最后一维；" + doc_zh},
+           []() -> std::optional<Text> {
+             for (const ag::Shape& s : {ag::Shape{3, 5}, ag::Shape{2, 3, 4}}) {
+               Tensor x = randn(s, 21);
+               if (auto f = compare({"x " + ag::shape_str(s), "输入 x " + ag::shape_str(s)}, stable_softmax(x),
+                                    ag::softmax(x, -1), 1e-12))
+                 return f;
+             }
+             return std::nullopt;
+           }},
+          {"2.rows-sum-to-1",
+           {"each row sums to 1", "每行之和为 1"},
+           {"divide by the sum over the last dim (keep that dim: sum(-1, true))",
+            "除以沿最后一维的和（保留该维：sum(-1, true)）"},
+           []() -> std::optional<Text> {
+             Tensor x = randn({4, 7}, 22);
+             return compare({"row sums", "每行之和"}, stable_softmax(x).sum(-1), ag::ones({4}, ag::kFloat64), 1e-12);
+           }},
+          {"2.large-scores",
+           {"scores near 1000 stay finite", "接近 1000 的分数仍为有限值"},
+           {"exp(1000) is inf in float64: subtract each row's max first, softmax(x) = softmax(x - c); " + doc,
+            "float64 中 exp(1000) 为 inf：先减去每行的最大值，softmax(x) = softmax(x − c)；" + doc_zh},
+           []() -> std::optional<Text> {
+             Tensor x = randn({2, 5}, 23) + 1000.0;
+             Tensor y = stable_softmax(x);
+             if (auto f = finite({"x near 1000", "接近 1000 的输入 x"}, y)) return f;
+             return compare({"x near 1000", "接近 1000 的输入 x"}, y, ag::softmax(x, -1), 1e-12);
+           }},
+          {"2.minus-inf",
+           {"a −inf score gets weight exactly 0", "−inf 的分数得到恰好为 0 的权重"},
+           {"exp(−inf − max) = 0 exactly; keep −inf as it is", "exp(−inf − max) 恰好为 0；不要改动 −inf"},
+           []() -> std::optional<Text> {
+             Tensor x = ag::tensor({0.5, -kInf, 1.5, -kInf, 2.0, 0.0}, {2, 3}, ag::kFloat64);
+             return compare({"x with −inf", "含 −inf 的输入 x"}, stable_softmax(x), ag::softmax(x, -1), 1e-12);
+           }},
+          {"2.gradcheck",
+           {"float64 gradcheck on a [3, 4] input", "[3, 4] 输入上的 float64 梯度检验"},
+           {"write it with ops (exp, sum, max, -, /), so that autograd can differentiate it",
+            "用算子（exp、sum、max、-、/）来写，自动微分才能求导"},
+           [] {
+             return gradcheck([](const std::vector<Tensor>& in) { return stable_softmax(in[0]); }, {leaf({3, 4}, 24)});
+           }},
+      },
+  };
+}
+
+// ---- 3. Softmax backward ---------------------------------------------------------------------
+
+Exercise softmax_backward_exercise() {
+  const std::string doc = "docs/softmax.md, \"Backward without the Jacobian\"";
+  const std::string doc_zh = "docs/softmax.md 的 “Backward without the Jacobian”";
+  return {
+      3,
+      {"softmax's backward, derived by hand", "手推 softmax 的反向传播"},
+      "03_softmax_backward.cpp",
+      {
+          {"3.autograd",
+           {"equal to autograd's gradient of ag::softmax, on [3, 5] and [2, 2, 6]",
+            "在 [3, 5] 与 [2, 2, 6] 上与自动微分的梯度相等"},
+           {"dx_j = sum_i dy_i y_i (δ_ij − y_j) = y_j (dy_j − sum_i dy_i y_i); " + doc,
+            "dx_j = Σ_i dy_i y_i (δ_ij − y_j) = y_j (dy_j − Σ_i dy_i y_i)；" + doc_zh},
+           []() -> std::optional<Text> {
+             for (const ag::Shape& s : {ag::Shape{3, 5}, ag::Shape{2, 2, 6}}) {
+               Tensor x = leaf(s, 31), dy = randn(s, 32);
+               Tensor y = ag::softmax(x, -1);
+               Tensor want = ag::grad({y}, {x}, {dy})[0];
+               if (auto f = compare({"y, dy " + ag::shape_str(s), "y、dy " + ag::shape_str(s)},
+                                    softmax_backward(y.detach(), dy), want, 1e-12))
+                 return f;
+             }
+             return std::nullopt;
+           }},
+          {"3.finite-differences",
+           {"equal to central finite differences of ag::softmax", "与 ag::softmax 的中心差分相等"},
+           {"dL/dx_j ≈ (L(x + h e_j) − L(x − h e_j)) / 2h with L = sum(dy * softmax(x)); " + doc,
+            "dL/dx_j ≈ (L(x + h e_j) − L(x − h e_j)) / 2h，其中 L = Σ dy · softmax(x)；" + doc_zh},
+           []() -> std::optional<Text> {
+             Tensor x = randn({2, 5}, 33), dy = randn({2, 5}, 34);
+             std::vector<double> xs = x.to_vector<double>(), numeric(xs.size());
+             const double h = 1e-6;
+             for (std::size_t j = 0; j < xs.size(); ++j) {
+               auto loss = [&](double shift) {
+                 std::vector<double> moved = xs;
+                 moved[j] += shift;
+                 return (ag::softmax(ag::tensor(moved, {2, 5}, ag::kFloat64), -1) * dy).sum().item();
+               };
+               numeric[j] = (loss(h) - loss(-h)) / (2 * h);
+             }
+             return compare({"y, dy [2, 5]", "y、dy [2, 5]"}, softmax_backward(ag::softmax(x, -1), dy),
+                            ag::tensor(numeric, {2, 5}, ag::kFloat64), 1e-6);
+           }},
+          {"3.rows-sum-to-0",
+           {"each row of dx sums to 0", "dx 每行之和为 0"},
+           {"softmax ignores a shift shared by a row, so the gradient has no component along (1, ..., 1)",
+            "softmax 对同一行的整体平移不敏感，所以梯度在 (1, ..., 1) 方向上的分量为 0"},
+           []() -> std::optional<Text> {
+             Tensor y = ag::softmax(randn({3, 6}, 35), -1), dy = randn({3, 6}, 36);
+             return compare({"row sums of dx", "dx 每行之和"}, softmax_backward(y, dy).sum(-1),
+                            ag::zeros({3}, ag::kFloat64), 1e-12);
+           }},
+      },
+  };
+}
+
+// ---- 4. Masked softmax -----------------------------------------------------------------------
+
+Exercise masked_softmax_exercise() {
+  const std::string doc = "docs/attention.md, \"Why −inf, and not 0\"";
+  const std::string doc_zh = "docs/attention.md 的 “Why −inf, and not 0”";
+  // Scores [2, 4, 4] with a causal mask and a padding mask that hides key 3 of batch 1.
+  auto scores = [] { return randn({2, 4, 4}, 41); };
+  auto keep = [] { return ag::logical_and(ag::causal_mask(4, 4), ag::key_padding_mask({4, 3}, 4).reshape({2, 1, 4})); };
+  return {
+      4,
+      {"masks: −inf against 0", "掩码：−inf 与 0"},
+      "04_masked_softmax.cpp",
+      {
+          {"4.shape",
+           {"the output has the scores' shape", "输出与分数形状相同"},
+           {"softmax keeps the shape: one weight per score", "softmax 不改变形状：每个分数对应一个权重"},
+           [=]() -> std::optional<Text> {
+             Tensor got = masked_softmax(scores(), keep());
+             if (got.defined() && got.shape() == ag::Shape{2, 4, 4}) return std::nullopt;
+             return Text{
+                 fmt::format("scores [2, 4, 4]: got shape {}", got.defined() ? ag::shape_str(got.shape()) : "none"),
+                 fmt::format("分数 [2, 4, 4]：实际形状为 {}", got.defined() ? ag::shape_str(got.shape()) : "无")};
+           }},
+          {"4.masked-zero",
+           {"every masked key gets weight exactly 0", "每个被遮住的键权重恰好为 0"},
+           {"a masked score of 0 still gives exp(0) = 1; it must be −inf, so that exp gives 0; " + doc,
+            "被遮住的分数若为 0，exp(0) = 1 仍有权重；必须设为 −inf，exp 才得 0；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Tensor got = masked_softmax(scores(), keep());
+             // got where masked, 0 where kept, against all zeros: a masked weight that is not 0 fails.
+             Tensor at_masked = got.masked_fill(keep(), 0.0);
+             return compare({"scores [2, 4, 4], causal and padded", "分数 [2, 4, 4]，因果加填充掩码"}, at_masked,
+                            ag::zeros({2, 4, 4}, ag::kFloat64), 0);
+           }},
+          {"4.equals-softmax",
+           {"equal to ag::softmax of the masked scores", "与 ag::softmax 对遮住后分数的结果相等"},
+           {"fill with −inf where keep is false (ag::masked_fill, ag::logical_not), then softmax",
+            "在 keep 为 false 处填入 −inf（ag::masked_fill、ag::logical_not），再做 softmax"},
+           [=]() -> std::optional<Text> {
+             Tensor s = scores();
+             return compare({"scores [2, 4, 4], causal and padded", "分数 [2, 4, 4]，因果加填充掩码"},
+                            masked_softmax(s, keep()), ag::softmax(s.masked_fill(ag::logical_not(keep()), -kInf), -1),
+                            1e-12);
+           }},
+          {"4.causality",
+           {"changing a masked (future) score changes no weight", "改变被遮住（未来）位置的分数不改变任何权重"},
+           {"a masked score must not reach the output at all: −inf, then exp = 0",
+            "被遮住的分数完全不能影响输出：−inf，exp 后为 0"},
+           [=]() -> std::optional<Text> {
+             Tensor s = scores();
+             Tensor moved = s + randn({2, 4, 4}, 42).masked_fill(keep(), 0.0) * 10.0;  // only masked scores move
+             return compare({"scores with the masked ones changed", "改变了被遮住分数后的分数"},
+                            masked_softmax(moved, keep()), masked_softmax(s, keep()), 0);
+           }},
+          {"4.fully-masked",
+           {"a query with every key masked gets zeros, not NaN", "所有键都被遮住的查询得到 0，而不是 NaN"},
+           {"−inf − (−inf) is NaN: shift that row by 0 and divide by 1 instead; docs/attention.md, \"Fully masked "
+            "rows\"",
+            "−inf − (−inf) 是 NaN：这一行改为减 0、除以 1；docs/attention.md 的 “Fully masked rows”"},
+           []() -> std::optional<Text> {
+             Tensor s = randn({3, 4}, 43);
+             Tensor keep_rows = ag::tensor({1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1}, {3, 4}, ag::kFloat64).to(ag::kBool);
+             Tensor want = ag::softmax(s.masked_fill(ag::logical_not(keep_rows), -kInf), -1);  // row 1: zeros
+             return compare({"scores [3, 4], row 1 all masked", "分数 [3, 4]，第 1 行全部遮住"},
+                            masked_softmax(s, keep_rows), want, 1e-12);
+           }},
+          {"4.gradcheck",
+           {"float64 gradcheck on [2, 4, 4] with the masks", "带掩码的 [2, 4, 4] 上的 float64 梯度检验"},
+           {"write it with ops, so that autograd can differentiate it", "用算子来写，自动微分才能求导"},
+           [=] {
+             return gradcheck([=](const std::vector<Tensor>& in) { return masked_softmax(in[0], keep()); },
+                              {scores().requires_grad_()});
+           }},
+      },
+  };
+}
+
+// ---- 5. Scaled dot-product attention ---------------------------------------------------------
+
+// The library's attention on [B, T, d] tensors (it takes [B, H, T, d]: one head).
+Tensor library_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  return ag::scaled_dot_product_attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), {}, causal).output.squeeze(1);
+}
+
+Exercise attention_exercise() {
+  const std::string doc = "docs/attention.md, \"Scaled dot-product attention\"";
+  const std::string doc_zh = "docs/attention.md 的 “Scaled dot-product attention”";
+  // q [2, 3, 4], k and v over 5 keys (dv = 6); for causal ones, 5 queries.
+  return {
+      5,
+      {"scaled dot-product attention, forward", "缩放点积注意力（前向）"},
+      "05_attention.cpp",
+      {
+          {"5.shape",
+           {"the output is [B, Tq, dv]", "输出形状为 [B, Tq, dv]"},
+           {"S = Q Kᵀ is [B, Tq, Tk]; P V is [B, Tq, dv]: transpose K's last two dims (k.transpose(-2, -1))",
+            "S = Q Kᵀ 的形状为 [B, Tq, Tk]；P V 为 [B, Tq, dv]：转置 K 的最后两维（k.transpose(-2, -1)）"},
+           []() -> std::optional<Text> {
+             Tensor got = attention(randn({2, 3, 4}, 51), randn({2, 5, 4}, 52), randn({2, 5, 6}, 53), false);
+             if (got.defined() && got.shape() == ag::Shape{2, 3, 6}) return std::nullopt;
+             std::string s = got.defined() ? ag::shape_str(got.shape()) : "none";
+             return Text{fmt::format("q [2, 3, 4], k [2, 5, 4], v [2, 5, 6]: expected [2, 3, 6], got {}", s),
+                         fmt::format("q [2, 3, 4]、k [2, 5, 4]、v [2, 5, 6]：应为 [2, 3, 6]，实际为 {}", s)};
+           }},
+          {"5.equals-library",
+           {"equal to ag::scaled_dot_product_attention", "与 ag::scaled_dot_product_attention 相等"},
+           {"softmax(Q Kᵀ / sqrt(d)) V: divide the scores by sqrt(d), d the query's size; " + doc,
+            "softmax(Q Kᵀ / sqrt(d)) V：分数除以 sqrt(d)，d 为查询向量的维数；" + doc_zh},
+           []() -> std::optional<Text> {
+             Tensor q = randn({2, 3, 4}, 51), k = randn({2, 5, 4}, 52), v = randn({2, 5, 6}, 53);
+             return compare({"q [2, 3, 4], k [2, 5, 4], v [2, 5, 6]", "q [2, 3, 4]、k [2, 5, 4]、v [2, 5, 6]"},
+                            attention(q, k, v, false), library_attention(q, k, v, false), 1e-12);
+           }},
+          {"5.causal",
+           {"with causal, equal to the library's causal attention", "causal 时与库的因果注意力相等"},
+           {"mask the scores with −inf where j > i before the softmax (exercise 4; ag::causal_mask)",
+            "softmax 之前在 j > i 处把分数设为 −inf（练习 4；ag::causal_mask）"},
+           []() -> std::optional<Text> {
+             Tensor q = randn({2, 5, 4}, 54), k = randn({2, 5, 4}, 55), v = randn({2, 5, 3}, 56);
+             return compare({"q, k [2, 5, 4], v [2, 5, 3], causal", "q、k [2, 5, 4]，v [2, 5, 3]，因果"},
+                            attention(q, k, v, true), library_attention(q, k, v, true), 1e-12);
+           }},
+          {"5.causality",
+           {"changing the last token's key and value changes no earlier output",
+            "改变最后一个词元的键和值，不改变更早位置的输出"},
+           {"a query must not see a later key: the causal mask", "查询不能看到之后的键：因果掩码"},
+           []() -> std::optional<Text> {
+             Tensor q = randn({1, 5, 4}, 57), k = randn({1, 5, 4}, 58), v = randn({1, 5, 3}, 59);
+             Tensor k2 = ag::cat({k.slice(1, 0, 4), randn({1, 1, 4}, 60)}, 1);
+             Tensor v2 = ag::cat({v.slice(1, 0, 4), randn({1, 1, 3}, 61)}, 1);
+             return compare({"outputs 0..3 after changing token 4", "改变词元 4 之后的输出 0..3"},
+                            attention(q, k2, v2, true).slice(1, 0, 4), attention(q, k, v, true).slice(1, 0, 4), 1e-12);
+           }},
+          {"5.within-values",
+           {"each output lies between the smallest and largest value", "每个输出都在值的最小与最大之间"},
+           {"the weights are positive and sum to 1, so each output is a weighted mean of the values",
+            "权重为正且和为 1，所以每个输出都是值的加权平均"},
+           []() -> std::optional<Text> {
+             Tensor v = randn({1, 6, 2}, 63);
+             Tensor got = attention(randn({1, 4, 3}, 62), randn({1, 6, 3}, 64), v, false);
+             Tensor lo = (-((-v).max(1, true))).broadcast_to({1, 4, 2}), hi = v.max(1, true).broadcast_to({1, 4, 2});
+             std::vector<double> g = got.to_vector<double>(), l = lo.to_vector<double>(), h = hi.to_vector<double>();
+             for (std::size_t i = 0; i < g.size(); ++i)
+               if (!(g[i] >= l[i] - 1e-12 && g[i] <= h[i] + 1e-12)) {
+                 std::string at = coordinates(static_cast<std::int64_t>(i), got.shape());
+                 return Text{
+                     fmt::format("output element {} is {:.6g}, outside the values' range [{:.6g}, {:.6g}]", at, g[i],
+                                 l[i], h[i]),
+                     fmt::format("输出元素 {} 为 {:.6g}，不在值的范围 [{:.6g}, {:.6g}] 之内", at, g[i], l[i], h[i])};
+               }
+             return std::nullopt;
+           }},
+          {"5.gradcheck",
+           {"float64 gradcheck in q, k and v, causal", "对 q、k、v 的 float64 梯度检验（因果）"},
+           {"write it with ops, so that autograd can differentiate it", "用算子来写，自动微分才能求导"},
+           [] {
+             return gradcheck([](const std::vector<Tensor>& in) { return attention(in[0], in[1], in[2], true); },
+                              {leaf({1, 3, 2}, 65), leaf({1, 3, 2}, 66), leaf({1, 3, 3}, 67)});
+           }},
+      },
+  };
+}
+
+}  // namespace
+
+const std::vector<Exercise>& exercises() {
+  static const std::vector<Exercise> all{worked_example_exercise(), stable_softmax_exercise(),
+                                         softmax_backward_exercise(), masked_softmax_exercise(), attention_exercise()};
+  return all;
+}
+
+}  // namespace workbook

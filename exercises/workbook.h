@@ -1,0 +1,50 @@
+// The workbook: the functions a learner writes, one group per exercise, in the chapter's order.
+//
+// Each exercise's function is declared here once and defined three times, in three folders:
+//   yours/       the learner's file: a statement in English and Chinese, and a body that says it
+//                is not written yet (it throws NotWritten). This is the file to edit.
+//   solutions/   a reference answer, apart from the stubs: look only after trying.
+//   wrong/       a deliberately wrong answer (a missing term, a 0 for a −inf), which the grader's
+//                own test (tests/exercises/grader_test.sh) must catch with the check its comment names.
+// The grader (grader.cpp, checks.cpp) is built once with each folder: `workbook` with yours/,
+// `workbook_solutions` and `workbook_wrong` for that test. scripts/exercise builds and runs it.
+#pragma once
+
+#include <attograd/attograd.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace workbook {
+
+using ag::Tensor;
+
+// What an unwritten answer throws: the grader reports its exercise as not attempted.
+struct NotWritten : std::runtime_error {
+  explicit NotWritten(const std::string& function) : std::runtime_error(function + " is not written yet") {}
+};
+
+// 1. The notes' worked example, by hand: one query against three keys, d_k = 4.
+struct WorkedExample {
+  std::vector<double> scores;   // q . k_j, for the three keys
+  std::vector<double> scaled;   // the scores divided by sqrt(d_k)
+  std::vector<double> weights;  // softmax of the scaled scores
+};
+WorkedExample worked_example();
+
+// 2. Softmax over the last dim that neither overflows nor loses a −inf.
+Tensor stable_softmax(const Tensor& x);
+
+// 3. Softmax's backward over the last dim: dx from the output y = softmax(x) and dy.
+Tensor softmax_backward(const Tensor& y, const Tensor& dy);
+
+// 4. Softmax over the last dim of scores [..., Tq, Tk] with a mask: `keep` is bool and
+// broadcasts to the scores' shape, true where a query may attend to a key.
+Tensor masked_softmax(const Tensor& scores, const Tensor& keep);
+
+// 5. Scaled dot-product attention: q [B, Tq, d], k [B, Tk, d], v [B, Tk, dv] -> [B, Tq, dv];
+// with `causal`, query i sees keys 0..i only.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
+
+}  // namespace workbook
