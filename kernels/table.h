@@ -57,6 +57,9 @@ struct ProductSizes {
   bool trans_a, trans_b;
 };
 
+// The elementwise functions of ops/elementwise.cpp (gelu, which has a fused kernel, is apart).
+enum class Unary { Neg, Pow, Exp, Log, Sqrt, Tanh, Sigmoid, Erfc, Relu };
+
 // The four arithmetic ops of ops/binary.cpp.
 enum class Arithmetic { Add, Sub, Mul, Div };
 
@@ -72,6 +75,11 @@ struct BroadcastSizes {
 
 template <class T>
 struct Table {
+  // --- the elementwise functions (ops/elementwise.cpp): y[i] = f(x[i]) for i < n, f named by op:
+  //   Neg -x,  Pow x^p,  Exp e^x,  Log ln x,  Sqrt,  Tanh,  Sigmoid 1 / (1 + e^-x),  Erfc,
+  //   Relu max(x, 0) (NaN passes through).   p is Pow's exponent; the others ignore it.
+  void (*unary)(Unary op, double p, std::int64_t n, const T* x, T* y);
+
   // --- add, sub, mul, div with broadcasting (ops/binary.cpp): for every element o of the shape,
   //   y[o] = a[ia] op b[ib],   ia and ib: o's coordinates times a_strides and b_strides
   void (*arithmetic)(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);

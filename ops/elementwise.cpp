@@ -1,6 +1,8 @@
-// Each op below is one line of forward math, f, and one line of its derivative, f', written
-// in terms of either the input x or the output y, whichever is cheaper; only that one tensor is
-// saved for backward. f' is written once, for a number and for a tensor alike (`auto`): unary_op
+// Each op below is a line of forward math, f, and one line of its derivative, f', written in
+// terms of either the input x or the output y, whichever is cheaper; only that one tensor is
+// saved for backward. f runs on the backend's kernel (kernels/table.h, `unary`: the loops are in
+// kernels/cpu/elementwise.cpp and kernels/naive/elementwise.cpp), named here by its Unary entry.
+// f' is the op's own rule, written once, for a number and for a tensor alike (`auto`): unary_op
 // runs it in the backward loop, dx = dy * f'(saved), one element at a time, in the forward-mode
 // rule, ẏ = ẋ * f'(saved), and on the saved tensor itself, with ops, when a backward pass builds
 // a graph (create_graph), so that dx can be differentiated again. gelu, which has a fast kernel
@@ -16,7 +18,7 @@
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
-#include "../kernels/cpu/fast_math.h"
+#include "../kernels/table.h"
 #include "../runtime/profile.h"
 #include "binary.h"
 #include "route.h"
@@ -50,23 +52,19 @@ V constant_like(const V& v, double c) {
     return static_cast<V>(c);
 }
 
-// `df` is f', called with a number (the loop) or with the saved tensor as it has a history (the
-// input as it was passed, or the output as the node's own), where it builds f' from ops: the
-// backward formula under create_graph. `df_graph` replaces that second use where f' cannot be
-// written with ops (relu's step).
-template <class F, class DF, class DFGraph = DF>
-Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGraph df_graph) {
+// y = f(x) by the backend's kernel for `f` (p: pow's exponent). `df` is f', called with a
+// number (the loop) or with the saved tensor as it has a history (the input as it was passed,
+// or the output as the node's own), where it builds f' from ops: the backward formula under
+// create_graph. `df_graph` replaces that second use where f' cannot be written with ops (relu's
+// step).
+template <class DF, class DFGraph = DF>
+Tensor unary_op(const char* op, backends::Unary f, double p, const Tensor& x, Saves saves, DF df, DFGraph df_graph) {
   check_floating(op, x);
   profile::Scope scope(profile::Family::Elementwise);
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
-    if constexpr (std::is_invocable_v<F, const T*, T*, std::int64_t>)
-      f(px, py, x.numel());  // a whole-array loop (tanh's, compiled for SIMD)
-    else
-      for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = f(px[i]);
+    current_backend().table<T>().unary(f, p, x.numel(), x.data_ptr<T>(), y.mutable_data_ptr<T>());
   });
   // The saved tensor shares the caller's buffer: no copy. The input is kept as passed (its
   // history is already held by the node's edge); the output detached, since the node itself
@@ -84,9 +82,9 @@ Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df, DFGrap
       Saved{saved}, BackwardOrder::AnyOrder,
       [op, df, saved](const std::vector<Tensor>& t) { return unary_backward(op, t[0], saved, df); });
 }
-template <class F, class DF>
-Tensor unary_op(const char* op, const Tensor& x, Saves saves, F f, DF df) {
-  return unary_op(op, x, saves, f, df, df);
+template <class DF>
+Tensor unary_op(const char* op, backends::Unary f, const Tensor& x, Saves saves, DF df, double p = 0) {
+  return unary_op(op, f, p, x, saves, df, df);
 }
 
 // f'(x) for a piecewise-constant slope (relu's step): a constant, outside the graph, since
@@ -103,63 +101,52 @@ auto constant_slope(const char* op, DF df) {
 
 // y = -x                 dy/dx = -1
 Tensor neg(const Tensor& x) {
-  return unary_op(
-      "neg", x, Saves::Input, [](auto v) { return -v; }, [](const auto& v) { return constant_like(v, -1); });
+  return unary_op("neg", backends::Unary::Neg, x, Saves::Input, [](const auto& v) { return constant_like(v, -1); });
 }
 
 // y = x^p                dy/dx = p x^(p-1), and 0 for p = 0 (not 0 * x^-1, which is NaN at x = 0;
 //                        so each derivative of an integer power ends in zeros)
 Tensor pow(const Tensor& x, double p) {
   return unary_op(
-      "pow", x, Saves::Input, [p](auto v) { return static_cast<decltype(v)>(std::pow(v, p)); },
+      "pow", backends::Unary::Pow, x, Saves::Input,
       [p](const auto& v) {
         using std::pow;
         return p == 0.0 ? constant_like(v, 0) : p * pow(v, p - 1.0);
-      });
+      },
+      p);
 }
 
 // y = e^x                dy/dx = e^x = y
 Tensor exp(const Tensor& x) {
-  return unary_op(
-      "exp", x, Saves::Output, [](auto v) { return std::exp(v); }, [](const auto& y) { return y; });
+  return unary_op("exp", backends::Unary::Exp, x, Saves::Output, [](const auto& y) { return y; });
 }
 
 // y = ln x               dy/dx = 1 / x        (x < 0 gives NaN and x = 0 gives -inf, as IEEE does)
 Tensor log(const Tensor& x) {
-  return unary_op(
-      "log", x, Saves::Input, [](auto v) { return std::log(v); }, [](const auto& v) { return 1 / v; });
+  return unary_op("log", backends::Unary::Log, x, Saves::Input, [](const auto& v) { return 1 / v; });
 }
 
 // y = sqrt(x)            dy/dx = 1 / (2 sqrt(x)) = 1 / (2y)
 Tensor sqrt(const Tensor& x) {
-  return unary_op(
-      "sqrt", x, Saves::Output, [](auto v) { return std::sqrt(v); }, [](const auto& y) { return 1 / (2 * y); });
+  return unary_op("sqrt", backends::Unary::Sqrt, x, Saves::Output, [](const auto& y) { return 1 / (2 * y); });
 }
 
 // y = tanh x             dy/dx = 1 - tanh^2 x = 1 - y^2
-// (float32's tanh is fast::tanh, in plain arithmetic so that the loop vectorises; std::tanh,
-// one element at a time, was a fifth of a small tanh MLP's training step.)
 Tensor tanh(const Tensor& x) {
-  return unary_op(
-      "tanh", x, Saves::Output, [](const auto* v, auto* y, std::int64_t n) { fast::tanh_each(v, y, n); },
-      [](const auto& y) { return 1 - y * y; });
+  return unary_op("tanh", backends::Unary::Tanh, x, Saves::Output, [](const auto& y) { return 1 - y * y; });
 }
 
 // y = 1 / (1 + e^-x)     dy/dx = e^-x / (1 + e^-x)^2 = y (1 - y)
 Tensor sigmoid(const Tensor& x) {
-  return unary_op(
-      "sigmoid", x, Saves::Output, [](auto v) { return 1 / (1 + std::exp(-v)); },
-      [](const auto& y) { return y * (1 - y); });
+  return unary_op("sigmoid", backends::Unary::Sigmoid, x, Saves::Output, [](const auto& y) { return y * (1 - y); });
 }
 
 // y = erfc(x) = 1 - erf(x)   dy/dx = -2/sqrt(pi) e^(-x^2)     (the CDF of N(0, 1) is erfc(-x/sqrt 2) / 2)
 Tensor erfc(const Tensor& x) {
-  return unary_op(
-      "erfc", x, Saves::Input, [](auto v) { return std::erfc(v); },
-      [](const auto& v) {
-        using std::exp;
-        return (-2 * std::numbers::inv_sqrtpi) * exp(-(v * v));
-      });
+  return unary_op("erfc", backends::Unary::Erfc, x, Saves::Input, [](const auto& v) {
+    using std::exp;
+    return (-2 * std::numbers::inv_sqrtpi) * exp(-(v * v));
+  });
 }
 
 // y = max(x, 0)          dy/dx = 1 if x > 0 else 0   (at the kink x = 0 we take 0, as PyTorch does;
@@ -168,9 +155,7 @@ Tensor erfc(const Tensor& x) {
 // graph (constant_slope), which is right, as its own derivative is 0 wherever it exists.
 Tensor relu(const Tensor& x) {
   auto relu_slope = [](auto v) { return v > 0 ? decltype(v)(1) : decltype(v)(0); };
-  return unary_op(
-      "relu", x, Saves::Input, [](auto v) { return v < 0 ? decltype(v)(0) : v; }, relu_slope,
-      constant_slope("relu", relu_slope));
+  return unary_op("relu", backends::Unary::Relu, 0, x, Saves::Input, relu_slope, constant_slope("relu", relu_slope));
 }
 
 Tensor Tensor::operator-() const { return neg(*this); }

@@ -8,6 +8,10 @@
 
 namespace ag::backends::cpu {
 
+// elementwise.cpp
+template <class T>
+void unary(Unary op, double p, std::int64_t n, const T* x, T* y);
+
 // broadcast.cpp
 template <class T>
 void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);

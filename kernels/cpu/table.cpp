@@ -33,6 +33,7 @@ void matmul(const Products& products, const ProductSizes& n, const T* a, const T
 template <class T>
 Table<T> cpu_table() {
   Table<T> t{
+      .unary = cpu::unary<T>,
       .arithmetic = cpu::arithmetic<T>,
       .broadcast = cpu::broadcast<T>,
       .sum_broadcast = cpu::sum_broadcast<T>,

@@ -17,6 +17,10 @@ namespace ag::backends::naive {
 
 // Every kernel below calls count_call() (naive_calls.h) once, on entry: the count a test reads.
 
+// elementwise.cpp
+template <class T>
+void unary(Unary op, double p, std::int64_t n, const T* x, T* y);
+
 // broadcast.cpp
 template <class T>
 void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);

@@ -23,6 +23,7 @@ namespace {
 template <class T>
 Table<T> naive_table() {
   return Table<T>{
+      .unary = naive::unary<T>,
       .arithmetic = naive::arithmetic<T>,
       .broadcast = naive::broadcast<T>,
       .sum_broadcast = naive::sum_broadcast<T>,

@@ -1,8 +1,10 @@
 // Checks ops/elementwise.cpp and ops/fused/gelu.cpp: values against closed forms, gradients
-// against finite differences.
+// against finite differences, on the fast backend and on the naive one
+// (kernels/naive/elementwise.cpp).
 #include <cmath>
 #include <numbers>
 
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -14,7 +16,7 @@ using test::uniform_leaf;
 
 using UnaryFn = Tensor (*)(const Tensor&);
 
-TEST(Elementwise, ValuesMatchTheMath) {
+void values_match_the_math() {
   Tensor x = tensor({-2.0, -0.5, 0.25, 1.0, 3.0}, {5}, kFloat64);
   EXPECT_TRUE(all_close(neg(x), {2.0, 0.5, -0.25, -1.0, -3.0}, 0));
   EXPECT_TRUE(
@@ -44,7 +46,7 @@ TEST(Elementwise, GeluMatchesNormalCdf) {
   EXPECT_NEAR(0.5 * (1 + std::tanh(u)), 0.8411919906, 1e-9);
 }
 
-TEST(Elementwise, Float32MatchesFloat64) {
+void float32_matches_float64() {
   Generator gen(1);
   Tensor x = randn({4, 7}, gen, kFloat64);
   for (UnaryFn f : {static_cast<UnaryFn>(exp), static_cast<UnaryFn>(tanh), static_cast<UnaryFn>(sigmoid)})
@@ -52,8 +54,8 @@ TEST(Elementwise, Float32MatchesFloat64) {
   EXPECT_TRUE(all_close(gelu(x.to(kFloat32)), gelu(x), 1e-6));
 }
 
-// Every unary op, gradchecked on a [2, 3, 5] input in its domain, away from kinks.
-TEST(Elementwise, Gradcheck) {
+// Every unary op, gradchecked on a [2, 3, 5] input in its domain, away from kinks, in both modes.
+void gradcheck_every_op() {
   Generator gen(7);
   struct Case {
     const char* name;
@@ -79,8 +81,26 @@ TEST(Elementwise, Gradcheck) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     Tensor x = uniform_leaf({2, 3, 5}, gen, c.lo, c.hi);
-    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return c.f(in[0]); }, {x}));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return c.f(in[0]); }, {x},
+                                   {.check_forward_ad = true}));
   }
+}
+
+TEST(Elementwise, ValuesMatchTheMath) { values_match_the_math(); }
+TEST(Elementwise, Float32MatchesFloat64) { float32_matches_float64(); }
+TEST(Elementwise, Gradcheck) { gradcheck_every_op(); }
+
+// The same checks on the naive backend's loops, which really run (and, on the fast route, none).
+TEST(Elementwise, NaiveBackendPassesTheSameChecks) {
+  testing::CountCalls counting;
+  values_match_the_math();
+  EXPECT_EQ(counting.naive(), 0);
+  KernelGuard naive(Kernels::Naive);
+  values_match_the_math();
+  float32_matches_float64();
+  gradcheck_every_op();
+  EXPECT_TRUE(std::isnan(relu(tensor({NAN}, {1}, kFloat64)).item()));
+  EXPECT_GE(counting.naive(), 10);
 }
 
 TEST(Elementwise, ReluPassesNaN) { EXPECT_TRUE(std::isnan(relu(tensor({NAN}, {1}, kFloat64)).item())); }
