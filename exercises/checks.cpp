@@ -412,11 +412,136 @@ Exercise attention_exercise() {
   };
 }
 
+// ---- 6. Attention's backward -------------------------------------------------------------------
+
+Exercise attention_backward_exercise() {
+  const std::string doc = "docs/attention.md, \"The backward pass of the fused op\"";
+  const std::string doc_zh = "docs/attention.md 的 “The backward pass of the fused op”";
+  // One head: q [3, 4], k [5, 4], v [5, 2], dO [3, 2]; autograd's gradients through the fused op.
+  struct Case {
+    Tensor q, k, v, dout, dq, dk, dv;
+  };
+  auto make = [] {
+    Case c{leaf({3, 4}, 71), leaf({5, 4}, 72), leaf({5, 2}, 73), randn({3, 2}, 74), {}, {}, {}};
+    auto four = [](const Tensor& t) { return t.unsqueeze(0).unsqueeze(0); };
+    Tensor out = ag::scaled_dot_product_attention(four(c.q), four(c.k), four(c.v)).output;
+    std::vector<Tensor> g = ag::grad({out}, {c.q, c.k, c.v}, {four(c.dout)});
+    c.dq = g[0], c.dk = g[1], c.dv = g[2];
+    return c;
+  };
+  const Text input{"q [3, 4], k [5, 4], v [5, 2], dO [3, 2]", "q [3, 4]、k [5, 4]、v [5, 2]、dO [3, 2]"};
+  auto grads = [](const Case& c) { return attention_backward(c.q.detach(), c.k.detach(), c.v.detach(), c.dout); };
+  return {
+      6,
+      {"attention's backward: dQ, dK, dV", "注意力的反向传播：dQ、dK、dV"},
+      "06_attention_backward.cpp",
+      {
+          {"6.dv",
+           {"dV equals autograd's", "dV 与自动微分的结果相等"},
+           {"O = P V, so dV = Pᵀ dO (the matmul rule, docs/autograd.md (c)); " + doc,
+            "O = P V，所以 dV = Pᵀ dO（矩阵乘法的规则，docs/autograd.md (c)）；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"dV, " + input.en, "dV，" + input.zh}, grads(c).dv, c.dv, 1e-12);
+           }},
+          {"6.dq",
+           {"dQ equals autograd's", "dQ 与自动微分的结果相等"},
+           {"dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)), dQ = scale · dS K, with scale = 1/sqrt(d); " + doc,
+            "dP = dO Vᵀ，dS = P ⊙ (dP − rowsum(dP ⊙ P))，dQ = scale · dS K，其中 scale = 1/sqrt(d)；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"dQ, " + input.en, "dQ，" + input.zh}, grads(c).dq, c.dq, 1e-12);
+           }},
+          {"6.dk",
+           {"dK equals autograd's", "dK 与自动微分的结果相等"},
+           {"dK = scale · dSᵀ Q: the other operand of S = scale · Q Kᵀ; " + doc,
+            "dK = scale · dSᵀ Q：S = scale · Q Kᵀ 的另一个因子；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"dK, " + input.en, "dK，" + input.zh}, grads(c).dk, c.dk, 1e-12);
+           }},
+          {"6.keys-sum-to-0",
+           {"the rows of dK sum to 0", "dK 的各行之和为 0"},
+           {"each row of dS sums to 0 (a softmax gradient), so sum_j dK_j = scale · (sum_j dS_ij) Q = 0",
+            "dS 的每一行之和为 0（softmax 的梯度），所以 Σ_j dK_j = scale · (Σ_j dS_ij) Q = 0"},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"the sum of dK's rows", "dK 各行之和"}, grads(c).dk.sum(0), ag::zeros({4}, ag::kFloat64),
+                            1e-12);
+           }},
+      },
+  };
+}
+
+// ---- 7. From averaging the past to a masked softmax --------------------------------------------
+
+// W [t, t] by a loop: 1/(i+1) at j <= i, 0 after.
+Tensor average_weights_by_loop(std::int64_t t) {
+  std::vector<double> w(static_cast<std::size_t>(t * t), 0.0);
+  for (std::int64_t i = 0; i < t; ++i)
+    for (std::int64_t j = 0; j <= i; ++j) w[static_cast<std::size_t>(i * t + j)] = 1.0 / static_cast<double>(i + 1);
+  return ag::tensor(w, {t, t}, ag::kFloat64);
+}
+
+Exercise average_the_past_exercise() {
+  const std::string doc = "docs/attention.md, \"Causal mask\"";
+  const std::string doc_zh = "docs/attention.md 的 “Causal mask”";
+  return {
+      7,
+      {"from averaging the past to a masked softmax", "从对过去取平均到带掩码的 softmax"},
+      "07_average_the_past.cpp",
+      {
+          {"7.lower-triangular",
+           {"W is lower triangular: exactly 0 above the diagonal", "W 是下三角矩阵：对角线以上恰好为 0"},
+           {"score −inf above the diagonal (ag::causal_mask is true on and below it), so exp gives 0; " + doc,
+            "对角线以上的分数设为 −inf（ag::causal_mask 在对角线及以下为 true），exp 后为 0；" + doc_zh},
+           []() -> std::optional<Text> {
+             Tensor w = causal_average_weights(5);
+             if (!w.defined() || w.shape() != ag::Shape{5, 5})
+               return compare({"W for T = 5", "T = 5 时的 W"}, w, ag::zeros({5, 5}, ag::kFloat64), 0);
+             return compare({"W above the diagonal, T = 5", "T = 5 时 W 对角线以上"},
+                            w.masked_fill(ag::causal_mask(5, 5), 0.0), ag::zeros({5, 5}, ag::kFloat64), 0);
+           }},
+          {"7.weights",
+           {"row t of W holds 1/(t+1) at columns 0..t", "W 的第 t 行在第 0..t 列为 1/(t+1)"},
+           {"softmax of t+1 equal scores gives each 1/(t+1)", "t+1 个相等的分数做 softmax，每个得到 1/(t+1)"},
+           []() -> std::optional<Text> {
+             return compare({"W for T = 5", "T = 5 时的 W"}, causal_average_weights(5), average_weights_by_loop(5),
+                            1e-15);
+           }},
+          {"7.means",
+           {"the means equal a loop over the past", "平均值与逐个累加的结果相等"},
+           {"O = W X: row t of O is the mean of rows 0..t of X", "O = W X：O 的第 t 行是 X 第 0..t 行的平均"},
+           []() -> std::optional<Text> {
+             Tensor x = randn({6, 3}, 75);
+             std::vector<double> xs = x.to_vector<double>(), means(xs.size(), 0.0);
+             for (std::size_t t = 0; t < 6; ++t)
+               for (std::size_t c = 0; c < 3; ++c) {
+                 for (std::size_t s = 0; s <= t; ++s) means[t * 3 + c] += xs[s * 3 + c];
+                 means[t * 3 + c] /= static_cast<double>(t + 1);
+               }
+             return compare({"x [6, 3]", "x [6, 3]"}, average_the_past(x), ag::tensor(means, {6, 3}, ag::kFloat64),
+                            1e-12);
+           }},
+          {"7.causality",
+           {"changing the last token changes no earlier mean", "改变最后一个词元不改变更早位置的平均值"},
+           {"row t of W must be 0 after column t", "W 的第 t 行在第 t 列之后必须为 0"},
+           []() -> std::optional<Text> {
+             Tensor x = randn({6, 3}, 76);
+             Tensor changed = ag::cat({x.slice(0, 0, 5), randn({1, 3}, 77)}, 0);
+             return compare({"means 0..4 after changing token 5", "改变词元 5 之后的平均值 0..4"},
+                            average_the_past(changed).slice(0, 0, 5), average_the_past(x).slice(0, 0, 5), 1e-15);
+           }},
+      },
+  };
+}
+
 }  // namespace
 
 const std::vector<Exercise>& exercises() {
-  static const std::vector<Exercise> all{worked_example_exercise(), stable_softmax_exercise(),
-                                         softmax_backward_exercise(), masked_softmax_exercise(), attention_exercise()};
+  static const std::vector<Exercise> all{
+      worked_example_exercise(), stable_softmax_exercise(),     softmax_backward_exercise(), masked_softmax_exercise(),
+      attention_exercise(),      attention_backward_exercise(), average_the_past_exercise()};
   return all;
 }
 

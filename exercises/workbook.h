@@ -47,4 +47,16 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& keep);
 // with `causal`, query i sees keys 0..i only.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
 
+// 6. Attention's backward, one head and no mask: q [Tq, d], k [Tk, d], v [Tk, dv] and
+// dout = dL/dO [Tq, dv] -> dL/dq, dL/dk, dL/dv, each shaped like its tensor.
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout);
+
+// 7. The mean of the past as a weight matrix: W [T, T] from a softmax of zero scores masked
+// with −inf above the diagonal, and O = W x for x [T, C].
+Tensor causal_average_weights(std::int64_t t);
+Tensor average_the_past(const Tensor& x);
+
 }  // namespace workbook

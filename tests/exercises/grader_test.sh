@@ -39,7 +39,7 @@ echo "solutions: all $count exercises pass, in English and in Chinese"
 # 2. The stubs.
 for n in $(seq 1 "$count"); do
   run 3 "$yours" "$n"
-  grep -q "not attempted: .* is not written yet (its stub still throws NotWritten); edit exercises/yours/0${n}_" "$out" ||
+  grep -q "not attempted: .* is not written yet (its stub still throws NotWritten); edit exercises/yours/$(printf %02d "$n")_" "$out" ||
     fail "stub $n was not reported as not attempted"
   run 3 "$yours" "$n" --lang zh
   grep -q "未作答" "$out" || fail "stub $n: no Chinese not-attempted line"
