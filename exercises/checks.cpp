@@ -86,6 +86,35 @@ std::optional<Text> finite(const Text& input, const Tensor& got) {
   return std::nullopt;
 }
 
+// Fails unless got is defined and has the shape want.
+std::optional<Text> expect_shape(const Text& input, const Tensor& got, const ag::Shape& want) {
+  if (got.defined() && got.shape() == want) return std::nullopt;
+  std::string en = got.defined() ? ag::shape_str(got.shape()) : "an undefined tensor";
+  std::string zh = got.defined() ? ag::shape_str(got.shape()) : "未定义的张量";
+  return Text{fmt::format("{}: expected shape {}, got {}", input.en, ag::shape_str(want), en),
+              fmt::format("{}：形状应为 {}，实际为 {}", input.zh, ag::shape_str(want), zh)};
+}
+
+// x [B, T, D] split into heads by a loop: out[b, h, t, c] = x[b, t, h * D/H + c].
+Tensor split_by_loop(const Tensor& x, std::int64_t heads) {
+  std::int64_t b = x.size(0), t = x.size(1), d = x.size(2), dh = d / heads;
+  std::vector<double> xs = x.to_vector<double>(), out(xs.size());
+  for (std::int64_t i = 0; i < b; ++i)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t s = 0; s < t; ++s)
+        for (std::int64_t c = 0; c < dh; ++c)
+          out[static_cast<std::size_t>(((i * heads + h) * t + s) * dh + c)] =
+              xs[static_cast<std::size_t>((i * t + s) * d + h * dh + c)];
+  return ag::tensor(out, {b, heads, t, dh}, ag::kFloat64);
+}
+
+// t [B, T, ...] with its tokens in a new order: token i of the result is token order[i] of t.
+Tensor gather_rows(const Tensor& t, const std::vector<std::int64_t>& order) {
+  std::vector<Tensor> rows;
+  for (std::int64_t i : order) rows.push_back(t.slice(1, i, i + 1));
+  return ag::cat(rows, 1);
+}
+
 // ---- 1. The notes' worked example ------------------------------------------------------------
 
 // The example's tensors: the query of "cat" and the keys of "The", "cat", "sat".
@@ -265,12 +294,8 @@ Exercise masked_softmax_exercise() {
           {"4.shape",
            {"the output has the scores' shape", "输出与分数形状相同"},
            {"softmax keeps the shape: one weight per score", "softmax 不改变形状：每个分数对应一个权重"},
-           [=]() -> std::optional<Text> {
-             Tensor got = masked_softmax(scores(), keep());
-             if (got.defined() && got.shape() == ag::Shape{2, 4, 4}) return std::nullopt;
-             return Text{
-                 fmt::format("scores [2, 4, 4]: got shape {}", got.defined() ? ag::shape_str(got.shape()) : "none"),
-                 fmt::format("分数 [2, 4, 4]：实际形状为 {}", got.defined() ? ag::shape_str(got.shape()) : "无")};
+           [=] {
+             return expect_shape({"scores [2, 4, 4]", "分数 [2, 4, 4]"}, masked_softmax(scores(), keep()), {2, 4, 4});
            }},
           {"4.masked-zero",
            {"every masked key gets weight exactly 0", "每个被遮住的键权重恰好为 0"},
@@ -346,12 +371,10 @@ Exercise attention_exercise() {
            {"the output is [B, Tq, dv]", "输出形状为 [B, Tq, dv]"},
            {"S = Q Kᵀ is [B, Tq, Tk]; P V is [B, Tq, dv]: transpose K's last two dims (k.transpose(-2, -1))",
             "S = Q Kᵀ 的形状为 [B, Tq, Tk]；P V 为 [B, Tq, dv]：转置 K 的最后两维（k.transpose(-2, -1)）"},
-           []() -> std::optional<Text> {
-             Tensor got = attention(randn({2, 3, 4}, 51), randn({2, 5, 4}, 52), randn({2, 5, 6}, 53), false);
-             if (got.defined() && got.shape() == ag::Shape{2, 3, 6}) return std::nullopt;
-             std::string s = got.defined() ? ag::shape_str(got.shape()) : "none";
-             return Text{fmt::format("q [2, 3, 4], k [2, 5, 4], v [2, 5, 6]: expected [2, 3, 6], got {}", s),
-                         fmt::format("q [2, 3, 4]、k [2, 5, 4]、v [2, 5, 6]：应为 [2, 3, 6]，实际为 {}", s)};
+           [] {
+             return expect_shape({"q [2, 3, 4], k [2, 5, 4], v [2, 5, 6]", "q [2, 3, 4]、k [2, 5, 4]、v [2, 5, 6]"},
+                                 attention(randn({2, 3, 4}, 51), randn({2, 5, 4}, 52), randn({2, 5, 6}, 53), false),
+                                 {2, 3, 6});
            }},
           {"5.equals-library",
            {"equal to ag::scaled_dot_product_attention", "与 ag::scaled_dot_product_attention 相等"},
@@ -497,8 +520,7 @@ Exercise average_the_past_exercise() {
             "对角线以上的分数设为 −inf（ag::causal_mask 在对角线及以下为 true），exp 后为 0；" + doc_zh},
            []() -> std::optional<Text> {
              Tensor w = causal_average_weights(5);
-             if (!w.defined() || w.shape() != ag::Shape{5, 5})
-               return compare({"W for T = 5", "T = 5 时的 W"}, w, ag::zeros({5, 5}, ag::kFloat64), 0);
+             if (auto f = expect_shape({"W for T = 5", "T = 5 时的 W"}, w, {5, 5})) return f;
              return compare({"W above the diagonal, T = 5", "T = 5 时 W 对角线以上"},
                             w.masked_fill(ag::causal_mask(5, 5), 0.0), ag::zeros({5, 5}, ag::kFloat64), 0);
            }},
@@ -536,12 +558,157 @@ Exercise average_the_past_exercise() {
   };
 }
 
+// ---- 8. Multi-head split and merge -------------------------------------------------------------
+
+Exercise heads_exercise() {
+  const std::string doc = "docs/attention.md, \"Heads: split and merge\"";
+  const std::string doc_zh = "docs/attention.md 的 “Heads: split and merge”";
+  const Text input{"x [2, 3, 6], 2 heads", "x [2, 3, 6]，2 个头"};
+  return {
+      8,
+      {"multi-head attention's split and merge", "多头注意力的拆分与合并"},
+      "08_heads.cpp",
+      {
+          {"8.shape",
+           {"split gives [B, H, T, D/H], merge gives [B, T, D]", "split 得到 [B, H, T, D/H]，merge 得到 [B, T, D]"},
+           {"[2, 3, 6] with 2 heads is [2, 2, 3, 3]", "[2, 3, 6] 分成 2 个头是 [2, 2, 3, 3]"},
+           [=]() -> std::optional<Text> {
+             if (auto f = expect_shape({"split, " + input.en, "split，" + input.zh},
+                                       split_heads(randn({2, 3, 6}, 81), 2), {2, 2, 3, 3}))
+               return f;
+             return expect_shape({"merge of [2, 2, 3, 3]", "合并 [2, 2, 3, 3]"}, merge_heads(randn({2, 2, 3, 3}, 82)),
+                                 {2, 3, 6});
+           }},
+          {"8.split",
+           {"split puts x[b, t, h·D/H + c] at [b, h, t, c]", "split 把 x[b, t, h·D/H + c] 放到 [b, h, t, c]"},
+           {"reshape to [B, T, H, D/H] first, then swap the token and head dims (transpose(1, 2)); " + doc,
+            "先 reshape 成 [B, T, H, D/H]，再交换词元维和头维（transpose(1, 2)）；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Tensor x = randn({2, 3, 6}, 83);
+             return compare(input, split_heads(x, 2), split_by_loop(x, 2), 0);
+           }},
+          {"8.round-trip",
+           {"merge(split(x)) = x", "merge(split(x)) = x"},
+           {"merge undoes split's two steps in the other order", "merge 以相反的顺序撤销 split 的两步"},
+           [=]() -> std::optional<Text> {
+             Tensor x = randn({2, 3, 6}, 84);
+             return compare(input, merge_heads(split_heads(x, 2)), x, 0);
+           }},
+          {"8.heads-apart",
+           {"attention on the split heads equals each head's channels attended apart",
+            "在拆开的头上做注意力，等于对每个头的通道分别做注意力"},
+           {"head h must hold channels h·D/H .. (h+1)·D/H − 1 of the same token",
+            "第 h 个头必须是同一个词元的第 h·D/H .. (h+1)·D/H − 1 个通道"},
+           [=]() -> std::optional<Text> {
+             Tensor q = randn({2, 4, 6}, 85), k = randn({2, 4, 6}, 86), v = randn({2, 4, 6}, 87);
+             Tensor got = merge_heads(
+                 ag::scaled_dot_product_attention(split_heads(q, 3), split_heads(k, 3), split_heads(v, 3)).output);
+             std::vector<Tensor> per_head;
+             for (std::int64_t h = 0; h < 3; ++h) {
+               auto cut = [h](const Tensor& t) { return t.slice(2, 2 * h, 2 * h + 2).unsqueeze(1); };
+               per_head.push_back(ag::scaled_dot_product_attention(cut(q), cut(k), cut(v)).output.squeeze(1));
+             }
+             return compare({"q, k, v [2, 4, 6], 3 heads", "q、k、v [2, 4, 6]，3 个头"}, got, ag::cat(per_head, 2),
+                            1e-12);
+           }},
+          {"8.gradcheck",
+           {"float64 gradcheck through split and merge", "经过 split 与 merge 的 float64 梯度检验"},
+           {"write them with reshape and transpose, so that autograd can differentiate them",
+            "用 reshape 与 transpose 来写，自动微分才能求导"},
+           [] {
+             Tensor w = randn({2, 2, 3, 3}, 89);
+             return gradcheck([w](const std::vector<Tensor>& in) { return merge_heads(split_heads(in[0], 2) * w); },
+                              {leaf({2, 3, 6}, 88)});
+           }},
+      },
+  };
+}
+
+// ---- 9. Sinusoidal positions -------------------------------------------------------------------
+
+Exercise positions_exercise() {
+  const std::string doc = "docs/attention.md, \"Positions\"";
+  const std::string doc_zh = "docs/attention.md 的 “Positions”";
+  return {
+      9,
+      {"sinusoidal positions", "正弦位置编码"},
+      "09_positions.cpp",
+      {
+          {"9.shape",
+           {"the table is [T, D]", "表的形状为 [T, D]"},
+           {"one row per position, one column per channel", "每个位置一行，每个通道一列"},
+           [] {
+             return expect_shape({"T = 7, D = 6", "T = 7，D = 6"}, sinusoidal_positions(7, 6), {7, 6});
+           }},
+          {"9.formula",
+           {"every entry follows the formula", "每个元素都符合公式"},
+           {"PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(t / 10000^(2i/D)): the exponent is 2i/D; " + doc,
+            "PE[t, 2i] = sin(t / 10000^(2i/D))，PE[t, 2i+1] = cos(t / 10000^(2i/D))：指数是 2i/D；" + doc_zh},
+           []() -> std::optional<Text> {
+             std::vector<double> want(7 * 6);
+             for (int t = 0; t < 7; ++t)
+               for (int c = 0; c < 6; ++c) {
+                 double angle = t * std::exp(-std::log(10000.0) * (c - c % 2) / 6.0);
+                 want[static_cast<std::size_t>(t * 6 + c)] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
+               }
+             return compare({"T = 7, D = 6", "T = 7，D = 6"}, sinusoidal_positions(7, 6),
+                            ag::tensor(want, {7, 6}, ag::kFloat64), 1e-12);
+           }},
+          {"9.library",
+           {"equal to nn::SinusoidalPositionalEncoding's table", "与 nn::SinusoidalPositionalEncoding 的表相等"},
+           {"the same formula, for T = 11 and D = 8", "同一个公式，T = 11，D = 8"},
+           []() -> std::optional<Text> {
+             ag::nn::SinusoidalPositionalEncoding library(11, 8);
+             return compare({"T = 11, D = 8", "T = 11，D = 8"}, sinusoidal_positions(11, 8),
+                            library.table.to(ag::kFloat64), 1e-12);
+           }},
+          {"9.unit-pairs",
+           {"each (sin, cos) pair has length 1", "每对 (sin, cos) 的长度为 1"},
+           {"sin² + cos² = 1: channels 2i and 2i+1 share one angle",
+            "sin² + cos² = 1：第 2i 与 2i+1 个通道用同一个角度"},
+           []() -> std::optional<Text> {
+             Tensor pe = sinusoidal_positions(5, 6);
+             Tensor pairs = pe.reshape({5, 3, 2}).pow(2.0).sum(-1);
+             return compare({"T = 5, D = 6", "T = 5，D = 6"}, pairs, ag::ones({5, 3}, ag::kFloat64), 1e-12);
+           }},
+          {"9.order-matters",
+           {"with the table added, permuting the tokens changes more than the outputs' order",
+            "加上位置表后，打乱词元改变的不只是输出的顺序"},
+           {"without positions self-attention only permutes its outputs; PE[t] must differ from row to row",
+            "没有位置信息时，自注意力只会同样地打乱输出；PE[t] 每一行都应不同"},
+           []() -> std::optional<Text> {
+             Tensor x = randn({1, 5, 6}, 91);
+             const std::vector<std::int64_t> order{4, 2, 0, 3, 1};
+             auto self_attend = [](const Tensor& t) {
+               return ag::scaled_dot_product_attention(t.unsqueeze(1), t.unsqueeze(1), t.unsqueeze(1))
+                   .output.squeeze(1);
+             };
+             auto permute = [&](const Tensor& t) { return gather_rows(t, order); };
+             Tensor pe = sinusoidal_positions(5, 6).unsqueeze(0);
+             // Without positions: permuting the input permutes the output (the library's op, as a check).
+             Tensor blind = self_attend(permute(x)) - permute(self_attend(x));
+             Tensor seeing = self_attend(permute(x) + pe) - permute(self_attend(x + pe));
+             double moved = seeing.pow(2.0).sum().item();
+             if (blind.pow(2.0).sum().item() < 1e-20 && moved > 1e-6) return std::nullopt;
+             return Text{
+                 fmt::format("x [1, 5, 6] permuted by (4, 2, 0, 3, 1): with the table added the outputs still only "
+                             "permute (squared change {:.3g})",
+                             moved),
+                 fmt::format(
+                     "x [1, 5, 6] 按 (4, 2, 0, 3, 1) 打乱：加上位置表后输出仍只是打乱了顺序（变化的平方和 {:.3g}）",
+                     moved)};
+           }},
+      },
+  };
+}
+
 }  // namespace
 
 const std::vector<Exercise>& exercises() {
   static const std::vector<Exercise> all{
-      worked_example_exercise(), stable_softmax_exercise(),     softmax_backward_exercise(), masked_softmax_exercise(),
-      attention_exercise(),      attention_backward_exercise(), average_the_past_exercise()};
+      worked_example_exercise(),   stable_softmax_exercise(), softmax_backward_exercise(),
+      masked_softmax_exercise(),   attention_exercise(),      attention_backward_exercise(),
+      average_the_past_exercise(), heads_exercise(),          positions_exercise()};
   return all;
 }
 

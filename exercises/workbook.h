@@ -59,4 +59,12 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
 Tensor causal_average_weights(std::int64_t t);
 Tensor average_the_past(const Tensor& x);
 
+// 8. Multi-head: x [B, T, D] -> [B, H, T, D/H], head h of token t holding channels
+// h·D/H .. (h+1)·D/H − 1; and back.
+Tensor split_heads(const Tensor& x, std::int64_t heads);
+Tensor merge_heads(const Tensor& x);
+
+// 9. The sinusoidal position table [T, D] (D even), float64.
+Tensor sinusoidal_positions(std::int64_t t, std::int64_t d);
+
 }  // namespace workbook

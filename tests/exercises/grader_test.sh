@@ -51,7 +51,9 @@ echo "stubs: all $count reported as not attempted (status 3)"
 # 3. The wrong answers: each caught by the check its own comment names.
 for file in $(dirname "$0")/../../exercises/wrong/*.cpp; do
   n=$((10#$(basename "$file" | cut -c1-2)))
-  expected=$(grep -o 'Caught by [0-9]*\.[a-z0-9-]*' "$file" | head -1 | cut -d' ' -f3)
+  # The header comment, its lines joined: "Caught by N.check" may be cut by a line break.
+  expected=$(sed -n '/^\/\//p' "$file" | sed 's|^// *||' | tr '\n' ' ' | grep -o 'Caught by [0-9]*\.[a-z0-9-]*' |
+    head -1 | cut -d' ' -f3 || true)
   [ -n "$expected" ] || fail "$(basename "$file") names no check that catches it"
   run 1 "$wrong" "$n"
   grep -q "^  FAIL  .* \[$expected\]$" "$out" || fail "wrong answer $n was not caught by $expected"
