@@ -702,13 +702,150 @@ Exercise positions_exercise() {
   };
 }
 
+// ---- 10. Layer norm's backward -----------------------------------------------------------------
+
+Exercise layer_norm_backward_exercise() {
+  const std::string doc = "docs/layer_norm.md, \"Backward\"";
+  const std::string doc_zh = "docs/layer_norm.md 的 “Backward”";
+  struct Case {
+    Tensor x, w, dy, dx, dw, db;
+  };
+  // x [4, 5], w and b [5], eps 1e-5; autograd's gradients through the fused op.
+  auto make = [] {
+    Case c{leaf({4, 5}, 101), leaf({5}, 102), randn({4, 5}, 103), {}, {}, {}};
+    Tensor b = leaf({5}, 104);
+    std::vector<Tensor> g = ag::grad({ag::layer_norm(c.x, c.w, b, 1e-5)}, {c.x, c.w, b}, {c.dy});
+    c.dx = g[0], c.dw = g[1], c.db = g[2];
+    return c;
+  };
+  auto grads = [](const Case& c) { return layer_norm_backward(c.x.detach(), c.w.detach(), c.dy, 1e-5); };
+  const Text input{"x [4, 5], w [5], dy [4, 5]", "x [4, 5]、w [5]、dy [4, 5]"};
+  return {
+      10,
+      {"layer norm's backward", "层规范化的反向传播"},
+      "10_layer_norm_backward.cpp",
+      {
+          {"10.db",
+           {"db equals autograd's", "db 与自动微分的结果相等"},
+           {"y = x̂ ⊙ w + b: b is added to every row, so db sums dy over the rows",
+            "y = x̂ ⊙ w + b：b 加到每一行上，所以 db 是 dy 对各行求和"},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"db, " + input.en, "db，" + input.zh}, grads(c).db, c.db, 1e-12);
+           }},
+          {"10.dw",
+           {"dw equals autograd's", "dw 与自动微分的结果相等"},
+           {"dw sums dy ⊙ x̂ over the rows; " + doc, "dw 是 dy ⊙ x̂ 对各行求和；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"dw, " + input.en, "dw，" + input.zh}, grads(c).dw, c.dw, 1e-12);
+           }},
+          {"10.dx",
+           {"dx equals autograd's", "dx 与自动微分的结果相等"},
+           {"three paths: direct, through the mean, through the spread: dx = rstd (g − mean(g) − x̂ mean(g ⊙ x̂)); " +
+                doc,
+            "三条路径：直接、经过均值、经过方差：dx = rstd (g − mean(g) − x̂ mean(g ⊙ x̂))；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"dx, " + input.en, "dx，" + input.zh}, grads(c).dx, c.dx, 1e-12);
+           }},
+          {"10.rows-sum-to-0",
+           {"each row of dx sums to 0", "dx 的每行之和为 0"},
+           {"shifting a row by a constant changes no x̂, so dx has no component along (1, ..., 1)",
+            "整行加上同一个常数不改变 x̂，所以 dx 在 (1, ..., 1) 方向上没有分量"},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare({"row sums of dx", "dx 每行之和"}, grads(c).dx.sum(-1), ag::zeros({4}, ag::kFloat64),
+                            1e-12);
+           }},
+          {"10.small-example",
+           {"docs/layer_norm.md's small example", "docs/layer_norm.md 中的小例子"},
+           {"D = 3, x = [1, 2, 6], w = 1, dy = [1, 0, 0]: dx = [0.17635, −0.22043, 0.04409]; docs/layer_norm.md, "
+            "\"Step 3\"",
+            "D = 3，x = [1, 2, 6]，w = 1，dy = [1, 0, 0]：dx = [0.17635, −0.22043, 0.04409]；docs/layer_norm.md 的 "
+            "“Step 3”"},
+           []() -> std::optional<Text> {
+             LayerNormGrads g =
+                 layer_norm_backward(ag::tensor({1, 2, 6}, {1, 3}, ag::kFloat64), ag::ones({3}, ag::kFloat64),
+                                     ag::tensor({1, 0, 0}, {1, 3}, ag::kFloat64), 1e-5);
+             return compare({"x = [1, 2, 6], dy = [1, 0, 0]", "x = [1, 2, 6]，dy = [1, 0, 0]"}, g.dx,
+                            ag::tensor({0.17635, -0.22043, 0.04409}, {1, 3}, ag::kFloat64), 5e-5);
+           }},
+      },
+  };
+}
+
+// ---- 11. Cross-entropy's backward --------------------------------------------------------------
+
+Exercise cross_entropy_backward_exercise() {
+  const std::string doc = "docs/cross_entropy.md, \"The gradient: softmax minus one-hot\"";
+  const std::string doc_zh = "docs/cross_entropy.md 的 “The gradient: softmax minus one-hot”";
+  // Logits [5, 4]; row 2 ignored (target −100); dloss 1.5.
+  auto targets = [] { return ag::tensor({3, 0, -100, 1, 3}, {5}, ag::kInt64); };
+  const Text input{"logits [5, 4], row 2 ignored, dloss 1.5", "logits [5, 4]，第 2 行被忽略，dloss 1.5"};
+  return {
+      11,
+      {"cross-entropy's backward", "交叉熵的反向传播"},
+      "11_cross_entropy_backward.cpp",
+      {
+          {"11.autograd",
+           {"equal to autograd's gradient of ag::cross_entropy", "与 ag::cross_entropy 的自动微分梯度相等"},
+           {"dx_rc = dloss (softmax(x_r)_c − [c = t_r]) / N, N the rows not ignored; " + doc,
+            "dx_rc = dloss (softmax(x_r)_c − [c = t_r]) / N，N 为未被忽略的行数；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             Tensor x = leaf({5, 4}, 111);
+             Tensor want = ag::grad({ag::cross_entropy(x, targets())}, {x}, {ag::scalar(1.5, ag::kFloat64)})[0];
+             return compare(input, cross_entropy_backward(x.detach(), targets(), 1.5), want, 1e-12);
+           }},
+          {"11.rows-sum-to-0",
+           {"each counted row sums to 0", "每个参与计算的行之和为 0"},
+           {"softmax sums to 1 and the one-hot to 1", "softmax 之和为 1，独热向量之和也为 1"},
+           [=]() -> std::optional<Text> {
+             Tensor dx = cross_entropy_backward(randn({5, 4}, 112), targets(), 1.5);
+             return compare({"row sums, " + input.en, "每行之和，" + input.zh}, dx.to(ag::kFloat64).sum(-1),
+                            ag::zeros({5}, ag::kFloat64), 1e-12);
+           }},
+          {"11.ignored-row",
+           {"the ignored row gets exactly 0", "被忽略的行恰好为 0"},
+           {"an ignored row is not in the loss at all; docs/cross_entropy.md, \"ignore_index, and the mean over "
+            "counted rows\"",
+            "被忽略的行完全不在损失之中；docs/cross_entropy.md 的 “ignore_index, and the mean over counted rows”"},
+           [=]() -> std::optional<Text> {
+             Tensor dx = cross_entropy_backward(randn({5, 4}, 113), targets(), 1.5);
+             return compare({"row 2, " + input.en, "第 2 行，" + input.zh}, dx.to(ag::kFloat64).slice(0, 2, 3),
+                            ag::zeros({1, 4}, ag::kFloat64), 0);
+           }},
+          {"11.large-logits",
+           {"logits near 1000 stay finite", "接近 1000 的 logits 仍为有限值"},
+           {"compute the softmax after subtracting each row's max (exercise 2)",
+            "先减去每行的最大值再算 softmax（练习 2）"},
+           [=]() -> std::optional<Text> {
+             Tensor x = randn({5, 4}, 114) + 1000.0;
+             Tensor got = cross_entropy_backward(x, targets(), 1.5);
+             if (auto f = finite({"logits near 1000", "接近 1000 的 logits"}, got)) return f;
+             Tensor leaf_x = x.detach().requires_grad_();
+             Tensor want =
+                 ag::grad({ag::cross_entropy(leaf_x, targets())}, {leaf_x}, {ag::scalar(1.5, ag::kFloat64)})[0];
+             return compare({"logits near 1000", "接近 1000 的 logits"}, got, want, 1e-12);
+           }},
+      },
+  };
+}
+
 }  // namespace
 
 const std::vector<Exercise>& exercises() {
-  static const std::vector<Exercise> all{
-      worked_example_exercise(),   stable_softmax_exercise(), softmax_backward_exercise(),
-      masked_softmax_exercise(),   attention_exercise(),      attention_backward_exercise(),
-      average_the_past_exercise(), heads_exercise(),          positions_exercise()};
+  static const std::vector<Exercise> all{worked_example_exercise(),
+                                         stable_softmax_exercise(),
+                                         softmax_backward_exercise(),
+                                         masked_softmax_exercise(),
+                                         attention_exercise(),
+                                         attention_backward_exercise(),
+                                         average_the_past_exercise(),
+                                         heads_exercise(),
+                                         positions_exercise(),
+                                         layer_norm_backward_exercise(),
+                                         cross_entropy_backward_exercise()};
   return all;
 }
 

@@ -67,4 +67,14 @@ Tensor merge_heads(const Tensor& x);
 // 9. The sinusoidal position table [T, D] (D even), float64.
 Tensor sinusoidal_positions(std::int64_t t, std::int64_t d);
 
+// 10. Layer norm's backward over each row of x [R, D], with weight w [D]: dx, dw, db.
+struct LayerNormGrads {
+  Tensor dx, dw, db;
+};
+LayerNormGrads layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& dy, double eps);
+
+// 11. Cross-entropy's backward: dL/dlogits [R, C] for the mean over the rows whose target
+// (int64, [R]) is not −100, given dL/dloss.
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double dloss);
+
 }  // namespace workbook
