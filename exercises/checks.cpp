@@ -6,6 +6,7 @@
 
 #include <attograd/attograd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -60,7 +61,7 @@ std::optional<Text> compare_numbers(const Text& what, const std::vector<double>&
 }
 
 // A float64 gradcheck of f at inputs; the library's report (in English) on failure.
-std::optional<Text> gradcheck(const ag::TensorFunction& f, const std::vector<Tensor>& inputs) {
+std::optional<Text> check_gradients(const ag::TensorFunction& f, const std::vector<Tensor>& inputs) {
   ag::GradcheckResult r = ag::gradcheck(f, inputs);
   if (r.passed) return std::nullopt;
   return Text{"the gradient of your function disagrees with finite differences:\n" + r.report,
@@ -214,7 +215,8 @@ Exercise stable_softmax_exercise() {
            {"write it with ops (exp, sum, max, -, /), so that autograd can differentiate it",
             "用算子（exp、sum、max、-、/）来写，自动微分才能求导"},
            [] {
-             return gradcheck([](const std::vector<Tensor>& in) { return stable_softmax(in[0]); }, {leaf({3, 4}, 24)});
+             return check_gradients([](const std::vector<Tensor>& in) { return stable_softmax(in[0]); },
+                                    {leaf({3, 4}, 24)});
            }},
       },
   };
@@ -344,8 +346,8 @@ Exercise masked_softmax_exercise() {
            {"float64 gradcheck on [2, 4, 4] with the masks", "带掩码的 [2, 4, 4] 上的 float64 梯度检验"},
            {"write it with ops, so that autograd can differentiate it", "用算子来写，自动微分才能求导"},
            [=] {
-             return gradcheck([=](const std::vector<Tensor>& in) { return masked_softmax(in[0], keep()); },
-                              {scores().requires_grad_()});
+             return check_gradients([=](const std::vector<Tensor>& in) { return masked_softmax(in[0], keep()); },
+                                    {scores().requires_grad_()});
            }},
       },
   };
@@ -428,8 +430,8 @@ Exercise attention_exercise() {
            {"float64 gradcheck in q, k and v, causal", "对 q、k、v 的 float64 梯度检验（因果）"},
            {"write it with ops, so that autograd can differentiate it", "用算子来写，自动微分才能求导"},
            [] {
-             return gradcheck([](const std::vector<Tensor>& in) { return attention(in[0], in[1], in[2], true); },
-                              {leaf({1, 3, 2}, 65), leaf({1, 3, 2}, 66), leaf({1, 3, 3}, 67)});
+             return check_gradients([](const std::vector<Tensor>& in) { return attention(in[0], in[1], in[2], true); },
+                                    {leaf({1, 3, 2}, 65), leaf({1, 3, 2}, 66), leaf({1, 3, 3}, 67)});
            }},
       },
   };
@@ -617,8 +619,9 @@ Exercise heads_exercise() {
             "用 reshape 与 transpose 来写，自动微分才能求导"},
            [] {
              Tensor w = randn({2, 2, 3, 3}, 89);
-             return gradcheck([w](const std::vector<Tensor>& in) { return merge_heads(split_heads(in[0], 2) * w); },
-                              {leaf({2, 3, 6}, 88)});
+             return check_gradients(
+                 [w](const std::vector<Tensor>& in) { return merge_heads(split_heads(in[0], 2) * w); },
+                 {leaf({2, 3, 6}, 88)});
            }},
       },
   };
@@ -832,6 +835,80 @@ Exercise cross_entropy_backward_exercise() {
   };
 }
 
+// ---- 12. Additive attention --------------------------------------------------------------------
+
+// Additive attention by loops over every (i, j), in double.
+Tensor additive_by_loop(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w_q, const Tensor& w_k,
+                        const Tensor& a) {
+  std::int64_t tq = q.size(0), tk = k.size(0), dq = q.size(1), dk = k.size(1), dv = v.size(1), h = a.size(0);
+  std::vector<double> Q = q.to_vector<double>(), K = k.to_vector<double>(), V = v.to_vector<double>(),
+                      WQ = w_q.to_vector<double>(), WK = w_k.to_vector<double>(), A = a.to_vector<double>();
+  std::vector<double> out(static_cast<std::size_t>(tq * dv), 0.0);
+  for (std::int64_t i = 0; i < tq; ++i) {
+    std::vector<double> score(static_cast<std::size_t>(tk));
+    for (std::int64_t j = 0; j < tk; ++j) {
+      double s = 0;
+      for (std::int64_t r = 0; r < h; ++r) {
+        double hidden = 0;
+        for (std::int64_t c = 0; c < dq; ++c)
+          hidden += WQ[static_cast<std::size_t>(r * dq + c)] * Q[static_cast<std::size_t>(i * dq + c)];
+        for (std::int64_t c = 0; c < dk; ++c)
+          hidden += WK[static_cast<std::size_t>(r * dk + c)] * K[static_cast<std::size_t>(j * dk + c)];
+        s += A[static_cast<std::size_t>(r)] * std::tanh(hidden);
+      }
+      score[static_cast<std::size_t>(j)] = s;
+    }
+    double largest = *std::max_element(score.begin(), score.end()), total = 0;
+    for (double& s : score) total += (s = std::exp(s - largest));
+    for (std::int64_t j = 0; j < tk; ++j)
+      for (std::int64_t c = 0; c < dv; ++c)
+        out[static_cast<std::size_t>(i * dv + c)] +=
+            score[static_cast<std::size_t>(j)] / total * V[static_cast<std::size_t>(j * dv + c)];
+  }
+  return ag::tensor(out, {tq, dv}, ag::kFloat64);
+}
+
+Exercise additive_attention_exercise() {
+  // q [3, 4], k [5, 2], v [5, 3], W_q [6, 4], W_k [6, 2], a [6]: queries and keys of other sizes.
+  auto inputs = [] {
+    return std::vector<Tensor>{leaf({3, 4}, 121), leaf({5, 2}, 122), leaf({5, 3}, 123),
+                               leaf({6, 4}, 124), leaf({6, 2}, 125), leaf({6}, 126)};
+  };
+  const Text input{"q [3, 4], k [5, 2], v [5, 3], W_q [6, 4], W_k [6, 2], a [6]",
+                   "q [3, 4]、k [5, 2]、v [5, 3]、W_q [6, 4]、W_k [6, 2]、a [6]"};
+  auto run = [](const std::vector<Tensor>& in) { return additive_attention(in[0], in[1], in[2], in[3], in[4], in[5]); };
+  return {
+      12,
+      {"additive (Bahdanau) attention", "加性（Bahdanau）注意力"},
+      "12_additive_attention.cpp",
+      {
+          {"12.shape",
+           {"the output is [Tq, dv]", "输出形状为 [Tq, dv]"},
+           {"scores [Tq, Tk], softmax over the keys, then weights [Tq, Tk] times values [Tk, dv]",
+            "分数 [Tq, Tk]，对键做 softmax，再用权重 [Tq, Tk] 乘以值 [Tk, dv]"},
+           [=] {
+             return expect_shape(input, run(inputs()), {3, 3});
+           }},
+          {"12.values",
+           {"equal to a loop over every (query, key) pair", "与逐个 (查询, 键) 循环计算的结果相等"},
+           {"score_ij = a · tanh(W_q q_i + W_k k_j): the tanh comes before the product with a; docs/experiments.md, "
+            "\"The bottleneck with a recurrent encoder\"",
+            "score_ij = a · tanh(W_q q_i + W_k k_j)：先 tanh，再与 a 做点积；docs/experiments.md 的 “The bottleneck "
+            "with a "
+            "recurrent encoder”"},
+           [=]() -> std::optional<Text> {
+             std::vector<Tensor> in = inputs();
+             return compare(input, run(in), additive_by_loop(in[0], in[1], in[2], in[3], in[4], in[5]), 1e-12);
+           }},
+          {"12.gradcheck",
+           {"float64 gradcheck in all six inputs", "对全部六个输入的 float64 梯度检验"},
+           {"write it with ops (matmul, tanh, softmax), so that autograd can differentiate it",
+            "用算子（matmul、tanh、softmax）来写，自动微分才能求导"},
+           [=] { return check_gradients(run, inputs()); }},
+      },
+  };
+}
+
 }  // namespace
 
 const std::vector<Exercise>& exercises() {
@@ -845,7 +922,8 @@ const std::vector<Exercise>& exercises() {
                                          heads_exercise(),
                                          positions_exercise(),
                                          layer_norm_backward_exercise(),
-                                         cross_entropy_backward_exercise()};
+                                         cross_entropy_backward_exercise(),
+                                         additive_attention_exercise()};
   return all;
 }
 

@@ -77,4 +77,9 @@ LayerNormGrads layer_norm_backward(const Tensor& x, const Tensor& w, const Tenso
 // (int64, [R]) is not −100, given dL/dloss.
 Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double dloss);
 
+// 12. Additive (Bahdanau) attention: q [Tq, dq], k [Tk, dk], v [Tk, dv], W_q [H, dq],
+// W_k [H, dk], a [H]; score_ij = a · tanh(W_q q_i + W_k k_j) -> [Tq, dv].
+Tensor additive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w_q, const Tensor& w_k,
+                          const Tensor& a);
+
 }  // namespace workbook
