@@ -909,6 +909,90 @@ Exercise additive_attention_exercise() {
   };
 }
 
+// ---- 13. An RNN, and backpropagation through time ----------------------------------------------
+
+// h_T of the tanh RNN by loops, in double.
+Tensor rnn_by_loop(const Tensor& x, const Tensor& h0, const Tensor& w_x, const Tensor& w_h, const Tensor& b) {
+  std::int64_t steps = x.size(0), in = x.size(1), hidden = h0.size(0);
+  std::vector<double> X = x.to_vector<double>(), h = h0.to_vector<double>(), WX = w_x.to_vector<double>(),
+                      WH = w_h.to_vector<double>(), B = b.to_vector<double>();
+  for (std::int64_t t = 0; t < steps; ++t) {
+    std::vector<double> next(static_cast<std::size_t>(hidden));
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      double a = B[static_cast<std::size_t>(i)];
+      for (std::int64_t j = 0; j < in; ++j)
+        a += WX[static_cast<std::size_t>(i * in + j)] * X[static_cast<std::size_t>(t * in + j)];
+      for (std::int64_t j = 0; j < hidden; ++j)
+        a += WH[static_cast<std::size_t>(i * hidden + j)] * h[static_cast<std::size_t>(j)];
+      next[static_cast<std::size_t>(i)] = std::tanh(a);
+    }
+    h = next;
+  }
+  return ag::tensor(h, {hidden}, ag::kFloat64);
+}
+
+Exercise rnn_exercise() {
+  const std::string doc = "docs/recurrent.md, \"Backpropagation through time\"";
+  const std::string doc_zh = "docs/recurrent.md 的 “Backpropagation through time”";
+  // T = 4 steps of I = 3 inputs, H = 5; autograd's gradients through the loop unrolled with ops.
+  struct Case {
+    Tensor x, h0, w_x, w_h, b, dh;
+    std::vector<Tensor> grads;  // x, h0, w_x, w_h, b
+  };
+  auto make = [] {
+    Case c{
+        leaf({4, 3}, 131), leaf({5}, 132), leaf({5, 3}, 133), leaf({5, 5}, 134), leaf({5}, 135), randn({5}, 136), {}};
+    Tensor h = c.h0;
+    for (std::int64_t t = 0; t < 4; ++t)
+      h = (c.w_x.matmul(c.x.slice(0, t, t + 1).t()).squeeze(1) + c.w_h.matmul(h.unsqueeze(1)).squeeze(1) + c.b).tanh();
+    c.grads = ag::grad({h}, {c.x, c.h0, c.w_x, c.w_h, c.b}, {c.dh});
+    return c;
+  };
+  auto mine = [](const Case& c) {
+    return rnn_backward(c.x.detach(), c.h0.detach(), c.w_x.detach(), c.w_h.detach(), c.b.detach(), c.dh);
+  };
+  const Text input{"x [4, 3], h0 [5], W_x [5, 3], W_h [5, 5], b [5], dh_T [5]",
+                   "x [4, 3]、h0 [5]、W_x [5, 3]、W_h [5, 5]、b [5]、dh_T [5]"};
+  auto gradient_check = [=](const char* id, const char* en, const char* zh, const char* hint_en, const char* hint_zh,
+                            std::size_t which, Tensor RnnGrads::*field) {
+    return Check{id,
+                 {fmt::format("{} equals autograd's", en), fmt::format("{} 与自动微分的结果相等", zh)},
+                 {fmt::format("{}; {}", hint_en, doc), fmt::format("{}；{}", hint_zh, doc_zh)},
+                 [=]() -> std::optional<Text> {
+                   Case c = make();
+                   return compare({fmt::format("{}, {}", en, input.en), fmt::format("{}，{}", zh, input.zh)},
+                                  mine(c).*field, c.grads[which], 1e-12);
+                 }};
+  };
+  return {
+      13,
+      {"an RNN step, and backpropagation through time", "RNN 的一步，与通过时间反向传播"},
+      "13_rnn.cpp",
+      {
+          {"13.forward",
+           {"the last state equals a loop over the steps", "最后的状态与逐步循环计算的结果相等"},
+           {"h_t = tanh(W_x x_t + W_h h_{t−1} + b), from h_0, T times",
+            "h_t = tanh(W_x x_t + W_h h_{t−1} + b)，从 h_0 开始，共 T 步"},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             return compare(input,
+                            rnn_last_state(c.x.detach(), c.h0.detach(), c.w_x.detach(), c.w_h.detach(), c.b.detach()),
+                            rnn_by_loop(c.x, c.h0, c.w_x, c.w_h, c.b), 1e-12);
+           }},
+          gradient_check("13.db", "db", "db",
+                         "da_t = dh_t ⊙ (1 − h_t²) at each step, and db adds the da_t of every step",
+                         "每一步 da_t = dh_t ⊙ (1 − h_t²)，db 是各步 da_t 之和", 4, &RnnGrads::db),
+          gradient_check("13.dw_x", "dW_x", "dW_x", "dW_x adds da_t x_tᵀ over the steps", "dW_x 是各步 da_t x_tᵀ 之和",
+                         2, &RnnGrads::dw_x),
+          gradient_check("13.dw_h", "dW_h", "dW_h", "dW_h adds da_t h_{t−1}ᵀ over the steps",
+                         "dW_h 是各步 da_t h_{t−1}ᵀ 之和", 3, &RnnGrads::dw_h),
+          gradient_check("13.dx", "dx", "dx", "row t of dx is W_xᵀ da_t", "dx 的第 t 行是 W_xᵀ da_t", 0, &RnnGrads::dx),
+          gradient_check("13.dh0", "dh_0", "dh_0", "the gradient passed back a step is dh_{t−1} = W_hᵀ da_t",
+                         "向前一步传递的梯度是 dh_{t−1} = W_hᵀ da_t", 1, &RnnGrads::dh0),
+      },
+  };
+}
+
 }  // namespace
 
 const std::vector<Exercise>& exercises() {
@@ -923,7 +1007,8 @@ const std::vector<Exercise>& exercises() {
                                          positions_exercise(),
                                          layer_norm_backward_exercise(),
                                          cross_entropy_backward_exercise(),
-                                         additive_attention_exercise()};
+                                         additive_attention_exercise(),
+                                         rnn_exercise()};
   return all;
 }
 

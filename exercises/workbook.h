@@ -82,4 +82,13 @@ Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, doubl
 Tensor additive_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w_q, const Tensor& w_k,
                           const Tensor& a);
 
+// 13. A tanh RNN over x [T, I] from h0 [H]: h_t = tanh(W_x x_t + W_h h_{t−1} + b), W_x [H, I],
+// W_h [H, H], b [H]. Its last state, and the gradients of all five from dL/dh_T.
+struct RnnGrads {
+  Tensor dx, dh0, dw_x, dw_h, db;
+};
+Tensor rnn_last_state(const Tensor& x, const Tensor& h0, const Tensor& w_x, const Tensor& w_h, const Tensor& b);
+RnnGrads rnn_backward(const Tensor& x, const Tensor& h0, const Tensor& w_x, const Tensor& w_h, const Tensor& b,
+                      const Tensor& dh_last);
+
 }  // namespace workbook
