@@ -64,6 +64,7 @@ Tensor broadcast_kernel(const char* op, backends::Arithmetic which, const Tensor
   profile::Scope scope(profile::Family::Elementwise);
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor y = detail::empty_for(op, shape, a.dtype());
+  if (y.numel() == 0) return y;  // nothing to compute (and the other sizes may be huge)
   auto sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
   dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -80,11 +81,12 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape().size() > shape.size() || broadcast_shapes("broadcast_to", x.shape(), shape) != shape)
     throw_invalid("broadcast_to", "cannot broadcast shape {} to {}", shape_str(x.shape()), shape_str(shape));
   Tensor y = detail::empty_for("broadcast_to", shape, x.dtype());
-  dispatch_floating(x.dtype(), "broadcast_to", [&](auto tag) {
-    using T = decltype(tag);
-    auto sx = broadcast_strides(x.shape(), shape);
-    current_backend().table<T>().broadcast(broadcast_sizes(shape, sx), x.data_ptr<T>(), y.mutable_data_ptr<T>());
-  });
+  if (y.numel() != 0)  // with no element, the other sizes may multiply past int64: no strides then
+    dispatch_floating(x.dtype(), "broadcast_to", [&](auto tag) {
+      using T = decltype(tag);
+      auto sx = broadcast_strides(x.shape(), shape);
+      current_backend().table<T>().broadcast(broadcast_sizes(shape, sx), x.data_ptr<T>(), y.mutable_data_ptr<T>());
+    });
   // y[o] = x[map(o)]:  dx[i] = sum of dy[o] over every o with map(o) = i
   Shape x_shape = x.shape();
   return record(
@@ -99,12 +101,13 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (shape.size() > g.shape().size() || broadcast_shapes("sum_to", shape, g.shape()) != g.shape())
     throw_invalid("sum_to", "cannot sum shape {} down to {}", shape_str(g.shape()), shape_str(shape));
   Tensor y = zeros(shape, g.dtype());
-  dispatch_floating(g.dtype(), "sum_to", [&](auto tag) {
-    using T = decltype(tag);
-    auto sy = broadcast_strides(shape, g.shape());
-    current_backend().table<T>().sum_broadcast(broadcast_sizes(g.shape(), sy), g.data_ptr<T>(),
-                                               y.mutable_data_ptr<T>());
-  });
+  if (g.numel() != 0)  // nothing to add (and no strides formed from sizes that may be huge)
+    dispatch_floating(g.dtype(), "sum_to", [&](auto tag) {
+      using T = decltype(tag);
+      auto sy = broadcast_strides(shape, g.shape());
+      current_backend().table<T>().sum_broadcast(broadcast_sizes(g.shape(), sy), g.data_ptr<T>(),
+                                                 y.mutable_data_ptr<T>());
+    });
   // The adjoint of broadcast_to: dg = broadcast_to(dy, g.shape())
   Shape g_shape = g.shape();
   return record(

@@ -14,11 +14,21 @@ namespace ag::backends::cpu {
 
 namespace {
 
+// The number of elements of n's shape. A shape with a 0 holds none, whatever its other sizes
+// (which may multiply past int64 on their own), so their product is never formed; otherwise it
+// is the size of a buffer that exists, and every partial product fits.
+std::int64_t element_count(const BroadcastSizes& n) {
+  for (std::size_t d = 0; d < n.rank; ++d)
+    if (n.shape[d] == 0) return 0;
+  std::int64_t total = 1;
+  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
+  return total;
+}
+
 // Calls f(o, ia, ib) for every element o of n's shape, in order, with the offsets of a and b.
 template <class F>
 void for_each_broadcast(const BroadcastSizes& n, F&& f) {
-  std::int64_t total = 1;
-  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
+  std::int64_t total = element_count(n);
   if (total == 0) return;
   if (n.rank == 0) {
     f(0, 0, 0);
@@ -54,9 +64,9 @@ bool plain(const BroadcastSizes& n, const std::int64_t* strides) {
 
 template <class T, class F>
 void apply(const BroadcastSizes& n, const T* a, const T* b, T* y, F f) {
+  std::int64_t total = element_count(n);
+  if (total == 0) return;
   if (plain(n, n.a_strides) && plain(n, n.b_strides)) {  // the same shape: one flat loop
-    std::int64_t total = 1;
-    for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
     parallel_for(total, 1 << 15, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) y[i] = f(a[i], b[i]);
     });

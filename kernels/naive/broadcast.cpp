@@ -10,8 +10,11 @@ namespace ag::backends::naive {
 
 namespace {
 
-// The number of elements of n's shape.
+// The number of elements of n's shape: none when a size is 0, whatever the others are (their
+// product alone may not fit in int64, so it is not formed).
 std::int64_t count(const BroadcastSizes& n) {
+  for (std::size_t d = 0; d < n.rank; ++d)
+    if (n.shape[d] == 0) return 0;
   std::int64_t total = 1;
   for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
   return total;

@@ -67,6 +67,17 @@ TEST(Sizes, BroadcastAndMatmulOutputsAreChecked) {
       throws_with<std::invalid_argument>([&] { matmul(a, b); }, "matmul: shape [1099511627776, 1099511627776]"));
   Tensor c = zeros({1LL << 40, 1, 0}), d = zeros({1, 1LL << 40, 0});
   EXPECT_EQ(add(c, d).shape(), (Shape{1LL << 40, 1LL << 40, 0}));  // 0 elements: a valid, empty result
+  // The same on the naive backend's loops, and broadcast_to and sum_to to and from such a shape:
+  // the 2^80 of the other sizes is never formed (UndefinedBehaviorSanitizer would say so).
+  Shape huge{1LL << 40, 1LL << 40, 0};
+  EXPECT_EQ(broadcast_to(c, huge).shape(), huge);
+  EXPECT_EQ(sum_to(zeros(huge), {1, 1LL << 40, 0}).shape(), (Shape{1, 1LL << 40, 0}));
+  {
+    KernelGuard naive(Kernels::Naive);
+    EXPECT_EQ(add(c, d).shape(), huge);
+    EXPECT_EQ(broadcast_to(c, huge).shape(), huge);
+    EXPECT_EQ(sum_to(zeros(huge), {1, 1LL << 40, 0}).shape(), (Shape{1, 1LL << 40, 0}));
+  }
   Tensor e = zeros({1LL << 21, 1}), f = zeros({1, 1LL << 21});
   EXPECT_TRUE(throws_with<std::length_error>([&] { add(e, f); }, "add: shape [2097152, 2097152] of float32"));
 }
