@@ -993,6 +993,228 @@ Exercise rnn_exercise() {
   };
 }
 
+// ---- 14. An attention layer, trained to look a word up ------------------------------------------
+
+// b examples of n pairs: n distinct keys out of key_symbols, each value uniform over
+// value_symbols, the query one of the keys and the target its value.
+struct LookupBatch {
+  Tensor keys, values, query, target;
+};
+LookupBatch lookup_batch(std::int64_t b, std::int64_t n, std::int64_t key_symbols, std::int64_t value_symbols,
+                         ag::Generator& gen) {
+  std::vector<std::int64_t> keys, values, query, target;
+  for (std::int64_t i = 0; i < b; ++i) {
+    std::vector<std::int64_t> pool(static_cast<std::size_t>(key_symbols));
+    for (std::int64_t s = 0; s < key_symbols; ++s) pool[static_cast<std::size_t>(s)] = s;
+    for (std::int64_t j = 0; j < n; ++j) {  // the first n of a shuffle
+      std::swap(pool[static_cast<std::size_t>(j)], pool[static_cast<std::size_t>(gen.integer(j, key_symbols))]);
+      keys.push_back(pool[static_cast<std::size_t>(j)]);
+      values.push_back(gen.integer(0, value_symbols));
+    }
+    std::size_t pick = static_cast<std::size_t>(i * n + gen.integer(0, n));
+    query.push_back(keys[pick]);
+    target.push_back(values[pick]);
+  }
+  return {ag::from_vector(keys, {b, n}), ag::from_vector(values, {b, n}), ag::from_vector(query, {b}),
+          ag::from_vector(target, {b})};
+}
+
+// The task the statement names: 16 key symbols, 16 value symbols, n = 4 pairs, d = 32.
+constexpr std::int64_t kLookupSymbols = 16, kLookupPairs = 4, kLookupWidth = 32;
+constexpr int kLookupSteps = 400, kLookupBatch = 64, kLookupTests = 1000;
+constexpr double kLookupAccuracy = 0.95;
+
+// The share of `batch` that `model` answers right (the argmax of its logits is the target).
+double lookup_accuracy(const Lookup& model, const LookupBatch& batch) {
+  ag::NoGradGuard no_grad;
+  std::vector<std::int64_t>
+      got = model.forward(batch.keys, batch.values, batch.query).argmax(-1).to_vector<std::int64_t>(),
+      want = batch.target.to_vector<std::int64_t>();
+  std::size_t right = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) right += got[i] == want[i];
+  return static_cast<double>(right) / static_cast<double>(got.size());
+}
+
+Exercise lookup_exercise() {
+  const std::string doc = "docs/attention.md, \"Queries, keys and values\"";
+  const std::string doc_zh = "docs/attention.md 的 “Queries, keys and values”";
+  return {
+      14,
+      {"an attention layer as a module, trained to look a word up", "注意力层作为模块，训练它查字典"},
+      "14_lookup.cpp",
+      {
+          {"14.shape",
+           {"the logits are [B, value_symbols]", "logits 的形状为 [B, value_symbols]"},
+           {"q [B, 1, d] against k [B, n, d] gives weights [B, 1, n]; their sum of v [B, n, d] is [B, 1, d]; "
+            "squeeze dim 1 before w_o",
+            "q [B, 1, d] 与 k [B, n, d] 得到权重 [B, 1, n]；它对 v [B, n, d] 的加权和为 [B, 1, d]；"
+            "在 w_o 之前去掉第 1 维"},
+           [] {
+             ag::Generator gen(141);
+             Lookup model(8, 6, 4, gen);
+             LookupBatch batch = lookup_batch(3, 5, 8, 6, gen);
+             return expect_shape({"8 key symbols, 6 value symbols, d = 4; 3 examples of 5 pairs",
+                                  "8 个键符号、6 个值符号，d = 4；3 个样本，每个 5 对"},
+                                 model.forward(batch.keys, batch.values, batch.query), {3, 6});
+           }},
+          {"14.order",
+           {"shuffling the pairs changes no logit", "打乱各对的顺序不改变任何 logit"},
+           {"the weights come from q · k_j alone and the output is a sum over j: use nothing but the pairs' "
+            "contents (no position, no index j); " +
+                doc,
+            "权重只由 q · k_j 决定，输出是对 j 的求和：只用各对的内容（不用位置，也不用下标 j）；" + doc_zh},
+           [=]() -> std::optional<Text> {
+             ag::Generator gen(142);
+             Lookup model(8, 6, 4, gen);
+             model.to(ag::kFloat64);
+             LookupBatch batch = lookup_batch(3, 5, 8, 6, gen);
+             std::vector<std::int64_t> order{3, 0, 4, 2, 1};
+             auto shuffled = [&](const Tensor& t) {
+               std::vector<Tensor> columns;
+               for (std::int64_t j : order) columns.push_back(t.slice(1, j, j + 1));
+               return ag::cat(columns, 1);
+             };
+             return compare({"the logits with the pairs in the order 3, 0, 4, 2, 1, float64",
+                             "各对按 3、0、4、2、1 的顺序排列时的 logits，float64"},
+                            model.forward(shuffled(batch.keys), shuffled(batch.values), batch.query),
+                            model.forward(batch.keys, batch.values, batch.query), 1e-12);
+           }},
+          {"14.every-part",
+           {"every part gets a gradient", "每个部件都得到梯度"},
+           {"q, k_j and v_j all enter the output: q · k_j gives the weights over dim -1 (the keys), and the weights "
+            "multiply v",
+            "q、k_j、v_j 都应进入输出：q · k_j 给出在最后一维（各个键）上的权重，权重再乘以 v"},
+           [=]() -> std::optional<Text> {
+             ag::Generator gen(143);
+             Lookup model(8, 6, 4, gen);
+             model.to(ag::kFloat64);
+             LookupBatch batch = lookup_batch(3, 5, 8, 6, gen);
+             ag::cross_entropy(model.forward(batch.keys, batch.values, batch.query), batch.target).backward();
+             auto named = model.named_parameters();
+             if (named.empty())
+               return Text{"the module registered no parameter: register each part with register_module",
+                           "模块没有注册任何参数：用 register_module 注册每个部件"};
+             for (const auto& [name, p] : named) {
+               bool moved = false;
+               if (p.grad().defined())
+                 for (double g : p.grad().to_vector<double>()) moved = moved || g != 0;
+               if (!moved)
+                 return Text{fmt::format("parameter {} got no gradient (or only zeros)", name),
+                             fmt::format("参数 {} 没有得到梯度（或梯度全为 0）", name)};
+             }
+             return std::nullopt;
+           }},
+          {"14.trained",
+           {fmt::format("trained, it answers at least {:.0f}% of {} new examples right", 100 * kLookupAccuracy,
+                        kLookupTests),
+            fmt::format("训练之后，在 {} 个新样本上至少答对 {:.0f}%", kLookupTests, 100 * kLookupAccuracy)},
+           {"k_j from the pair's key and v_j from its value (through their own embeddings), p = softmax over the "
+            "keys (dim -1) of q · k_j / √d, o = Σ_j p_j v_j; " +
+                doc,
+            "k_j 来自这一对的键，v_j 来自它的值（各经自己的嵌入），p 是 q · k_j / √d 在各个键（最后一维）上的 "
+            "softmax，o = Σ_j p_j v_j；" +
+                doc_zh},
+           [=]() -> std::optional<Text> {
+             ag::Generator gen(144);
+             Lookup model(kLookupSymbols, kLookupSymbols, kLookupWidth, gen);
+             ag::optim::AdamW optimizer(model.parameters(), {.lr = 1e-2});
+             for (int step = 0; step < kLookupSteps; ++step) {
+               LookupBatch batch = lookup_batch(kLookupBatch, kLookupPairs, kLookupSymbols, kLookupSymbols, gen);
+               optimizer.zero_grad();
+               ag::cross_entropy(model.forward(batch.keys, batch.values, batch.query), batch.target).backward();
+               optimizer.step();
+             }
+             ag::Generator fresh(145);
+             double accuracy = lookup_accuracy(
+                 model, lookup_batch(kLookupTests, kLookupPairs, kLookupSymbols, kLookupSymbols, fresh));
+             if (accuracy >= kLookupAccuracy) return std::nullopt;
+             return Text{fmt::format("after {} steps, {:.1f}% of {} new examples right (chance is {:.1f}%)",
+                                     kLookupSteps, 100 * accuracy, kLookupTests, 100.0 / kLookupSymbols),
+                         fmt::format("训练 {} 步之后，{} 个新样本答对 {:.1f}%（随机猜为 {:.1f}%）", kLookupSteps,
+                                     kLookupTests, 100 * accuracy, 100.0 / kLookupSymbols)};
+           }},
+      },
+  };
+}
+
+// ---- 15. A KV cache ----------------------------------------------------------------------------
+
+Exercise kv_cache_exercise() {
+  const std::string doc = "docs/training.md, \"Sampling: `minigpt sample`\" (KV cache)";
+  const std::string doc_zh = "docs/training.md 的 “Sampling: `minigpt sample`”（KV cache）";
+  // One head: d = 5, dk = 3, dv = 4, T = 6 tokens.
+  struct Case {
+    Tensor x, w_q, w_k, w_v;
+  };
+  auto make = [] { return Case{randn({6, 5}, 151), randn({3, 5}, 152), randn({3, 5}, 153), randn({4, 5}, 154)}; };
+  // Every step's output, stacked: [T, dv]; the cache as it is after the last step.
+  auto decode = [](const Case& c, KvCache& cache) {
+    cache = KvCache{c.w_q, c.w_k, c.w_v, {}, {}};
+    std::vector<Tensor> out;
+    for (std::int64_t t = 0; t < c.x.size(0); ++t) {
+      Tensor o = cache.step(c.x.slice(0, t, t + 1).squeeze(0));
+      if (!o.defined() || o.shape() != ag::Shape{c.w_v.size(0)}) return Tensor{};
+      out.push_back(o.unsqueeze(0));
+    }
+    return ag::cat(out, 0);
+  };
+  const Text input{"x [6, 5], W_q [3, 5], W_k [3, 5], W_v [4, 5], six steps",
+                   "x [6, 5]、W_q [3, 5]、W_k [3, 5]、W_v [4, 5]，共六步"};
+  return {
+      15,
+      {"a KV cache that decodes equal to the full forward", "KV 缓存：逐个解码与整段前向相等"},
+      "15_kv_cache.cpp",
+      {
+          {"15.first-step",
+           {"the first step returns its own value, W_v x_0", "第一步返回它自己的值 W_v x_0"},
+           {"with one key in the cache its weight is 1: append k_t and v_t before attending",
+            "缓存中只有一个键时它的权重为 1：先把 k_t、v_t 加入缓存，再计算注意力"},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             KvCache cache{c.w_q, c.w_k, c.w_v, {}, {}};
+             Tensor x0 = c.x.slice(0, 0, 1).squeeze(0);
+             return compare({"step 0's output, " + input.en, "第 0 步的输出，" + input.zh}, cache.step(x0),
+                            c.w_v.matmul(x0.unsqueeze(1)).squeeze(1), 1e-12);
+           }},
+          {"15.cache",
+           {"after t steps the cache holds the t keys and values, one row per token",
+            "t 步之后缓存中有 t 个键和值，每个词元一行"},
+           {"row t of keys is W_k x_t, of values W_v x_t: append with ag::cat along dim 0",
+            "keys 的第 t 行是 W_k x_t，values 的第 t 行是 W_v x_t：用 ag::cat 沿第 0 维追加"},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             KvCache cache;
+             decode(c, cache);
+             if (auto f = compare({"the cached keys, " + input.en, "缓存的键，" + input.zh}, cache.keys,
+                                  c.x.matmul(c.w_k.t()), 1e-12))
+               return f;
+             return compare({"the cached values, " + input.en, "缓存的值，" + input.zh}, cache.values,
+                            c.x.matmul(c.w_v.t()), 1e-12);
+           }},
+          {"15.equals-full",
+           {"the steps' outputs equal the whole sequence's causal attention", "各步的输出与整段序列的因果注意力相等"},
+           {"o_t = softmax(q_t · k_j / √dk over j ≤ t) weighting v_j, with q_t = W_q x_t: the cache holds exactly "
+            "the keys a causal mask lets row t see; " +
+                doc,
+            "o_t 是 v_j 以 softmax(q_t · k_j / √dk，j ≤ t) 为权重的加权和，其中 q_t = W_q x_t：缓存里恰好是"
+            "因果掩码允许第 t 行看到的那些键；" +
+                doc_zh},
+           [=]() -> std::optional<Text> {
+             Case c = make();
+             KvCache cache;
+             Tensor got = decode(c, cache);
+             Tensor want = library_attention(c.x.matmul(c.w_q.t()).unsqueeze(0), c.x.matmul(c.w_k.t()).unsqueeze(0),
+                                             c.x.matmul(c.w_v.t()).unsqueeze(0), true)
+                               .squeeze(0);
+             if (!got.defined())
+               return Text{"a step returned an undefined tensor or not a vector [dv]",
+                           "某一步返回了未定义的张量，或不是形状为 [dv] 的向量"};
+             return compare({"the outputs of the six steps, " + input.en, "六步的输出，" + input.zh}, got, want, 1e-12);
+           }},
+      },
+  };
+}
+
 }  // namespace
 
 const std::vector<Exercise>& exercises() {
@@ -1008,7 +1230,9 @@ const std::vector<Exercise>& exercises() {
                                          layer_norm_backward_exercise(),
                                          cross_entropy_backward_exercise(),
                                          additive_attention_exercise(),
-                                         rnn_exercise()};
+                                         rnn_exercise(),
+                                         lookup_exercise(),
+                                         kv_cache_exercise()};
   return all;
 }
 

@@ -12,6 +12,7 @@
 
 #include <attograd/attograd.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -90,5 +91,28 @@ struct RnnGrads {
 Tensor rnn_last_state(const Tensor& x, const Tensor& h0, const Tensor& w_x, const Tensor& w_h, const Tensor& b);
 RnnGrads rnn_backward(const Tensor& x, const Tensor& h0, const Tensor& w_x, const Tensor& w_h, const Tensor& b,
                       const Tensor& dh_last);
+
+// 14. An attention layer as a module, trained: a lookup in a small dictionary. Each example is
+// n pairs (key_j, value_j) of symbols and a query equal to one of its keys; the answer is that
+// key's value. keys and values [B, n] and query [B] are int64; forward returns logits [B, values].
+class Lookup : public ag::nn::Module {
+ public:
+  Lookup(std::int64_t key_symbols, std::int64_t value_symbols, std::int64_t d, ag::Generator& generator);
+  Tensor forward(const Tensor& keys, const Tensor& values, const Tensor& query) const;
+
+  std::shared_ptr<ag::nn::Embedding> key_embedding;    // [key_symbols, d]: the keys and the query
+  std::shared_ptr<ag::nn::Embedding> value_embedding;  // [value_symbols, d]
+  std::shared_ptr<ag::nn::Linear> w_q, w_k, w_v;       // d -> d each
+  std::shared_ptr<ag::nn::Linear> w_o;                 // d -> value_symbols: the logits
+};
+
+// 15. A KV cache: one causal head that decodes a token at a time. W_q, W_k [dk, d], W_v [dv, d];
+// step(x_t) takes one token x_t [d], appends its key and value to the cache and returns its
+// output [dv], which must equal row t of the whole sequence's causal attention.
+struct KvCache {
+  Tensor w_q, w_k, w_v;
+  Tensor keys, values;  // [t, dk] and [t, dv] after t steps; undefined before the first
+  Tensor step(const Tensor& x_t);
+};
 
 }  // namespace workbook
