@@ -390,8 +390,8 @@ int precision(const Options& o) {
   fmt::print(
       "\nA bf16 running sum stalls: once it is 256 times a term, adding the term moves it by less than\n"
       "half a step. Autocast's products round their inputs only and add in float32: their error (last\n"
-      "column, against the sum of |x_i y_i|) stays below bf16's own 2^-9 = 2.0e-3 and shrinks as n grows,\n"
-      "the independent roundings partly cancelling.\n\n");
+      "column, against the sum of |x_i y_i|) stays far below bf16's rounding bound 2^-8 = 3.9e-3 and shrinks\n"
+      "as n grows, the independent roundings partly cancelling.\n\n");
 
   fmt::print("(b) Attention weights, T = 64 queries and keys, d_k = 64, q, k ~ N(0, 1): max |P - P_exact|\n\n");
   const std::int64_t t = 64, d = 64;
