@@ -4,6 +4,8 @@
 //   minigpt sample --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   minigpt eval   --checkpoint FILE (--text TEXT | --file FILE) [--dtype f32|f64]
 //   minigpt explore --checkpoint FILE --prompt TEXT [--out DIR]
+//   minigpt trace   --checkpoint FILE --text TEXT [--layer L] [--head H] [--lang en|zh]
+//                   (one head step by step: X, W_Q, W_K, W_V, Q, K, V, S, S/sqrt(d_k), masked S, P, O)
 //   minigpt bisect  A B   (two traces of train --trace: the first op whose values differ)
 //
 // train, sample and eval take --kernels fast|reference|naive (ops/kernels.h) and --precision fp32|bf16|auto
@@ -191,6 +193,72 @@ int explore_command(int argc, char** argv) {
   return 0;
 }
 
+// One head, step by step in the chapter's order, for the trained model and a fresh one
+// (examples/minigpt/trace.cpp). Exit status 1 when a trace's P differs from the weights the
+// model's own attention op computes.
+int trace_command(int argc, char** argv) {
+  std::string checkpoint, text, lang = "en";
+  std::int64_t layer = 0, head = 0, show = 6;
+  std::uint64_t seed = 1;
+  po::options_description opts(
+      "minigpt trace: one attention head for a short text, step by step in the chapter's order (X, W_Q, W_K, "
+      "W_V, Q, K, V, S, S/sqrt(d_k), the masked S, P, O), for the trained model and for a fresh one");
+  opts.add_options()("help,h", "show this help")("checkpoint", po::value(&checkpoint)->required(), "the model file")(
+      "text", po::value(&text)->required(),
+      "a short text, at most block_size characters, each in the model's vocabulary")(
+      "layer", with_default(&layer), "the layer, from 0")("head", with_default(&head), "the head, from 0")(
+      "show", with_default(&show),
+      "how many feature columns (and rows of W) to print, 1 to 64; a matrix over the characters shows up to 16 or "
+      "--show")("seed", with_default(&seed), "the fresh model's initialisation")(
+      "lang", with_default(&lang), "en or zh: the language of the labels");
+  po::variables_map vm;
+  int code = 0;
+  if (!parse(argc, argv, opts, vm, code)) return code;
+  if (lang != "en" && lang != "zh") refuse("--lang must be en or zh, got '{}'", lang);
+  if (show < 1 || show > 64) refuse("--show must be from 1 to 64 columns, got {}", show);
+  ag::examples::check_input_file("--checkpoint", checkpoint);
+  minigpt::Loaded m = minigpt::load(checkpoint, ag::kFloat64);
+  const ag::nn::GPTConfig& c = m.model->config;
+  std::vector<std::int64_t> ids = minigpt::encode_prompt(m.tokenizer, "--text", text);
+  if (std::ssize(ids) > c.block_size)
+    refuse("--text has {}; the model reads at most its context of {}", plural(std::ssize(ids), "character"),
+           c.block_size);
+  if (layer < 0 || layer >= c.n_layer)
+    refuse("--layer {} is out of range: the model has {} (0 to {})", layer, plural(c.n_layer, "layer"), c.n_layer - 1);
+  if (head < 0 || head >= c.n_head)
+    refuse("--head {} is out of range: each layer has {} (0 to {})", head, plural(c.n_head, "head"), c.n_head - 1);
+  std::vector<std::string> characters;
+  for (std::int64_t id : ids) characters.push_back(m.tokenizer.decode({id}));
+  const bool zh = lang == "zh";
+  const std::int64_t dk = c.n_embd / c.n_head;
+  if (zh)
+    fmt::print("文本：{} 个字符；第 {} 层（共 {} 层）第 {} 个头（共 {} 个），D = {}，d_k = {}；float64 计算\n\n",
+               ids.size(), layer, c.n_layer, head, c.n_head, c.n_embd, dk);
+  else
+    fmt::print("text: {}; layer {} of {}, head {} of {}, D = {}, d_k = {}; computed in float64\n\n",
+               plural(std::ssize(ids), "character"), layer, c.n_layer, head, c.n_head, c.n_embd, dk);
+  minigpt::HeadTrace trained = minigpt::trace_head(*m.model, ids, layer, head);
+  minigpt::print_trace(
+      trained, characters,
+      zh ? fmt::format("训练后的头（{}）", checkpoint) : fmt::format("the trained head ({})", checkpoint), show, zh);
+  ag::Generator generator(seed);
+  ag::nn::GPT fresh(c, generator);
+  fresh.to(ag::kFloat64);
+  minigpt::HeadTrace untrained = minigpt::trace_head(fresh, ids, layer, head);
+  minigpt::print_trace(untrained, characters,
+                       zh ? fmt::format("同样形状、刚初始化的头（--seed {}）", seed)
+                          : fmt::format("a fresh head of the same shape (--seed {})", seed),
+                       show, zh);
+  const double kAgree = 1e-12;
+  if (trained.difference > kAgree || untrained.difference > kAgree) {
+    fmt::print(stderr,
+               "minigpt trace: the trace's P differs from the model's own weights by {:.1e} (more than {:.0e})\n",
+               std::max(trained.difference, untrained.difference), kAgree);
+    return 1;
+  }
+  return 0;
+}
+
 // Two traces of `minigpt train --trace`, compared entry by entry: exit status 0 when they are
 // identical, 1 at the first difference (named), 2 when a file is not a trace.
 int bisect_command(int argc, char** argv) {
@@ -233,8 +301,9 @@ int bisect_command(int argc, char** argv) {
     refuse("{}", e.what());
   }
   for (std::size_t i = 0; i < 2; ++i)
-    fmt::print("{}: {}{}\n", i == 0 ? "A" : "B", traces[i],
-               sides[i].size() > 1 ? fmt::format(" with {} of other ranks", plural(std::ssize(sides[i]) - 1, "file")) : "");
+    fmt::print(
+        "{}: {}{}\n", i == 0 ? "A" : "B", traces[i],
+        sides[i].size() > 1 ? fmt::format(" with {} of other ranks", plural(std::ssize(sides[i]) - 1, "file")) : "");
   fmt::print("{}\n", c.report);
   return c.identical ? 0 : 1;
 }
@@ -243,7 +312,8 @@ int bisect_command(int argc, char** argv) {
 // status (examples/common/program.h).
 int run_subcommand(ag::examples::Program& program) {
   std::string usage =
-      "usage: minigpt {train|sample|eval|explore|bisect} [options]   (minigpt SUBCOMMAND --help for the options)\n";
+      "usage: minigpt {train|sample|eval|explore|trace|bisect} [options]   (minigpt SUBCOMMAND --help for the "
+      "options)\n";
   const int argc = program.argc;
   char** argv = program.argv;
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -257,6 +327,7 @@ int run_subcommand(ag::examples::Program& program) {
   if (command == "eval") return eval_command(argc, argv);
   if (command == "explore") return explore_command(argc, argv);
   if (command == "bisect") return bisect_command(argc, argv);
+  if (command == "trace") return trace_command(argc, argv);
   std::cerr << "minigpt: unknown subcommand '" << command << "'\n" << usage;
   return 2;
 }

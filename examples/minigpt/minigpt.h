@@ -132,6 +132,19 @@ Loaded load(const std::string& checkpoint_path, ag::DType dtype = ag::kFloat32);
 
 // The model's attention for `prompt` (cut to block_size characters): one label per character and,
 // per layer, the weights [1, H, T, T] in float64.
+// minigpt trace (examples/minigpt/trace.cpp): one head of one layer for a text, each step of the
+// chapter's computation in float64 (the model converted to float64 first). `difference` is
+// max |P - the weights the model's own attention op computed|.
+struct HeadTrace {
+  ag::Tensor x, w_q, w_k, w_v, q, k, v, s, scaled, masked, p, o;
+  double difference = 0;
+};
+HeadTrace trace_head(ag::nn::GPT& model, const std::vector<std::int64_t>& ids, std::int64_t layer, std::int64_t head);
+// Prints every step with its shape, at most `show` columns of a wide matrix (and rows of W),
+// labels in Chinese with `zh`.
+void print_trace(const HeadTrace& trace, const std::vector<std::string>& characters, const std::string& title,
+                 std::int64_t show, bool zh);
+
 struct PromptAttention {
   std::vector<std::string> tokens;
   std::vector<ag::Tensor> weights;
