@@ -83,10 +83,18 @@ Tensor attention_with_future_mask(const Tensor& q, const Tensor& k, const Tensor
 
 double max_abs_diff(const Tensor& a, const Tensor& b) { return (a - b).pow(2).max().sqrt().item(); }
 
+bool g_zh = false;  // --lang zh: the labels in Chinese
+
+// A label in the reader's language.
+const char* say(const char* en, const char* zh) { return g_zh ? zh : en; }
+
 void agree(const std::string& what, double diff, double tol) {
   bool ok = diff <= tol;
   if (!ok) ++g_failures;
-  fmt::print("  {:<58} max |difference| = {:.1e}  {}\n", what, diff, ok ? "ok" : "MISMATCH");
+  if (g_zh)
+    fmt::print("  {}：最大 |差| = {:.1e}  {}\n", what, diff, ok ? "一致" : "不一致");
+  else
+    fmt::print("  {:<58} max |difference| = {:.1e}  {}\n", what, diff, ok ? "ok" : "MISMATCH");
 }
 
 void show(const std::string& name, const Tensor& t) {
@@ -99,29 +107,39 @@ struct Sizes {
 };
 
 void causal_self_attention(const Sizes& s) {
-  fmt::print("=== Causal self-attention, step by step (float64) ===\n");
+  fmt::print("{}", say("=== Causal self-attention, step by step (float64) ===\n",
+                       "=== 因果自注意力，逐步计算（float64） ===\n"));
   ag::Generator gen(s.seed);
   auto draw = [&](std::int64_t t) {
     return ag::randn({s.batch, s.heads, t, s.head_dim}, gen, ag::kFloat64).requires_grad_();
   };
   Tensor q = draw(s.seq_len), k = draw(s.seq_len), v = draw(s.seq_len);
-  fmt::print("q, k, v: {} each = [batch, heads, seq_len, head_dim]\n\n", ag::shape_str(q.shape()));
+  fmt::print(fmt::runtime(say("q, k, v: {} each = [batch, heads, seq_len, head_dim]\n\n",
+                              "q、k、v：形状都是 {} = [batch, heads, seq_len, head_dim]\n\n")),
+             ag::shape_str(q.shape()));
 
   Tensor mask = book::build_causal_mask(s.seq_len);
-  show("book::build_causal_mask(seq_len), the [0, 0] slice (1 = may look):", mask.squeeze(0).squeeze(0));
+  show(say("book::build_causal_mask(seq_len), the [0, 0] slice (1 = may look):",
+           "book::build_causal_mask(seq_len) 的 [0, 0] 切片（1 = 可以看）："),
+       mask.squeeze(0).squeeze(0));
   auto [out, attn] = book::scaled_dot_product_attention(q, k, v, mask);
-  show("\nattn[0, 0], batch 0 head 0 (each row sums to 1, nothing above the diagonal):",
+  show(say("\nattn[0, 0], batch 0 head 0 (each row sums to 1, nothing above the diagonal):",
+           "\nattn[0, 0]，第 0 个样本第 0 个头（每行之和为 1，对角线以上全为 0）："),
        attn.detach().slice(0, 0, 1).slice(1, 0, 1).reshape({s.seq_len, s.seq_len}));
-  fmt::print("out: {} = [batch, heads, seq_len, head_dim]\n\n", ag::shape_str(out.shape()));
+  fmt::print(fmt::runtime(say("out: {} = [batch, heads, seq_len, head_dim]\n\n",
+                              "out：{} = [batch, heads, seq_len, head_dim]\n\n")),
+             ag::shape_str(out.shape()));
 
-  fmt::print("Against ag::scaled_dot_product_attention, the fused kernel:\n");
+  fmt::print("{}", say("Against ag::scaled_dot_product_attention, the fused kernel:\n",
+                       "与融合算子 ag::scaled_dot_product_attention 对比：\n"));
   ag::AttentionResult fused = ag::scaled_dot_product_attention(q, k, v, {}, /*causal=*/true, /*need_weights=*/true);
-  agree("out vs fused (causal = true)", max_abs_diff(out, fused.output), 1e-12);
-  agree("attn vs fused weights", max_abs_diff(attn, fused.weights), 1e-12);
+  agree(say("out vs fused (causal = true)", "out 与融合算子（causal = true）"), max_abs_diff(out, fused.output), 1e-12);
+  agree(say("attn vs fused weights", "attn 与融合算子的权重"), max_abs_diff(attn, fused.weights), 1e-12);
   // attograd's own mask convention: bool, true = may attend, the same lower triangle.
   ag::AttentionResult with_mask = ag::scaled_dot_product_attention(q, k, v, ag::causal_mask(s.seq_len, s.seq_len));
-  agree("out vs fused with attn_mask = causal_mask(T, T)", max_abs_diff(out, with_mask.output), 1e-12);
-  agree("build_causal_mask vs causal_mask(T, T) as 0/1",
+  agree(say("out vs fused with attn_mask = causal_mask(T, T)", "out 与融合算子（attn_mask = causal_mask(T, T)）"),
+        max_abs_diff(out, with_mask.output), 1e-12);
+  agree(say("build_causal_mask vs causal_mask(T, T) as 0/1", "build_causal_mask 与 0/1 形式的 causal_mask(T, T)"),
         max_abs_diff(mask.squeeze(0).squeeze(0), ag::causal_mask(s.seq_len, s.seq_len).to(ag::kFloat64)), 0.0);
 
   // Gradients: the composition's backward is the chain rule through matmul, masked_fill and
@@ -135,19 +153,26 @@ void causal_self_attention(const Sizes& s) {
   std::vector<Tensor> composed = grads_of(out), fused_grads = grads_of(fused.output);
   const char* names[] = {"dq", "dk", "dv"};
   for (int i = 0; i < 3; ++i)
-    agree(fmt::format("{} of the composition vs the fused backward", names[i]),
+    agree(fmt::format(
+              fmt::runtime(say("{} of the composition vs the fused backward", "组合写法的 {} 与融合算子的反向传播")),
+              names[i]),
           max_abs_diff(composed[static_cast<std::size_t>(i)], fused_grads[static_cast<std::size_t>(i)]), 1e-12);
 
-  fmt::print("\nThe study notes' convention: triu(ones, diagonal=1) marks the future, filled where mask == 1:\n");
-  show("build_future_mask(seq_len), the [0, 0] slice (1 = hidden):",
+  fmt::print("{}",
+             say("\nThe study notes' convention: triu(ones, diagonal=1) marks the future, filled where mask == 1:\n",
+                 "\n笔记的写法：triu(ones, diagonal=1) 标出未来的位置，在 mask == 1 处填充：\n"));
+  show(say("build_future_mask(seq_len), the [0, 0] slice (1 = hidden):",
+           "build_future_mask(seq_len) 的 [0, 0] 切片（1 = 遮住）："),
        build_future_mask(s.seq_len).squeeze(0).squeeze(0));
   Tensor out_upper = attention_with_future_mask(q, k, v, build_future_mask(s.seq_len));
-  agree("lower triangle kept vs upper triangle hidden", max_abs_diff(out, out_upper), 0.0);
+  agree(say("lower triangle kept vs upper triangle hidden", "保留下三角与遮住上三角"), max_abs_diff(out, out_upper),
+        0.0);
   fmt::print("\n");
 }
 
 void cross_attention(const Sizes& s) {
-  fmt::print("=== Without a mask, queries and keys of different lengths (cross-attention) ===\n");
+  fmt::print("{}", say("=== Without a mask, queries and keys of different lengths (cross-attention) ===\n",
+                       "=== 不加掩码，查询和键的长度不同（交叉注意力） ===\n"));
   ag::Generator gen(s.seed + 1);
   Tensor q = ag::randn({s.batch, s.heads, s.seq_len, s.head_dim}, gen, ag::kFloat64);
   Tensor k = ag::randn({s.batch, s.heads, s.memory_len, s.head_dim}, gen, ag::kFloat64);
@@ -156,13 +181,13 @@ void cross_attention(const Sizes& s) {
   fmt::print("q {}, k {}, v {} -> attn {}, out {}\n", ag::shape_str(q.shape()), ag::shape_str(k.shape()),
              ag::shape_str(v.shape()), ag::shape_str(attn.shape()), ag::shape_str(out.shape()));
   ag::AttentionResult fused = ag::scaled_dot_product_attention(q, k, v, {}, false, true);
-  agree("out vs fused", max_abs_diff(out, fused.output), 1e-12);
-  agree("attn vs fused weights", max_abs_diff(attn, fused.weights), 1e-12);
+  agree(say("out vs fused", "out 与融合算子"), max_abs_diff(out, fused.output), 1e-12);
+  agree(say("attn vs fused weights", "attn 与融合算子的权重"), max_abs_diff(attn, fused.weights), 1e-12);
   fmt::print("\n");
 }
 
 void fully_masked_row() {
-  fmt::print("=== A query whose every key is masked ===\n");
+  fmt::print("{}", say("=== A query whose every key is masked ===\n", "=== 所有键都被遮住的查询 ===\n"));
   // One query, three keys, all hidden: e.g. a padded position with a key-padding length of 0.
   Tensor q = ag::tensor({1.0, 0.5}, {1, 1, 1, 2}, ag::kFloat64);
   Tensor k = ag::tensor({1.0, 0.0, 0.0, 1.0, 1.0, 1.0}, {1, 1, 3, 2}, ag::kFloat64);
@@ -172,26 +197,33 @@ void fully_masked_row() {
   // The textbook formula on that row: every score is -inf, so the row maximum m is -inf, and
   // exp(s - m) = exp(-inf - (-inf)) = exp(NaN).
   double m = -kInf, naive = std::exp(-kInf - m);
-  fmt::print("the softmax formula exp(s_j - m) / sum: exp(-inf - (-inf)) = {} (PyTorch's softmax returns NaN)\n",
+  fmt::print(fmt::runtime(say(
+                 "the softmax formula exp(s_j - m) / sum: exp(-inf - (-inf)) = {} (PyTorch's softmax returns NaN)\n",
+                 "softmax 公式 exp(s_j - m) / sum：exp(-inf - (-inf)) = {}（PyTorch 的 softmax 返回 NaN）\n")),
              naive);
-  fmt::print("attograd's softmax on the row: attn = {}, out = {}\n", ag::to_string(attn.reshape({3})),
-             ag::to_string(out.reshape({1})));
+  fmt::print(fmt::runtime(say("attograd's softmax on the row: attn = {}, out = {}\n",
+                              "attograd 对这一行的 softmax：attn = {}，out = {}\n")),
+             ag::to_string(attn.reshape({3})), ag::to_string(out.reshape({1})));
   bool zeros = attn.pow(2).sum().item() == 0.0 && out.pow(2).sum().item() == 0.0;
   if (!std::isnan(naive) || !zeros) ++g_failures;
-  fmt::print("  zero weights and a zero output instead of NaN: {}\n\n", zeros ? "ok" : "MISMATCH");
+  fmt::print(fmt::runtime(say("  zero weights and a zero output instead of NaN: {}\n\n",
+                              "  权重和输出都是 0，而不是 NaN：{}\n\n")),
+             zeros ? say("ok", "一致") : say("MISMATCH", "不一致"));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Sizes s;
+  std::string lang = "en";
   po::options_description opts("minimal_attention: the chapter's minimal attention, rebuilt and checked");
   opts.add_options()("help,h", "show this help")("batch", ag::examples::with_default(&s.batch), "batch size")(
       "heads", ag::examples::with_default(&s.heads), "heads")("seq-len", ag::examples::with_default(&s.seq_len),
                                                               "sequence length (queries; keys too in self-attention)")(
       "head-dim", ag::examples::with_default(&s.head_dim), "dimensions per head, d_k")(
       "memory-len", ag::examples::with_default(&s.memory_len), "keys in the cross-attention part")(
-      "seed", ag::examples::seed_value(&s.seed), "random seed");
+      "seed", ag::examples::seed_value(&s.seed), "random seed")("lang", ag::examples::with_default(&lang),
+                                                                "en or zh: the language of the printed labels");
   po::variables_map vm;
   try {
     ag::examples::store_command_line(argc, argv, opts, vm);
@@ -206,6 +238,8 @@ int main(int argc, char** argv) {
                                {"--head-dim", s.head_dim},
                                {"--memory-len", s.memory_len}})
       if (value < 1 || value > 64) throw po::error(fmt::format("{} must be between 1 and 64, got {}", name, value));
+    if (lang != "en" && lang != "zh") throw po::error(fmt::format("--lang must be en or zh, got '{}'", lang));
+    g_zh = lang == "zh";
   } catch (const po::error& e) {
     std::cerr << "minimal_attention: " << e.what() << "\n\n" << opts << "\n";
     return 2;
@@ -213,6 +247,9 @@ int main(int argc, char** argv) {
   causal_self_attention(s);
   cross_attention(s);
   fully_masked_row();
-  fmt::print("{} failed\n", ag::examples::plural(g_failures, "check"));
+  if (g_zh)
+    fmt::print("{} 项核对不一致\n", g_failures);
+  else
+    fmt::print("{} failed\n", ag::examples::plural(g_failures, "check"));
   return g_failures == 0 ? 0 : 1;
 }

@@ -27,7 +27,11 @@ struct Options {
   double adam_lr = 3e-3;              // sharpness: AdamW's
   std::int64_t sharpness_every = 20;  // sharpness: steps between two measurements
   std::vector<std::int64_t> lengths{16, 32, 64, 128, 256, 512, 1024, 2048, 4096};  // sequential: the T timed
+  bool zh = false;  // --lang zh: the printed labels in Chinese (the experiments the Chinese tour runs)
 };
+
+// `en` or, under --lang zh, `zh`: one printed label in the reader's language.
+inline const char* say(const Options& o, const char* en, const char* zh) { return o.zh ? zh : en; }
 
 // A character-level corpus: the first --corpus-chars characters of --corpus (any UTF-8 text,
 // Chinese included), by default of the English fortunes (ASCII only), split 90/10 into training

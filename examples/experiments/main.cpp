@@ -54,15 +54,17 @@ int main(int argc, char** argv) {
       {"sharpness",
        {sharpness, "the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr (and AdamW's 38/lr)"}},
       {"rnn-bottleneck",
-       {rnn_bottleneck, "a GRU encoder-decoder's last state against additive attention and the Transformer, by length"}},
+       {rnn_bottleneck,
+        "a GRU encoder-decoder's last state against additive attention and the Transformer, by length"}},
       {"sequential",
        {sequential, "a GRU against self-attention: time per step by length, path length, gradient reach by distance"}},
       {"coreference",
-       {coreference, "which noun \"it\" names (a Winograd-style grammar): accuracy, each head's attention, heads zeroed"}},
+       {coreference,
+        "which noun \"it\" names (a Winograd-style grammar): accuracy, each head's attention, heads zeroed"}},
       {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;
-  std::string command;
+  std::string command, lang = "en";
   po::options_description opts("options");
   opts.add_options()("help,h", "show this help")(
       "steps", ag::examples::with_default(&o.steps),
@@ -85,7 +87,10 @@ int main(int argc, char** argv) {
       "every", ag::examples::with_default(&o.sharpness_every), "sharpness: steps between two measurements")(
       "lengths", po::value(&o.lengths)->multitoken()->value_name("T..."),
       "sequential: the sequence lengths timed, each from 2 to 4096 (default 16 32 ... 4096, the powers of 2)")(
-      "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports");
+      "check", po::bool_switch(&o.check), "exit 1 unless each effect goes the way the experiment reports")(
+      "lang", ag::examples::with_default(&lang),
+      "en or zh: the language of the printed labels (zh for shapes, self-test, mask-fill, causal and scaling; the "
+      "others print English)");
   po::options_description hidden;
   hidden.add_options()("command", po::value(&command));
   po::positional_options_description positional;
@@ -120,8 +125,7 @@ int main(int argc, char** argv) {
     auto it = commands.find(command);
     if (it == commands.end()) {
       std::cerr << "experiments: " << (command.empty() ? "no command given" : "unknown command '" + command + "'")
-                << misplaced_command()
-                << "\n\n";
+                << misplaced_command() << "\n\n";
       usage(std::cerr);
       return 2;
     }
@@ -132,6 +136,8 @@ int main(int argc, char** argv) {
       if (command == "sharpness") o.steps = 1000;
     }
     using ag::examples::refuse;
+    if (lang != "en" && lang != "zh") refuse("--lang must be en or zh, got '{}'", lang);
+    o.zh = lang == "zh";
     if (o.steps < 1 || o.batch < 1) refuse("--steps and --batch must be positive, got {} and {}", o.steps, o.batch);
     if ((vm.count("distances") || o.every_position) && command != "long-range")
       refuse("--distances and --every-position are for long-range, not {}", command);

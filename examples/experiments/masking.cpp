@@ -74,8 +74,13 @@ Pair train_pair(const Text& text, const Options& o, const AlteredLoss& altered_l
   print_table({columns[0], columns[1], columns[2], columns[3]},
               {{labels[0], f(r.train_standard), f(r.val_standard), f(r.val_standard)},
                {labels[1], f(r.train_altered), f(r.val_altered_own), f(r.val_altered_honest)}});
-  fmt::print("\nsample, {}: {}\n", labels[0], one_line(sample(standard, text, prompt_for(text, "The "), 120, o.seed)));
-  fmt::print("sample, {}: {}\n\n", labels[1], one_line(sample(altered, text, prompt_for(text, "The "), 120, o.seed)));
+  const char* sample_line = say(o, "sample, {}: {}\n", "采样，{}：{}\n");
+  fmt::print("\n");
+  fmt::print(fmt::runtime(sample_line), labels[0],
+             one_line(sample(standard, text, prompt_for(text, "The "), 120, o.seed)));
+  fmt::print(fmt::runtime(sample_line), labels[1],
+             one_line(sample(altered, text, prompt_for(text, "The "), 120, o.seed)));
+  fmt::print("\n");
   return r;
 }
 
@@ -83,11 +88,17 @@ Pair train_pair(const Text& text, const Options& o, const AlteredLoss& altered_l
 
 int causal(const Options& o) {
   Text text = load_text(o);
-  fmt::print(
-      "Two identical Mini-GPTs, {} each on the same batches; one without the causal mask.\n"
-      "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
-      ag::examples::plural(o.steps, "step"), text.tokenizer.size(), text.tokenizer.size(),
-      std::log(static_cast<double>(text.tokenizer.size())));
+  if (o.zh)
+    fmt::print(
+        "两个完全相同的 Mini-GPT，各在同样的批量上训练 {} 步；其中一个不加因果掩码。\n"
+        "（在 {} 个字符上均匀瞎猜，损失为 ln {} = {:.3f}）\n\n",
+        o.steps, text.tokenizer.size(), text.tokenizer.size(), std::log(static_cast<double>(text.tokenizer.size())));
+  else
+    fmt::print(
+        "Two identical Mini-GPTs, {} each on the same batches; one without the causal mask.\n"
+        "(uniform guessing over {} characters would score ln {} = {:.3f})\n\n",
+        ag::examples::plural(o.steps, "step"), text.tokenizer.size(), text.tokenizer.size(),
+        std::log(static_cast<double>(text.tokenizer.size())));
   // The peeking model is evaluated again with the mask on: it may only look back, as when it
   // generates (generation is causal whatever the flag says).
   auto unmasked_loss = [](ag::nn::GPT& m, const Tensor& x, const Tensor& y) {
@@ -96,8 +107,11 @@ int causal(const Options& o) {
     m.causal = true;
     return loss;
   };
-  Pair r = train_pair(text, o, unmasked_loss, {"trained with causal mask", "trained without mask"},
-                      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (causal)"});
+  Pair r = train_pair(
+      text, o, unmasked_loss,
+      {say(o, "trained with causal mask", "有因果掩码训练"), say(o, "trained without mask", "无掩码训练")},
+      {say(o, "model", "模型"), say(o, "train loss (own mask)", "训练损失（自己的掩码）"),
+       say(o, "val loss (own mask)", "验证损失（自己的掩码）"), say(o, "val loss (causal)", "验证损失（因果）")});
   if (o.check) {
     expect(r.train_altered < r.train_standard - 0.2,
            "without the mask the training loss falls lower (it reads the answer)");
@@ -114,7 +128,10 @@ int mask_fill(const Options& o) {
   Tensor future = ag::logical_not(ag::causal_mask(t, t));
   Tensor right = ag::softmax(ag::masked_fill(scores, future, -std::numeric_limits<double>::infinity()), 1);
   Tensor wrong = ag::softmax(ag::masked_fill(scores, future, 0.0), 1);
-  fmt::print("Part 1: one head, T = {}, scores ~ N(0, 1); weight that reaches future keys per query\n\n", t);
+  fmt::print(
+      fmt::runtime(say(o, "Part 1: one head, T = {}, scores ~ N(0, 1); weight that reaches future keys per query\n\n",
+                       "第 1 部分：一个头，T = {}，分数 ~ N(0, 1)；每个查询落在未来的键上的权重\n\n")),
+      t);
   std::vector<std::vector<std::string>> rows;
   double worst_formula_error = 0, worst_right_leak = 0;
   const double* s = scores.data_ptr<double>();
@@ -135,19 +152,29 @@ int mask_fill(const Options& o) {
     rows.push_back({std::to_string(i), std::to_string(t - 1 - i), fmt::format("{:.6f}", leak_right),
                     fmt::format("{:.6f}", leak_wrong), fmt::format("{:.6f}", formula)});
   }
-  print_table({"query", "future keys", "leak with -inf", "leak with 0", "n / (sum e^s + n)"}, rows);
-  fmt::print("\n(the last column is the closed form; largest difference from the computed leak {:.1e})\n\n",
+  print_table({say(o, "query", "查询"), say(o, "future keys", "未来的键"), say(o, "leak with -inf", "用 -inf 时泄漏"),
+               say(o, "leak with 0", "用 0 时泄漏"), "n / (sum e^s + n)"},
+              rows);
+  fmt::print(fmt::runtime(
+                 say(o, "\n(the last column is the closed form; largest difference from the computed leak {:.1e})\n\n",
+                     "\n（最后一列是闭式解；与计算出的泄漏相比，最大差 {:.1e}）\n\n")),
              worst_formula_error);
 
   // Part 2: what a model trained with the leaky mask learns.
   Text text = load_text(o);
-  fmt::print("Part 2: two identical Mini-GPTs, {} each; one masks with 0 instead of -inf\n\n",
-             ag::examples::plural(o.steps, "step"));
+  if (o.zh)
+    fmt::print("第 2 部分：两个完全相同的 Mini-GPT，各训练 {} 步；其中一个用 0 而不是 -inf 遮住\n\n", o.steps);
+  else
+    fmt::print("Part 2: two identical Mini-GPTs, {} each; one masks with 0 instead of -inf\n\n",
+               ag::examples::plural(o.steps, "step"));
   auto zero_masked_loss = [](ag::nn::GPT& m, const Tensor& x, const Tensor& y) {
     return ag::cross_entropy(forward_masking_with(m, x, 0.0), y);
   };
-  Pair r = train_pair(text, o, zero_masked_loss, {"masked with -inf", "masked with 0"},
-                      {"model", "train loss (own mask)", "val loss (own mask)", "val loss (-inf mask)"});
+  Pair r = train_pair(text, o, zero_masked_loss,
+                      {say(o, "masked with -inf", "用 -inf 遮住"), say(o, "masked with 0", "用 0 遮住")},
+                      {say(o, "model", "模型"), say(o, "train loss (own mask)", "训练损失（自己的掩码）"),
+                       say(o, "val loss (own mask)", "验证损失（自己的掩码）"),
+                       say(o, "val loss (-inf mask)", "验证损失（-inf 掩码）")});
   if (o.check) {
     expect(worst_right_leak == 0.0, "with -inf no weight at all reaches a future key");
     expect(worst_formula_error < 1e-12, "with 0 the leak equals n / (sum e^s + n) exactly");

@@ -33,8 +33,11 @@ int shapes(const Options& o) {
                              .n_decoder_layers = 1,
                              .max_len = 8},
                             init);
-  fmt::print("Training a 1 + 1 layer encoder-decoder (d_model 32, 4 heads) to reverse 6 digits, {}\n\n",
-             ag::examples::plural(o.steps, "step"));
+  if (o.zh)
+    fmt::print("训练一个 1 + 1 层的编码器-解码器（d_model 32，4 个头）把 6 个数字倒过来，共 {} 步\n\n", o.steps);
+  else
+    fmt::print("Training a 1 + 1 layer encoder-decoder (d_model 32, 4 heads) to reverse 6 digits, {}\n\n",
+               ag::examples::plural(o.steps, "step"));
   digits::train(model, task, {.steps = o.steps, .batch = 64, .lr = 3e-3}, data);
 
   ag::NoGradGuard no_grad;
@@ -56,18 +59,26 @@ int shapes(const Options& o) {
   auto split = [&](const Tensor& t) { return shape(enc.attn->split_heads(t)); };
   auto enc_qkv = enc.attn->project(x, x), dec_qkv = dec.self_attn->project(y, y);
   auto cross_qkv = dec.cross_attn->project(yq, memory);
-  print_table({"attention", "Q from", "Q", "K, V from", "K", "V", "per head", "weights"},
-              {{"encoder self", "source", shape(enc_qkv[0]), "source", shape(enc_qkv[1]), shape(enc_qkv[2]),
-                split(enc_qkv[0]), shape(enc_self_weights)},
-               {"decoder self (causal)", "target", shape(dec_qkv[0]), "target", shape(dec_qkv[1]), shape(dec_qkv[2]),
-                split(dec_qkv[0]), shape(dec_self_weights)},
-               {"decoder cross", "target", shape(cross_qkv[0]), "encoder output", shape(cross_qkv[1]),
-                shape(cross_qkv[2]), split(cross_qkv[0]), shape(cross[0])}});
-  fmt::print("\nbatch 2, source length S = {}, target length T = {} (<s> + 6 digits), {} heads of {} dims\n",
+  const char* source = say(o, "source", "源序列");
+  const char* target = say(o, "target", "目标序列");
+  print_table({say(o, "attention", "注意力"), say(o, "Q from", "Q 来自"), "Q", say(o, "K, V from", "K、V 来自"), "K",
+               "V", say(o, "per head", "每个头"), say(o, "weights", "权重")},
+              {{say(o, "encoder self", "编码器自注意力"), source, shape(enc_qkv[0]), source, shape(enc_qkv[1]),
+                shape(enc_qkv[2]), split(enc_qkv[0]), shape(enc_self_weights)},
+               {say(o, "decoder self (causal)", "解码器自注意力（因果）"), target, shape(dec_qkv[0]), target,
+                shape(dec_qkv[1]), shape(dec_qkv[2]), split(dec_qkv[0]), shape(dec_self_weights)},
+               {say(o, "decoder cross", "解码器交叉注意力"), target, shape(cross_qkv[0]),
+                say(o, "encoder output", "编码器输出"), shape(cross_qkv[1]), shape(cross_qkv[2]), split(cross_qkv[0]),
+                shape(cross[0])}});
+  fmt::print(fmt::runtime(
+                 say(o, "\nbatch 2, source length S = {}, target length T = {} (<s> + 6 digits), {} heads of {} dims\n",
+                     "\n批量大小 2，源序列长度 S = {}，目标序列长度 T = {}（<s> + 6 个数字），{} 个头，每个 {} 维\n")),
              b.src.size(1), b.tgt_in.size(1), h, dh);
 
   Tensor w = cross[0].mean(1).to(ag::kFloat64);  // [B, T, S], mean over heads
-  fmt::print("\ncross-attention of the first example, mean over heads (rows: target positions, cols: source)\n");
+  fmt::print("{}",
+             say(o, "\ncross-attention of the first example, mean over heads (rows: target positions, cols: source)\n",
+                 "\n第一个样本的交叉注意力，对各头取平均（行：目标位置，列：源位置）\n"));
   std::int64_t mirrored = 0;
   for (std::int64_t i = 0; i < w.size(1); ++i) {
     std::string line;
@@ -79,7 +90,9 @@ int shapes(const Options& o) {
     if (i < w.size(2) && best == w.size(2) - 1 - i) ++mirrored;
     fmt::print("  t={}:{}\n", i, line);
   }
-  fmt::print("{} of {} output digits attend most to the mirrored source position\n", mirrored, w.size(2));
+  fmt::print(fmt::runtime(say(o, "{} of {} output digits attend most to the mirrored source position\n",
+                              "{} 个输出数字中有 {} 个最关注镜像对称的源位置\n")),
+             o.zh ? w.size(2) : mirrored, o.zh ? mirrored : w.size(2));
   std::vector<std::vector<double>> grid;
   for (std::int64_t i = 0; i < w.size(1); ++i) {
     grid.emplace_back();
@@ -97,7 +110,7 @@ int shapes(const Options& o) {
                               .row_title = "query: decoder input (T)",
                               .col_title = "key: source digit (S)",
                               .value_title = "attention weight"});
-  fmt::print("wrote {}\n", png);
+  fmt::print(fmt::runtime(say(o, "wrote {}\n", "已写出 {}\n")), png);
   if (o.check) {
     expect(shape(enc_self_weights) == "[2, 4, 6, 6]", "encoder self-attention weights are [B, H, S, S]");
     expect(shape(dec_self_weights) == "[2, 4, 7, 7]", "decoder self-attention weights are [B, H, T, T]");

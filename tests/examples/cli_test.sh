@@ -13,7 +13,8 @@
 #   - sample given the training state says so; explore says when it cut the prompt; counts of
 #     one are singular;
 #   - --precision takes fp32, bf16 or auto; bf16 where the CPU cannot run it is refused;
-#   - first_gradients, attention_graph and second_order refuse a bad --eps, --seed, --out or size.
+#   - first_gradients, attention_graph and second_order refuse a bad --eps, --seed, --out or size;
+#   - experiments, attention_by_hand and minimal_attention refuse a --lang other than en or zh.
 # Usage: cli_test.sh MINIGPT SEQ2SEQ EXPERIMENTS ATTENTION_GRAPH FIRST_GRADIENTS ATTENTION_BY_HAND \
 #          MINIMAL_ATTENTION SECOND_ORDER
 set -euo pipefail
@@ -320,3 +321,13 @@ expect 2 "$4" --tokens 100000 --out "$dir/never"
 has err "--tokens must be between 1 and 1024, got 100000"
 [ ! -e "$dir/never" ] || fail "a refused run created its directory"
 echo "cli: first_gradients, attention_graph and second_order check their options"
+
+# --lang takes en or zh, in every program that prints labels in both.
+expect 2 "$3" shapes --lang fr --out "$dir/never"
+has err "--lang must be en or zh, got 'fr'"
+expect 2 "$6" --lang EN
+has err "--lang must be en or zh, got 'EN'"
+expect 2 "$7" --lang ''
+has err "--lang must be en or zh, got ''"
+[ ! -e "$dir/never" ] || fail "a refused run created its directory"
+echo "cli: --lang refused unless en or zh"
