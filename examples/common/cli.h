@@ -52,4 +52,8 @@ boost::program_options::typed_value<T>* with_default(T* target) {
 // "1 file", "2 files", "0 files"; `plural_form` for a word that does not just add an s.
 std::string plural(std::int64_t n, std::string_view singular, std::string_view plural_form = {});
 
+// The columns `s` (UTF-8) takes in a terminal, as fmt pads it: 2 for a wide East Asian
+// character, 1 for any other; for lining up tables with Chinese labels.
+std::size_t display_width(std::string_view s);
+
 }  // namespace ag::examples

@@ -162,34 +162,17 @@ Tensor WindowMLP::forward(const Tensor& ids) const {
 
 Tensor window_targets(const Tensor& y, std::int64_t window) { return y.slice(1, window - 1, y.size(1)); }
 
-// The columns `s` takes in a terminal, as fmt pads it: 2 for a wide East Asian character, else 1.
-std::size_t display_width(const std::string& s) {
-  std::size_t width = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    char32_t cp = n == 1 ? c : c & (0x7F >> n);
-    for (std::size_t k = 1; k < n && i + k < s.size(); ++k)
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
-                (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
-                (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x20000 && cp <= 0x3FFFD);
-    width += wide ? 2 : 1;
-    i += n;
-  }
-  return width;
-}
-
 void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) {
-    width[c] = display_width(header[c]);
-    for (const auto& r : rows) width[c] = std::max(width[c], display_width(r[c]));
+    width[c] = ag::examples::display_width(header[c]);
+    for (const auto& r : rows) width[c] = std::max(width[c], ag::examples::display_width(r[c]));
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (std::size_t c = 0; c < cells.size(); ++c)
-      out += (c ? "  " : "") + std::string(width[c] - std::min(width[c], display_width(cells[c])), ' ') + cells[c];
+      out += (c ? "  " : "") + std::string(width[c] - std::min(width[c], ag::examples::display_width(cells[c])), ' ') +
+             cells[c];
     fmt::print("{}\n", out);
   };
   line(header);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../common/cli.h"
 #include "../common/preflight.h"
 #include "minigpt.h"
 
@@ -34,27 +35,9 @@ struct Words {
   const char* in(bool zh_) const { return zh_ ? zh : en; }
 };
 
-// The columns a character takes in a terminal: 2 for the wide East Asian ones, 1 otherwise.
-std::size_t display_width(const std::string& s) {
-  std::size_t width = 0;
-  for (std::size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    char32_t cp = n == 1 ? c : c & (0x7F >> n);
-    for (std::size_t k = 1; k < n && i + k < s.size(); ++k)
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
-                (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
-                (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x20000 && cp <= 0x3FFFD);
-    width += wide ? 2 : 1;
-    i += n;
-  }
-  return width;
-}
-
 // s padded with spaces on the left to `width` columns.
 std::string pad_left(const std::string& s, std::size_t width) {
-  std::size_t w = display_width(s);
+  std::size_t w = ag::examples::display_width(s);
   return std::string(width > w ? width - w : 0, ' ') + s;
 }
 
