@@ -73,6 +73,17 @@ struct BroadcastSizes {
   const std::int64_t* b_strides;  // only for arithmetic
 };
 
+// The number of elements of n's shape. A shape with a 0 holds none, whatever its other sizes
+// (which may multiply past int64 on their own), so their product is never formed; otherwise it
+// is the size of a buffer that exists, and every partial product fits.
+inline std::int64_t element_count(const BroadcastSizes& n) {
+  for (std::size_t d = 0; d < n.rank; ++d)
+    if (n.shape[d] == 0) return 0;
+  std::int64_t total = 1;
+  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
+  return total;
+}
+
 template <class T>
 struct Table {
   // --- the elementwise functions (ops/elementwise.cpp): y[i] = f(x[i]) for i < n, f named by op:

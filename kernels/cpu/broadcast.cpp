@@ -14,17 +14,6 @@ namespace ag::backends::cpu {
 
 namespace {
 
-// The number of elements of n's shape. A shape with a 0 holds none, whatever its other sizes
-// (which may multiply past int64 on their own), so their product is never formed; otherwise it
-// is the size of a buffer that exists, and every partial product fits.
-std::int64_t element_count(const BroadcastSizes& n) {
-  for (std::size_t d = 0; d < n.rank; ++d)
-    if (n.shape[d] == 0) return 0;
-  std::int64_t total = 1;
-  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
-  return total;
-}
-
 // Calls f(o, ia, ib) for every element o of n's shape, in order, with the offsets of a and b.
 template <class F>
 void for_each_broadcast(const BroadcastSizes& n, F&& f) {

@@ -10,16 +10,6 @@ namespace ag::backends::naive {
 
 namespace {
 
-// The number of elements of n's shape: none when a size is 0, whatever the others are (their
-// product alone may not fit in int64, so it is not formed).
-std::int64_t count(const BroadcastSizes& n) {
-  for (std::size_t d = 0; d < n.rank; ++d)
-    if (n.shape[d] == 0) return 0;
-  std::int64_t total = 1;
-  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
-  return total;
-}
-
 // The offset in an input with these strides of element o of n's shape: o's coordinates, read
 // from the last dim (the fastest) to the first, each times its stride.
 std::int64_t offset(const BroadcastSizes& n, const std::int64_t* strides, std::int64_t o) {
@@ -36,7 +26,7 @@ std::int64_t offset(const BroadcastSizes& n, const std::int64_t* strides, std::i
 template <class T>
 void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y) {
   count_call();
-  const std::int64_t total = count(n);
+  const std::int64_t total = element_count(n);
   for (std::int64_t o = 0; o < total; ++o) {
     T u = a[offset(n, n.a_strides, o)], v = b[offset(n, n.b_strides, o)];
     switch (op) {
@@ -51,14 +41,14 @@ void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, 
 template <class T>
 void broadcast(const BroadcastSizes& n, const T* x, T* y) {
   count_call();
-  const std::int64_t total = count(n);
+  const std::int64_t total = element_count(n);
   for (std::int64_t o = 0; o < total; ++o) y[o] = x[offset(n, n.a_strides, o)];
 }
 
 template <class T>
 void sum_broadcast(const BroadcastSizes& n, const T* g, T* y) {
   count_call();
-  const std::int64_t total = count(n);
+  const std::int64_t total = element_count(n);
   for (std::int64_t o = 0; o < total; ++o) y[offset(n, n.a_strides, o)] += g[o];
 }
 
