@@ -16,6 +16,11 @@
 // reading the cue word alone also scores 50 %, since each cue names N1 in one verb's sentences
 // and N2 in the other's.
 //
+// Two models without attention train beside the encoder on the same batches: an MLP that reads
+// the whole sentence, each word in its place, and a bag of words, which sees every word but not
+// where it is. The bag of words cannot pass 50 %: each test sentence's bag is also that of the
+// same sentence with the two nouns swapped, whose answer is the other noun.
+//
 // Then, for each head of each layer, how much of the pronoun's attention goes to the right noun
 // and how much to the other one, and what happens to the accuracy when that head's output is
 // zeroed (the other heads untouched). The first is what a picture of attention shows; the second
@@ -38,8 +43,8 @@ namespace {
 
 constexpr std::int64_t kWidth = 64, kHeads = 4, kLayers = 2, kIgnore = -1;
 
-const std::vector<std::string> kNouns{"trophy", "suitcase", "box",    "bag",    "ball",   "crate",  "table",  "chair",
-                                      "lamp",   "bottle",   "drum",   "piano",  "sofa",   "barrel", "basket", "statue"};
+const std::vector<std::string> kNouns{"trophy", "suitcase", "box",  "bag",   "ball", "crate",  "table",  "chair",
+                                      "lamp",   "bottle",   "drum", "piano", "sofa", "barrel", "basket", "statue"};
 
 // One template: the words between the two nouns and after the second, and which cue names N1.
 struct Template {
@@ -194,6 +199,52 @@ class Encoder : public ag::nn::Module {
   std::shared_ptr<ag::nn::Linear> head;
 };
 
+// The baselines without attention predict the noun "it" names once per sentence, from the
+// sentence's ids [B, L] padded to L = the longest sentence.
+Tensor padded_ids(const std::vector<Sentence>& sentences, std::int64_t length) {
+  std::vector<std::int64_t> ids(sentences.size() * static_cast<std::size_t>(length), 0);
+  for (std::size_t i = 0; i < sentences.size(); ++i)
+    std::copy(sentences[i].ids.begin(), sentences[i].ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(i) * length);
+  return ag::from_vector(ids, {std::ssize(sentences), length});
+}
+// The noun each sentence's "it" names: [B] word ids.
+Tensor answers(const std::vector<Sentence>& sentences) {
+  std::vector<std::int64_t> out;
+  for (const Sentence& s : sentences) out.push_back(s.answer);
+  return ag::from_vector(out, {std::ssize(sentences)});
+}
+
+// ids [B, L] -> logits [B, vocab] from the L embeddings side by side, through one tanh layer: each
+// word in its place, mixed with weights fixed per place (the window MLP of experiments.h with the
+// whole sentence as its window, written with one embedding lookup).
+class SentenceMLP : public ag::nn::Module {
+ public:
+  SentenceMLP(std::int64_t vocab, std::int64_t length, std::int64_t hidden_size, ag::Generator& gen) {
+    emb = register_module("emb", std::make_shared<ag::nn::Embedding>(vocab, kWidth, gen));
+    hidden = register_module("hidden", std::make_shared<ag::nn::Linear>(length * kWidth, hidden_size, true, gen));
+    out = register_module("out", std::make_shared<ag::nn::Linear>(hidden_size, vocab, true, gen));
+  }
+  Tensor forward(const Tensor& ids) const {
+    return out->forward(hidden->forward(emb->forward(ids).reshape({ids.size(0), -1})).tanh());
+  }
+  std::shared_ptr<ag::nn::Embedding> emb;
+  std::shared_ptr<ag::nn::Linear> hidden, out;
+};
+
+// ids [B, L] -> logits [B, vocab] from the mean of the L embeddings, through one tanh layer: it
+// knows every word (and, from the padding, the length) but not where any of them is.
+class BagOfWords : public ag::nn::Module {
+ public:
+  BagOfWords(std::int64_t vocab, std::int64_t hidden_size, ag::Generator& gen) {
+    emb = register_module("emb", std::make_shared<ag::nn::Embedding>(vocab, kWidth, gen));
+    hidden = register_module("hidden", std::make_shared<ag::nn::Linear>(kWidth, hidden_size, true, gen));
+    out = register_module("out", std::make_shared<ag::nn::Linear>(hidden_size, vocab, true, gen));
+  }
+  Tensor forward(const Tensor& ids) const { return out->forward(hidden->forward(emb->forward(ids).mean(1)).tanh()); }
+  std::shared_ptr<ag::nn::Embedding> emb;
+  std::shared_ptr<ag::nn::Linear> hidden, out;
+};
+
 // The share of `sentences` whose pronoun the model resolves right, from the logits [B, T, V].
 double accuracy(const std::vector<Sentence>& sentences, const Tensor& logits) {
   Tensor predicted = ag::argmax(logits, -1);  // [B, T]
@@ -219,23 +270,39 @@ int coreference(const Options& o) {
       4 * o.batch);
 
   ag::Generator init(o.seed), data(o.seed + 1);
-  Encoder model(static_cast<std::int64_t>(vocab.words.size()), max_len, init);
-  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.01), {.lr = 3e-3});
-  ag::optim::WarmupCosine schedule{.warmup = std::min<std::int64_t>(50, o.steps), .total = o.steps, .max_lr = 3e-3,
-                                   .min_lr = 3e-4};
+  const auto vocab_size = static_cast<std::int64_t>(vocab.words.size());
+  Encoder model(vocab_size, max_len, init);
+  // The baselines without attention train beside it, on the same batches.
+  ag::Generator mlp_init(o.seed), bag_init(o.seed);
+  SentenceMLP mlp(vocab_size, max_len, 2 * kWidth, mlp_init);
+  BagOfWords bag(vocab_size, 2 * kWidth, bag_init);
+  ag::optim::AdamW opt(ag::optim::decay_groups(model, 0.01), {.lr = 3e-3}),
+      mlp_opt(ag::optim::decay_groups(mlp, 0.01), {.lr = 3e-3}),
+      bag_opt(ag::optim::decay_groups(bag, 0.01), {.lr = 3e-3});
+  ag::optim::WarmupCosine schedule{
+      .warmup = std::min<std::int64_t>(50, o.steps), .total = o.steps, .max_lr = 3e-3, .min_lr = 3e-4};
+  auto train_step = [](ag::nn::Module& m, ag::optim::AdamW& optimizer, double lr,
+                       const std::function<Tensor()>& loss_of) {
+    optimizer.set_lr(lr);
+    optimizer.zero_grad();
+    Tensor loss = loss_of();
+    loss.backward();
+    ag::optim::clip_grad_norm(m.parameters(), 1.0);
+    optimizer.step();
+    return loss.item();
+  };
   ag::examples::ProgressBar bar(o.steps);
   model.train();
   for (std::int64_t step = 0; step < o.steps; ++step) {
     std::vector<Sentence> sentences;
     for (std::int64_t i = 0; i < 4 * o.batch; ++i) sentences.push_back(random_training_sentence(vocab, data));
     Batch b = make_batch(sentences);
-    opt.set_lr(schedule.lr_at(step));
-    opt.zero_grad();
-    Tensor loss = ag::cross_entropy(model.forward(b), b.targets, kIgnore);
-    loss.backward();
-    ag::optim::clip_grad_norm(model.parameters(), 1.0);
-    opt.step();
-    bar.update(step + 1, 0, fmt::format("loss {:.4f}", loss.item()));
+    const double lr = schedule.lr_at(step);
+    double loss = train_step(model, opt, lr, [&] { return ag::cross_entropy(model.forward(b), b.targets, kIgnore); });
+    Tensor ids = padded_ids(sentences, max_len), targets = answers(sentences);
+    train_step(mlp, mlp_opt, lr, [&] { return ag::cross_entropy(mlp.forward(ids), targets); });
+    train_step(bag, bag_opt, lr, [&] { return ag::cross_entropy(bag.forward(ids), targets); });
+    bar.update(step + 1, 0, fmt::format("loss {:.4f}", loss));
   }
   bar.finish();
   model.eval();
@@ -253,7 +320,24 @@ int coreference(const Options& o) {
     for (std::size_t i = 0; i < mine.size(); ++i)
       written_out_gap = std::max(written_out_gap, std::abs(static_cast<double>(mine[i] - module_logits[i])));
   }
-  fmt::print("\nHeld-out accuracy: {:.1f} % ({} sentences; chance 50 %)\n\n", 100 * acc, test.size());
+  // The baselines' answer is their argmax over the vocabulary, as the encoder's is at "it".
+  auto baseline_accuracy = [&](const Tensor& logits) {  // [N, V]
+    std::vector<std::int64_t> predicted = ag::argmax(logits, -1).to_vector<std::int64_t>();
+    std::int64_t right = 0;
+    for (std::size_t i = 0; i < test.size(); ++i) right += predicted[i] == test[i].answer;
+    return static_cast<double>(right) / static_cast<double>(test.size());
+  };
+  const Tensor test_ids = padded_ids(test, max_len);
+  const double mlp_acc = baseline_accuracy(mlp.forward(test_ids)), bag_acc = baseline_accuracy(bag.forward(test_ids));
+  fmt::print("\nHeld-out accuracy ({} sentences; chance 50 %):\n", test.size());
+  print_table({"model", "parameters", "held-out accuracy"},
+              {{"encoder: 2 layers of attention", fmt::format("{}", model.parameter_count()),
+                fmt::format("{:.1f} %", 100 * acc)},
+               {"MLP over the sentence, each word in its place", fmt::format("{}", mlp.parameter_count()),
+                fmt::format("{:.1f} %", 100 * mlp_acc)},
+               {"bag of words: the embeddings' mean, then an MLP", fmt::format("{}", bag.parameter_count()),
+                fmt::format("{:.1f} %", 100 * bag_acc)}});
+  fmt::print("\n");
 
   // Per head: the pronoun's weight on the right noun and on the other, the same weight by position
   // (on N1, on N2: a head can look at one place whatever the answer, which right against wrong
@@ -335,8 +419,9 @@ int coreference(const Options& o) {
   std::vector<Sentence> pair;
   for (const Sentence& sentence : test)
     if (pair.size() < 2 && sentence.ids.size() == test.front().ids.size() && sentence.ids[1] == test.front().ids[1] &&
-        sentence.n2_at == test.front().n2_at && sentence.ids[static_cast<std::size_t>(sentence.n2_at)] ==
-                                                   test.front().ids[static_cast<std::size_t>(test.front().n2_at)])
+        sentence.n2_at == test.front().n2_at &&
+        sentence.ids[static_cast<std::size_t>(sentence.n2_at)] ==
+            test.front().ids[static_cast<std::size_t>(test.front().n2_at)])
       pair.push_back(sentence);
   std::vector<Tensor> pair_weights;
   model.forward(make_batch(pair), &pair_weights);
@@ -347,10 +432,12 @@ int coreference(const Options& o) {
       for (std::int64_t key = 0; key < std::ssize(pair[i].ids); ++key)
         row.push_back(static_cast<double>(w.at<float>({static_cast<std::int64_t>(i), h->head, pair[i].pronoun, key})));
       map.values.push_back(row);
-      map.row_labels.push_back(fmt::format("L{}H{}:{}", h->layer, h->head, vocab.words[static_cast<std::size_t>(pair[i].ids.back())]));
+      map.row_labels.push_back(
+          fmt::format("L{}H{}:{}", h->layer, h->head, vocab.words[static_cast<std::size_t>(pair[i].ids.back())]));
     }
   for (std::size_t k = 0; k < pair[0].ids.size(); ++k)
-    map.col_labels.push_back(k + 1 == pair[0].ids.size() ? "big/small" : vocab.words[static_cast<std::size_t>(pair[0].ids[k])]);
+    map.col_labels.push_back(k + 1 == pair[0].ids.size() ? "big/small"
+                                                         : vocab.words[static_cast<std::size_t>(pair[0].ids[k])]);
   std::filesystem::create_directories(o.out);
   std::string png = (std::filesystem::path(o.out) / "coreference.png").string();
   ag::plot::heatmap_png(png, map);
@@ -361,13 +448,18 @@ int coreference(const Options& o) {
            fmt::format("the written-out blocks give the module's logits (largest difference {:.1e})", written_out_gap));
     expect(cue_rule == 0.5, "the cue word without the verb is right on exactly half of the test");
     expect(acc > 0.9, "the encoder resolves more than 90 % of the held-out pronouns (chance 50 %)");
-    expect(clearest.on_answer > 0.5 && clearest.on_answer > 5 * clearest.on_other,
-           "one head puts more than half of the pronoun's attention on the right noun, 5 times its weight on the other");
+    expect(
+        clearest.on_answer > 0.5 && clearest.on_answer > 5 * clearest.on_other,
+        "one head puts more than half of the pronoun's attention on the right noun, 5 times its weight on the other");
     expect(*std::min_element(layer_zeroed.begin(), layer_zeroed.end()) < acc - 0.2,
            "zeroing every head of one layer costs more than 20 points of accuracy");
     expect(clearest.accuracy_without > needed.accuracy_without + 0.05,
            "the head with the clearest picture is not the one the model needs most: zeroed alone it costs 5 points "
            "less than the most needed head");
+    expect(bag_acc < 0.55, "the bag of words resolves at most about half of the test: it cannot tell N1 from N2");
+    expect(acc > bag_acc + 0.3, "the encoder resolves over 30 points more of the test than the bag of words");
+    // Not attention's doing alone: in this grammar each noun sits at one of a few fixed places.
+    expect(mlp_acc > 0.9, "the MLP over the whole sentence, with no attention, also resolves more than 90 %");
   }
   return exit_code();
 }

@@ -14,7 +14,7 @@
 //   experiments bidirectional  an encoder without the causal mask against causal models
 //   experiments precision   what bf16 costs each step of attention, and a Mini-GPT trained with it
 //   experiments sharpness   the largest Hessian eigenvalue while a Mini-GPT trains, against 2/lr
-//   experiments sequential  a GRU against self-attention: time per step by T, path length, gradient reach
+//   experiments sequential  a GRU against self-attention: time per step by T and threads, path length, gradient reach
 //   experiments coreference  which noun "it" names: accuracy, each head's attention, and each head zeroed
 //   experiments long-range  bigram, window MLP and GPT by how far back the answer lies
 //
@@ -57,10 +57,12 @@ int main(int argc, char** argv) {
        {rnn_bottleneck,
         "a GRU encoder-decoder's last state against additive attention and the Transformer, by length"}},
       {"sequential",
-       {sequential, "a GRU against self-attention: time per step by length, path length, gradient reach by distance"}},
+       {sequential,
+        "a GRU against self-attention: time per step by length and thread count, path length, gradient reach"}},
       {"coreference",
        {coreference,
-        "which noun \"it\" names (a Winograd-style grammar): accuracy, each head's attention, heads zeroed"}},
+        "which noun \"it\" names (a Winograd-style grammar): accuracy against models without attention, "
+        "each head's attention, heads zeroed"}},
       {"long-range", {long_range, "bigram, window MLP and GPT by how far back the answer is; a GPT given too little"}},
   };
   Options o;

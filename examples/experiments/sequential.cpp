@@ -4,8 +4,10 @@
 // projection, as in a Transformer block without the rest):
 //
 //   1. Time per training step (forward, backward, an AdamW update) for sequences of T tokens,
-//      batch 8, on this CPU at the process's thread count. The GRU makes T dependent steps,
-//      each a small product; attention makes a few large products and T^2 scores.
+//      batch 8, on this CPU at the process's thread count, and then at 1, 2 and as many threads
+//      as the process may run on (ag::set_num_threads). The GRU makes T dependent steps, each a
+//      small product; attention makes a few large products and T^2 scores, which is what more
+//      threads can share.
 //   2. Path length: the number of ops on the longest path of the autograd graph from the last
 //      output back to the input, read from the graph itself. For the GRU it grows with T (the
 //      first token reaches the last output through every step); for attention it does not.
@@ -22,7 +24,11 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
+#include <thread>
 #include <unordered_map>
+
+#include <sched.h>
 
 #include "../common/plot.h"
 #include "experiments.h"
@@ -54,7 +60,8 @@ std::vector<Model> models(ag::Generator& gen, bool recurrent_kinds) {
     auto lstm = std::make_shared<ag::nn::LSTM>(kWidth, kWidth, true, gen);
     out.push_back({"LSTM", lstm, [lstm](const Tensor& x) { return lstm->forward(x).states; }});
   }
-  auto attention = std::make_shared<ag::nn::MultiHeadAttention>(kWidth, kHeads, ag::nn::MultiHeadAttentionOptions{}, gen);
+  auto attention =
+      std::make_shared<ag::nn::MultiHeadAttention>(kWidth, kHeads, ag::nn::MultiHeadAttentionOptions{}, gen);
   out.push_back({"self-attention", attention,
                  [attention](const Tensor& x) { return attention->forward(x, x, {.causal = true}); }});
   return out;
@@ -76,6 +83,13 @@ double step_ms(Model& model, std::int64_t t, ag::Generator& gen, int repeats) {
   }
   std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
   return ms[ms.size() / 2];
+}
+
+// The CPUs this process may run on: what the pool starts with when AG_NUM_THREADS is not set.
+int machine_threads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // The number of ops on the longest path of the graph from `output` back to the leaf `input`.
@@ -117,26 +131,40 @@ int sequential(const Options& o) {
       "A GRU and causal self-attention ({} heads), both of width {}, on sequences of T tokens, batch {}, {}.\n\n",
       kHeads, kWidth, kBatch, ag::examples::plural(threads, "thread"));
 
-  // 1 and 2: time per step and path length, by T.
+  // 1 and 2: time per step and path length, by T; the times at each thread count of the sweep,
+  // the process's own among them.
   ag::Generator gen(o.seed);
   std::vector<Model> pair = models(gen, false);  // GRU, self-attention
-  std::vector<std::vector<double>> ms(pair.size());
+  std::set<int> sweep{1, 2, machine_threads(), threads};
+  std::map<int, std::vector<std::vector<double>>> ms_at;  // [threads][model][length]
+  for (int n : sweep) {
+    ag::set_num_threads(n);
+    auto& ms = ms_at[n];
+    ms.resize(pair.size());
+    for (Model& m : pair)
+      step_ms(m, o.lengths.front(), gen, 20);  // the thread pool and allocator warmed up, unmeasured
+    for (std::int64_t t : o.lengths) {
+      for (std::size_t m = 0; m < pair.size(); ++m)
+        ms[m].push_back(step_ms(pair[m], t, gen, static_cast<int>(std::clamp<std::int64_t>(2048 / t, 5, 31))));
+      fmt::print("T = {} measured on {}\n", t, ag::examples::plural(n, "thread"));
+    }
+  }
+  ag::set_num_threads(threads);
+  const std::vector<std::vector<double>>& ms = ms_at.at(threads);
   std::vector<std::vector<std::int64_t>> path(pair.size());
   std::vector<std::vector<std::string>> rows;
-  for (Model& m : pair) step_ms(m, o.lengths.front(), gen, 20);  // the thread pool and allocator warmed up, unmeasured
-  for (std::int64_t t : o.lengths) {
+  for (std::size_t i = 0; i < o.lengths.size(); ++i) {
+    const std::int64_t t = o.lengths[i];
     std::vector<std::string> row{fmt::format("{}", t)};
-    for (std::size_t m = 0; m < pair.size(); ++m) {
-      ms[m].push_back(step_ms(pair[m], t, gen, static_cast<int>(std::clamp<std::int64_t>(2048 / t, 5, 31))));
-      path[m].push_back(ops_from_first_input(pair[m], t, gen));
-    }
-    for (std::size_t m = 0; m < pair.size(); ++m) row.push_back(fmt::format("{:.2f}", ms[m].back()));
-    row.push_back(fmt::format("{:.2f}", ms[0].back() / ms[1].back()));
+    for (std::size_t m = 0; m < pair.size(); ++m) path[m].push_back(ops_from_first_input(pair[m], t, gen));
+    for (std::size_t m = 0; m < pair.size(); ++m) row.push_back(fmt::format("{:.2f}", ms[m][i]));
+    row.push_back(fmt::format("{:.2f}", ms[0][i] / ms[1][i]));
     for (std::size_t m = 0; m < pair.size(); ++m) row.push_back(fmt::format("{}", path[m].back()));
     rows.push_back(row);
-    fmt::print("T = {} measured\n", t);
   }
-  fmt::print("\nTime per training step (ms, median) and ops on the longest path from the input to the last output:\n");
+  fmt::print(
+      "\nTime per training step (ms, median, {}) and ops on the longest path from the input to the last output:\n",
+      ag::examples::plural(threads, "thread"));
   print_table({"T", "GRU ms", "attention ms", "GRU / attention", "GRU path", "attention path"}, rows);
   // The first length measured at which attention's step is the slower one.
   std::size_t first_slower = o.lengths.size();
@@ -151,20 +179,43 @@ int sequential(const Options& o) {
     fmt::print("\nAttention's step is faster at T = {} and slower at T = {}: they cross between the two here.\n",
                o.lengths[first_slower - 1], o.lengths[first_slower]);
 
+  // The sweep: each model's time at each thread count, and how much faster its step is on the most
+  // threads than on one.
+  const int most = *sweep.rbegin();
+  const std::vector<std::string> short_names{"GRU", "attention"};
+  std::vector<std::string> sweep_header{"T"};
+  for (int n : sweep)
+    for (const std::string& name : short_names)
+      sweep_header.push_back(fmt::format("{} ms, {}", name, ag::examples::plural(n, "thread")));
+  if (most > 1)
+    for (const std::string& name : short_names) sweep_header.push_back(fmt::format("{} speed-up 1 -> {}", name, most));
+  std::vector<std::vector<std::string>> sweep_rows;
+  for (std::size_t i = 0; i < o.lengths.size(); ++i) {
+    std::vector<std::string> row{fmt::format("{}", o.lengths[i])};
+    for (int n : sweep)
+      for (std::size_t m = 0; m < pair.size(); ++m) row.push_back(fmt::format("{:.2f}", ms_at.at(n)[m][i]));
+    if (most > 1)
+      for (std::size_t m = 0; m < pair.size(); ++m)
+        row.push_back(fmt::format("{:.2f}x", ms_at.at(1)[m][i] / ms_at.at(most)[m][i]));
+    sweep_rows.push_back(row);
+  }
+  fmt::print("\nTime per training step (ms, median) by thread count{}:\n",
+             most > 1 ? fmt::format(", and the speed-up from 1 thread to {}", most) : "");
+  print_table(sweep_header, sweep_rows);
+
   std::filesystem::create_directories(o.out);
   std::vector<ag::plot::Series> timing;
-  for (std::size_t m = 0; m < pair.size(); ++m) {
-    ag::plot::Series s{pair[m].name, {}, {}};
-    for (std::size_t i = 0; i < o.lengths.size(); ++i) {
-      s.x.push_back(std::log2(static_cast<double>(o.lengths[i])));
-      s.y.push_back(std::log10(ms[m][i]));
+  for (int n : sweep)
+    for (std::size_t m = 0; m < pair.size(); ++m) {
+      ag::plot::Series s{fmt::format("{}, {}", pair[m].name, ag::examples::plural(n, "thread")), {}, {}};
+      for (std::size_t i = 0; i < o.lengths.size(); ++i) {
+        s.x.push_back(std::log2(static_cast<double>(o.lengths[i])));
+        s.y.push_back(std::log10(ms_at.at(n)[m][i]));
+      }
+      timing.push_back(s);
     }
-    timing.push_back(s);
-  }
   std::string png = (std::filesystem::path(o.out) / "sequential_time.png").string();
-  ag::plot::line_plot_png(png, timing,
-                          fmt::format("time per training step, width {}, batch {}, {}", kWidth, kBatch,
-                                      ag::examples::plural(threads, "thread")),
+  ag::plot::line_plot_png(png, timing, fmt::format("time per training step, width {}, batch {}", kWidth, kBatch),
                           "log2 T (sequence length)", "log10 ms per step");
   fmt::print("wrote {}\n\n", png);
 
@@ -182,7 +233,7 @@ int sequential(const Options& o) {
     Tensor xs = x.detach().requires_grad_();
     Tensor last = model.forward(xs).slice(1, kT - 1, kT).reshape({kReachBatch, kWidth});
     (last * r).sum().backward();
-    Tensor g = xs.grad();  // [B, T, D]
+    Tensor g = xs.grad();                          // [B, T, D]
     Tensor norms = (g * g).sum(2).sqrt().mean(0);  // [T]
     std::vector<double> n = norms.to_vector<double>(), by_distance;
     for (std::int64_t d = 0; d < kT; ++d) by_distance.push_back(n[static_cast<std::size_t>(kT - 1 - d)] / n.back());
@@ -197,7 +248,8 @@ int sequential(const Options& o) {
   std::vector<std::vector<std::string>> reach_rows;
   for (std::int64_t d : shown) {
     std::vector<std::string> row{fmt::format("{}", d)};
-    for (const auto& by_distance : reach) row.push_back(fmt::format("{:.2e}", by_distance[static_cast<std::size_t>(d)]));
+    for (const auto& by_distance : reach)
+      row.push_back(fmt::format("{:.2e}", by_distance[static_cast<std::size_t>(d)]));
     reach_rows.push_back(row);
   }
   fmt::print(
@@ -209,8 +261,7 @@ int sequential(const Options& o) {
   print_table(header, reach_rows);
   std::string reach_png = (std::filesystem::path(o.out) / "sequential_gradient_reach.png").string();
   ag::plot::line_plot_png(reach_png, curves, "the gradient reaching each input from the last output, at initialisation",
-                          "distance from the last position (steps)",
-                          "log10 gradient norm, relative to distance 0");
+                          "distance from the last position (steps)", "log10 gradient norm, relative to distance 0");
   fmt::print("wrote {}\n\n", reach_png);
 
   if (o.check) {
