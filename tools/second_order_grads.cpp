@@ -21,6 +21,12 @@
 //                   Writes loss, grad_x = dL/dx, penalty, and dP/d{x,w1,b1,w2,b2} as
 //                   penalty_grad_<name>; then the same with the fused ag::linear_gelu for the
 //                   first layer, under the prefix "fused_".
+//   rms_norm        y = rms_norm(x, weight, 1e-5), L = sum(y * g) + sum(y * y) / 2. Writes loss,
+//                   grad_{x,weight} and hvp_{x,weight} for the direction (u_x, u_weight).
+//   swiglu          y = swiglu(x, gate, up, down), L = sum(y * g) + sum(y * y) / 2. Writes loss,
+//                   grad_{x,gate,up,down} and hvp_{x,gate,up,down} for the direction
+//                   (u_x, u_gate, u_up, u_down); also hvp_x_only, ag::hvp (forward over reverse)
+//                   of L as a function of x alone in the direction u_x.
 #include <attograd/attograd.h>
 
 #include <filesystem>
@@ -103,6 +109,40 @@ void layer_norm(const Case& c) {
   c.write_all("hvp_", names, r.hvp);
 }
 
+// The loss of the layer_norm case, for any layer: a linear part, whose Hessian is the layer's
+// own second derivative, and a quadratic part, which couples every pair of inputs.
+ag::Tensor linear_and_square(const ag::Tensor& y, const ag::Tensor& g) { return (y * g).sum() + (y * y).sum() * 0.5; }
+
+// RMSNorm: as layer norm, without the centring and the bias.
+void rms_norm(const Case& c) {
+  ag::Tensor x = c.leaf("x"), weight = c.leaf("weight");
+  ag::Tensor loss = linear_and_square(ag::rms_norm(x, weight, 1e-5), c.read("g"));
+  std::vector<std::string> names = {"x", "weight"};
+  FirstAndSecond r = grad_and_hvp(loss, {x, weight}, {c.read("u_x"), c.read("u_weight")});
+  c.write("loss", loss);
+  c.write_all("grad_", names, r.grad);
+  c.write_all("hvp_", names, r.hvp);
+}
+
+// SwiGLU: its second derivative couples each weight with x and with the other weights (the
+// gate multiplies the up projection), and silu'' enters through the gate.
+void swiglu(const Case& c) {
+  std::vector<std::string> names = {"x", "gate", "up", "down"};
+  std::vector<ag::Tensor> in, u;
+  for (const std::string& name : names) {
+    in.push_back(c.leaf(name));
+    u.push_back(c.read("u_" + name));
+  }
+  ag::Tensor g = c.read("g");
+  auto loss_of = [&](const ag::Tensor& x) { return linear_and_square(ag::swiglu(x, in[1], in[2], in[3]), g); };
+  ag::Tensor loss = loss_of(in[0]);
+  FirstAndSecond r = grad_and_hvp(loss, in, u);
+  c.write("loss", loss);
+  c.write_all("grad_", names, r.grad);
+  c.write_all("hvp_", names, r.hvp);
+  c.write("hvp_x_only", ag::hvp(loss_of, in[0].detach(), u[0]));
+}
+
 // A gradient penalty (as in WGAN-GP or input-gradient regularisation): P = ||dL/dx||^2 is a
 // function of the first gradient, so dP/dtheta goes through the backward pass of every op:
 // cross_entropy's softmax, both linears, and GELU's second derivative.
@@ -135,7 +175,7 @@ void gradient_penalty(const Case& c) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: second_order_grads attention|layer_norm|gradient_penalty IN_DIR OUT_DIR\n";
+    std::cerr << "usage: second_order_grads attention|layer_norm|gradient_penalty|rms_norm|swiglu IN_DIR OUT_DIR\n";
     return 2;
   }
   std::string name = argv[1];
@@ -147,6 +187,10 @@ int main(int argc, char** argv) {
       layer_norm(c);
     else if (name == "gradient_penalty")
       gradient_penalty(c);
+    else if (name == "rms_norm")
+      rms_norm(c);
+    else if (name == "swiglu")
+      swiglu(c);
     else {
       std::cerr << "second_order_grads: unknown case '" << name << "'\n";
       return 2;

@@ -11,6 +11,8 @@ function on the same float64 values:
     and causal with key padding;
   - the Hessian-vector product of layer norm in (x, weight, bias) jointly, which includes the
     mixed x-weight block;
+  - the Hessian-vector products of RMSNorm in (x, weight) and of SwiGLU in (x, gate, up, down)
+    jointly, and SwiGLU's in x alone by forward over reverse (ag::hvp);
   - a gradient penalty P = ||dL/dx||^2 on a two-layer MLP with exact GELU and cross-entropy:
     dP with respect to x and every parameter, with the first layer as linear then gelu, and as
     the fused linear_gelu.
@@ -186,6 +188,50 @@ def layer_norm_case(c, generator):
     return inputs, {"": want}, notes
 
 
+def rms_norm_case(c, generator):
+    """As the layer norm case, without the centring and the bias: y = x / sqrt(mean(x^2) + eps) w."""
+    D = c["shape"][-1]
+    x, g = normal(generator, *c["shape"]), normal(generator, *c["shape"])
+    weight = 1 + normal(generator, D, std=0.3)
+    u_x, u_weight = normal(generator, *c["shape"]), normal(generator, D)
+    inputs = dict(x=x, weight=weight, g=g, u_x=u_x, u_weight=u_weight)
+
+    def loss_of(x, w):
+        y = x / torch.sqrt((x * x).mean(-1, keepdim=True) + LAYER_NORM_EPS) * w
+        return (y * g).sum() + (y * y).sum() / 2
+
+    grads, hvp = grad_and_hvp(loss_of, [x, weight], [u_x, u_weight])
+    want = {"loss": loss_of(x, weight)}
+    want.update({f"grad_{n}": t for n, t in zip(("x", "weight"), grads)})
+    want.update({f"hvp_{n}": t for n, t in zip(("x", "weight"), hvp)})
+    return inputs, {"": want}, []
+
+
+def swiglu_case(c, generator):
+    """y = (silu(x gate^T) * x up^T) down^T, silu(v) = v sigmoid(v), with the same loss."""
+    shape, hidden, out = c["shape"], c["hidden"], c["out"]
+    x, g = normal(generator, *shape), normal(generator, *shape[:-1], out)
+    gate, up = normal(generator, hidden, shape[-1], std=0.5), normal(generator, hidden, shape[-1], std=0.5)
+    down = normal(generator, out, hidden, std=0.5)
+    names = ("x", "gate", "up", "down")
+    values = [x, gate, up, down]
+    directions = [normal(generator, *t.shape) for t in values]
+    inputs = dict(zip(names, values), g=g, **{f"u_{n}": u for n, u in zip(names, directions)})
+
+    def loss_of(x, gate, up, down):
+        h1 = x @ gate.T
+        y = (h1 * torch.sigmoid(h1) * (x @ up.T)) @ down.T
+        return (y * g).sum() + (y * y).sum() / 2
+
+    grads, hvp = grad_and_hvp(loss_of, values, directions)
+    want = {"loss": loss_of(*values)}
+    want.update({f"grad_{n}": t for n, t in zip(names, grads)})
+    want.update({f"hvp_{n}": t for n, t in zip(names, hvp)})
+    _, hvp_x = grad_and_hvp(lambda x: loss_of(x, gate, up, down), [x], [directions[0]])
+    want["hvp_x_only"] = hvp_x[0]
+    return inputs, {"": want}, []
+
+
 def gradient_penalty_case(c, generator):
     """P = ||dL/dx||^2 for L = cross_entropy(linear(gelu(linear(x, w1, b1)), w2, b2), targets),
     one target ignored (-100, PyTorch's and attograd's default ignore_index). attograd writes
@@ -219,10 +265,14 @@ CASES = [
     dict(name="attention, causal + padding", kind="attention", B=2, H=3, Tq=5, Tk=5, d=5, dv=3,
          causal=True, lengths=[5, 2], seed=3),
     dict(name="layer norm", kind="layer_norm", shape=[2, 3, 7], seed=4),
+    dict(name="rms norm", kind="rms_norm", shape=[2, 3, 7], seed=6),
+    dict(name="swiglu", kind="swiglu", shape=[2, 3, 5], hidden=7, out=4, seed=7),
+    dict(name="swiglu, one row", kind="swiglu", shape=[5], hidden=3, out=6, seed=8),
     dict(name="gradient penalty", kind="gradient_penalty", N=5, d_in=4, hidden=6, classes=3, ignored=2,
          seed=5),
 ]
-BUILDERS = {"attention": attention_case, "layer_norm": layer_norm_case, "gradient_penalty": gradient_penalty_case}
+BUILDERS = {"attention": attention_case, "layer_norm": layer_norm_case, "rms_norm": rms_norm_case,
+            "swiglu": swiglu_case, "gradient_penalty": gradient_penalty_case}
 VARIANT_LABELS = {"": "", "fused_": " (linear_gelu)"}
 
 

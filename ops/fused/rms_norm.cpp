@@ -7,6 +7,11 @@
 // Saved: x, and per row rrms (xhat is recomputed from it, not stored).
 // Forward mode, from the tangents dx and dw (each may be absent):
 //   dxhat = rrms (dx - xhat mean(xhat dx)),   dy = dxhat w + xhat dw
+// The gradients' tangents (forward over reverse; under create_graph, the backward of the
+// backward, ops/route.h), a dot marking a tangent, m = mean(g xhat):
+//   rrms. = -rrms^2 mean(xhat x.),   xhat. = rrms (x. - xhat mean(xhat x.)),   g. = dy. w + dy w.
+//   dx.   = rrms. (g - xhat m) + rrms (g. - xhat. m - xhat mean(g. xhat + g xhat.))
+//   dw.   = sum over rows of (dy. xhat + dy xhat.)
 //
 // The readable twin is ops/reference/rms_norm.cpp; the kernels are the backend's (kernels/table.h:
 // kernels/cpu/norms.cpp, kernels/naive/norms.cpp).
@@ -57,6 +62,28 @@ Tensor rms_norm_tangent(const Tensor& x, const Tensor& weight, const Tensor& rrm
   return dy.reshape(x.shape());
 }
 
+// dx. and dw. (the lines above) for the gradients in `need`, from dy, its tangent dy_t and the
+// tangents t of x and w (each undefined where it stays): row-wise ops on [R, D] views.
+std::vector<Tensor> rms_norm_gradient_tangent(const Tensor& x, const Tensor& weight, const Tensor& rrms,
+                                              const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& t,
+                                              const std::vector<bool>& need, std::int64_t rows, std::int64_t d) {
+  Tensor r = rrms.to(x.dtype()).reshape({rows, 1});
+  Tensor xhat = x.reshape({rows, d}) * r;
+  Tensor zero = zeros({rows, d}, x.dtype());
+  Tensor x_t = t[0].defined() ? t[0].reshape({rows, d}) : zero;
+  Tensor g_dy = dy.reshape({rows, d}), g_dy_t = dy_t.defined() ? dy_t.reshape({rows, d}) : zero;
+  Tensor g = weight.defined() ? g_dy * weight : g_dy;
+  Tensor g_t = weight.defined() ? g_dy_t * weight : g_dy_t;
+  if (t[1].defined()) g_t = g_t + g_dy * t[1];
+  Tensor spread = (xhat * x_t).mean(1, true);
+  Tensor r_t = -(r * r * spread), xhat_t = r * (x_t - xhat * spread);
+  Tensor m = (g * xhat).mean(1, true), m_t = (g_t * xhat + g * xhat_t).mean(1, true);
+  std::vector<Tensor> out(2);
+  if (need[0]) out[0] = (r_t * (g - xhat * m) + r * (g_t - xhat_t * m - xhat * m_t)).reshape(x.shape());
+  if (need[1]) out[1] = (g_dy_t * xhat + g_dy * xhat_t).sum(0);
+  return out;
+}
+
 // The fused forward: one pass per row for the mean square (its rrms kept in float64 for
 // backward), one for y.
 FastRun rms_norm_fast(const backends::Backend& backend, const Tensor& x, const Tensor& weight, double eps,
@@ -75,7 +102,11 @@ FastRun rms_norm_fast(const backends::Backend& backend, const Tensor& x, const T
   auto tangent = [x, weight, rrms, rows, d](const std::vector<Tensor>& t) {
     return rms_norm_tangent(x, weight, rrms, t, rows, d);
   };
-  return {y, backward, Saved{x, weight}, Tensor(), tangent};
+  auto gradient_tangent = [x, weight, rrms, rows, d](const Tensor& dy, const Tensor& dy_t, const std::vector<Tensor>& t,
+                                                     const std::vector<bool>& need) {
+    return rms_norm_gradient_tangent(x, weight, rrms, dy, dy_t, t, need, rows, d);
+  };
+  return {y, backward, Saved{x, weight}, Tensor(), tangent, gradient_tangent};
 }
 
 }  // namespace

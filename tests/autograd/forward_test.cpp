@@ -468,6 +468,8 @@ TEST(ForwardGradcheck, FusedRulesEqualTheReferenceTangents) {
   Tensor dg = randn({6}, gen, kFloat64), dbeta = randn({6}, gen, kFloat64);
   Tensor targets = randint(0, 6, {3, 70}, gen);
   Tensor table = randn({6, 5}, gen, kFloat64), dtable = randn({6, 5}, gen, kFloat64);
+  Tensor gate = randn({5, 6}, gen, kFloat64), up = randn({5, 6}, gen, kFloat64), down = randn({4, 5}, gen, kFloat64);
+  Tensor dgate = randn({5, 6}, gen, kFloat64), dup = randn({5, 6}, gen, kFloat64), ddown = randn({4, 5}, gen, kFloat64);
   using F = std::function<Tensor(const std::vector<Tensor>&)>;
   std::vector<std::tuple<std::string, F, std::vector<Tensor>, std::vector<Tensor>>> cases = {
       {"linear", [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias}, {dx, dw, db}},
@@ -483,6 +485,11 @@ TEST(ForwardGradcheck, FusedRulesEqualTheReferenceTangents) {
       {"rms_norm", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, g}, {dx, dg}},
       {"rms_norm, weight alone", [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }, {x, g},
        {Tensor(), dg}},
+      {"swiglu", [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); },
+       {x, gate, up, down}, {dx, dgate, dup, ddown}},
+      {"swiglu, w_up and w_down alone",
+       [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1], in[2], in[3]); }, {x, gate, up, down},
+       {Tensor(), Tensor(), dup, ddown}},
       {"embedding", [&](const std::vector<Tensor>& in) { return embedding(in[0], targets); }, {table}, {dtable}},
       {"cross_entropy", [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x}, {dx}},
   };

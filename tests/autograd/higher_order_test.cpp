@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 #include "fused_op_cases.h"
 
@@ -508,6 +509,9 @@ TEST(Gradgradcheck, FusedOpsGivenTheSameTensorTwice) {
     EXPECT_TRUE(
         testing::gradgradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[0], {}).tanh(); }, {m}))
         << kernels_name(kind);
+    EXPECT_TRUE(testing::gradgradcheck(
+        [](const std::vector<Tensor>& in) { return swiglu(in[0], in[0], in[0], in[0]); }, {m}))
+        << kernels_name(kind) << ", swiglu";
   }
 }
 
@@ -659,6 +663,36 @@ TEST(FusedDoubleBackward, TheGradientsGraphKeepsNoScores) {
       EXPECT_GT(square, 0);  // the check can see scores where they are kept
     }
   }
+}
+
+// SwiGLU differentiates its own backward with its own rules (ops/fused/swiglu.cpp): a gradient
+// taken with create_graph is one swiglu_backward node, and neither that node's backward, nor the
+// op's tangent, nor the gradients' tangents of forward over reverse run the reference. The
+// numbers are held to the composition by EveryFusedOpEqualsItsComposition and by forward_test.
+TEST(FusedDoubleBackward, SwigluUsesItsOwnRulesNotItsReference) {
+  Generator gen(51);
+  Tensor x = randn({2, 3, 5}, gen, kFloat64), gate = randn({7, 5}, gen, kFloat64), up = randn({7, 5}, gen, kFloat64),
+         down = randn({4, 7}, gen, kFloat64);
+  auto loss = [&](const Tensor& t) { return swiglu(t, gate, up, down).pow(2.0).sum(); };
+  Tensor v = randn(x.shape(), gen, kFloat64);
+  std::vector<Tensor> tangents;
+  for (Kernels kind : {Kernels::Fast, Kernels::Reference}) {
+    KernelGuard guard(kind);
+    testing::CountCalls counting;
+    Tensor leaf = x.clone().requires_grad_();
+    std::vector<Tensor> g = grad({loss(leaf)}, {leaf}, {}, {.create_graph = true});
+    int fused = 0;
+    for (const auto& [name, shape] : graph_nodes(g)) fused += name == "swiglu_backward";
+    Tensor by_reverse = grad({(g[0] * v).sum()}, {leaf})[0];
+    Tensor by_forward = hvp(loss, x, v);
+    tangents.push_back(
+        jvp([&](const std::vector<Tensor>& in) { return swiglu(in[0], gate, up, down); }, {x}, {v}).tangent);
+    EXPECT_TRUE(all_close(by_forward, by_reverse, 1e-12)) << kernels_name(kind);
+    EXPECT_EQ(fused, kind == Kernels::Fast ? 1 : 0);
+    // The reference runs once per forward pass on its own route (three), never on the fast one.
+    EXPECT_EQ(counting.reference()["swiglu"], kind == Kernels::Fast ? 0 : 3) << kernels_name(kind);
+  }
+  EXPECT_TRUE(all_close(tangents[0], tangents[1], 1e-12));
 }
 
 // A gradient taken with create_graph inside a DualLevel carries its tangent (the fused node's
