@@ -5,7 +5,8 @@
 // Each setting belongs to a thread, as in PyTorch: a new thread starts from the defaults below,
 // and a guard on one thread never changes what another thread's ops do. Each field is read and
 // written through the functions named beside it, in the file named there; among the ops, the
-// router (ops/route.cpp) is the one place that reads them to choose how an op runs.
+// router (ops/route.cpp: the kernel route and autocast) and the autograd side of its ops
+// (ops/fused_node.cpp: grad mode, create_graph, forward mode) are the places that read them.
 //
 // Not here: the bookkeeping behind a setting (autocast's cache of bf16 copies, forward mode's list
 // of the tensors given a tangent), which stays per thread beside the code that owns it.

@@ -97,7 +97,7 @@ struct ForwardRuleScope {
 
 // The tangent of f(inputs) when input i moves along tangents[i] (undefined: it stays), by running
 // f on dual copies of the inputs: the forward rule of an op whose reference is a composition of
-// ops (ops/route.cpp), as backward_by_composition is its backward. Zeros when f's output does not
+// ops (ops/fused_node.cpp), as backward_by_composition is its backward. Zeros when f's output does not
 // depend on the moving inputs.
 Tensor jvp_by_composition(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents);

@@ -18,7 +18,8 @@
 //     return route(op).output;
 //   }
 //
-// route() applies the three switches the same way to every such op:
+// route() applies four switches the same way to every such op: the first two itself, the last
+// two through record_fused (ops/fused_node.h), the autograd side of every such op:
 //
 //   1. the kernel switch (ops/kernels.h): under Kernels::Reference, or with the op listed in
 //      set_reference_ops, the reference runs instead, and its own ops build the graph; else the
@@ -37,7 +38,7 @@
 //      the fast run's own rule (FastRun::tangent), else the op's (RoutedOp::tangent), else the
 //      reference's, computed by running the reference on dual inputs.
 //
-// The three switches have one scope: each is a setting of the calling thread (as grad mode and
+// The switches have one scope: each is a setting of the calling thread (as grad mode and
 // autocast are in PyTorch), read when an op is called. A new thread starts with the fast kernels,
 // grad mode on and autocast off; the thread pool's workers only run parts of a kernel an op has
 // already chosen, so they never read a switch. A node's backward runs with the choices its
@@ -50,9 +51,9 @@
 #include <optional>
 #include <vector>
 
-#include "../autograd/node.h"
 #include "../kernels/products.h"
 #include "../kernels/table.h"
+#include "fused_node.h"
 #include "kernel_ops.h"
 #include "kernels.h"
 
@@ -78,60 +79,7 @@ struct Routed {
   Tensor aside = {};
 };
 
-// The tangents of an op's input gradients dx_i = backward(x, dy)_i when the inputs move along
-// `input_tangents` and dy along `dy_tangent` (each undefined: it stays), for the gradients in
-// `need`: the derivative of the backward formula, one order up. It serves twice:
-//
-//   forward over reverse   the gradients' tangents in a DualLevel (node.h, DualBackwardFn);
-//   reverse over reverse   the backward of the backward. With dx = J(x)^T dy, the gradient of
-//                          <c, dx> is d/dy = J(x) c (the forward rule along c) and d/dx = the
-//                          tangent of dx along c with dy held (this rule, dy_tangent undefined).
-//
-// So an op with a forward rule and this one differentiates its own backward with its fused
-// kernels, and a backward pass with create_graph records one node for its gradients instead of
-// running its composition (route.cpp, gradients_in_graph).
-using GradientTangentRule = std::function<std::vector<Tensor>(const Tensor& dy, const Tensor& dy_tangent,
-                                                              const std::vector<Tensor>& input_tangents,
-                                                              const std::vector<bool>& need)>;
-
 namespace detail {
-
-// An input as a node's closures hold it: the tensor itself, or, when the fast backward kept a
-// bf16 copy of it to read instead (under autocast, linear's x and attention's q, k and v), the
-// copy (rounded()), with the tensor held weakly beside it, so that the float32 tensor lives only
-// as long as the caller keeps it. What reads the tensor itself on the rarer paths (a backward
-// with create_graph, a forward-mode rule) calls get(): the tensor while it lives, and after that
-// a float32 tensor made from the copy, in the tensor's place in the graph (the same grad_fn):
-// the values the forward's bf16 products read. shape() is the tensor's (empty for an undefined
-// one).
-class Held {
- public:
-  Held() = default;
-  Held(const Tensor& t, std::shared_ptr<const bf16::Buffer> rounded);
-  Tensor get() const;
-  // The bf16 copy it was held beside (null when the tensor itself is held), and the tensor's shape.
-  const std::shared_ptr<const bf16::Buffer>& rounded() const { return rounded_; }
-  const Shape& shape() const { return shape_; }
-
- private:
-  Tensor strong_;
-  std::weak_ptr<TensorImpl> weak_;
-  std::shared_ptr<const bf16::Buffer> rounded_;
-  Shape shape_;
-  std::shared_ptr<Node> grad_fn_;
-};
-
-// Whether an op that runs its products in bf16 may keep a bf16 copy of an activation in place
-// of the activation (Held): a backward will run (grad mode, and an input that requires grad) and
-// no DualLevel is live, whose backward passes (forward over reverse, ag::hvp's route) read the
-// inputs' tangents, which only the tensors themselves carry.
-bool may_release_inputs(const std::vector<Tensor>& inputs);
-
-// Whether the result of an op on `inputs` will be differentiated in either mode: a node will be
-// recorded (grad mode, and an input that requires grad) or a tangent will be computed (an input
-// with a tangent at the live forward-mode level). A fast run keeps what only a derivative reads
-// (GELU's slope) when this is true; the op files ask here rather than read grad mode or tangents.
-bool will_differentiate(const std::vector<Tensor>& inputs);
 
 // GELU's form as the kernels spell it.
 inline backends::GeluForm gelu_form(GeluApproximation approximate) {
@@ -146,41 +94,14 @@ bool has_gelu_curvature(const backends::Backend& backend, DType dtype);
 
 }  // namespace detail
 
-// What the fast forward computed: the output, the backward that goes with it (the hand-derived
-// formula, run when the pass does not build a graph), the tensors that backward reads, and what
-// the op hands out beside the output.
-struct FastRun {
-  Tensor output;
-  BackwardFn backward;
-  Saved saved;
-  Tensor aside = {};
-  // The forward-mode rule that goes with this run, which may read what the run computed
-  // (attention's log-sum-exp). Unset: RoutedOp::tangent, or the reference's tangent.
-  ForwardFn tangent = {};
-  // The gradients' tangents (below). Unset: forward over reverse runs the composed backward,
-  // whose ops carry them, and a backward pass with create_graph differentiates the composition.
-  GradientTangentRule gradient_tangent = {};
-  // Per input (by position), the bf16 copy the fast backward reads in place of the float32 input
-  // (under autocast, linear's x, read by dW = dy^T x, and attention's q, k and v), or null: the
-  // router's own closures then hold that input as a detail::Held too, so its float32 data is
-  // freed as soon as the caller drops it. Empty: every input is held.
-  std::vector<std::shared_ptr<const bf16::Buffer>> released = {};
-};
-
-using ComposedBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& dy,
-                                                           const std::vector<bool>& need)>;
-
-using TangentRule =
-    std::function<Tensor(const std::vector<Tensor>& inputs, const std::vector<Tensor>& input_tangents)>;
-
 struct RoutedOp {
   // Which op it is (ops/kernel_ops.h): its name, its profile family and the switch that may pick
   // the reference. Unset: an op with one kernel, named by `name` and `family`.
   std::optional<KernelOp> kernel = {};
   const char* name = nullptr;  // the node's name, where it is not the kernel op's (attention's layouts)
   profile::Family family = profile::Family::Reduction;  // of an op with no kernel op; else the kernel op's
-  bool bf16_products = false;           // whether its matrix products may take bf16 inputs (autocast)
-  std::vector<Tensor> inputs = {};      // as passed: the node's inputs, the reference's arguments
+  bool bf16_products = false;                           // whether its matrix products may take bf16 inputs (autocast)
+  std::vector<Tensor> inputs = {};                      // as passed: the node's inputs, the reference's arguments
   std::function<Routed(const std::vector<Tensor>&)> reference = {};  // the specification
   // The forward by the kernels of the backend the switch chose (kernels/table.h), under the
   // product policy autocast chose; its backward keeps both.
@@ -195,12 +116,6 @@ struct RoutedOp {
 };
 
 Routed route(const RoutedOp& op);
-
-// The create_graph switch for an op with one kernel and two forms of its backward: `fast` (a
-// hand loop, outside the graph) and `composed` (the same formula as differentiable ops, through
-// the saved tensors' history). A pass that builds a graph runs `composed`, any other `fast`.
-// route() uses it too; the op records the result as an AnyOrder backward.
-BackwardFn fast_or_composed(BackwardFn fast, BackwardFn composed);
 
 // The backend whose kernels serve ops now, as the kernel switch says (the fast one under
 // Kernels::Reference, for the ops that have no reference twin).
