@@ -73,6 +73,13 @@ struct BroadcastSizes {
   const std::int64_t* b_strides;  // only for arithmetic
 };
 
+// A tensor seen along one dim as [outer, n, inner] (ops/dim_layout.h): outer is the product of
+// the sizes before the dim, inner of those after it, and element (o, k, i) sits at
+// (o * n + k) * inner + i. Reducing over k leaves [outer, inner], element (o, i) at o * inner + i.
+struct DimSizes {
+  std::int64_t outer, n, inner;
+};
+
 // The number of elements of n's shape. A shape with a 0 holds none, whatever its other sizes
 // (which may multiply past int64 on their own), so their product is never formed; otherwise it
 // is the size of a buffer that exists, and every partial product fits.
@@ -98,6 +105,27 @@ struct Table {
   // o of the shape, y[iy] += g[o], iy through a_strides (y zero-filled by the caller).
   void (*broadcast)(const BroadcastSizes& n, const T* x, T* y);
   void (*sum_broadcast)(const BroadcastSizes& n, const T* g, T* y);
+
+  // --- along one dim of the [outer, n, inner] view (ops/reduce.cpp, ops/softmax.cpp):
+  //   sum_dim      y[o, i] = sum_k x[o, k, i]   (summed in double)
+  //   max_dim      y[o, i] = x[o, k*, i] and index[o, i] = k*: the first k with the largest value,
+  //                a NaN beating any number (as in PyTorch). n >= 1.
+  //   take_along   y[o, i] = x[o, index[o, i], i]                 (the winners' values, or tangents)
+  //   put_along    y[o, index[o, i], i] = x[o, i]                  (y zero-filled by the caller)
+  void (*sum_dim)(const DimSizes& n, const T* x, T* y);
+  void (*max_dim)(const DimSizes& n, const T* x, T* y, std::int64_t* index);
+  void (*take_along)(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+  void (*put_along)(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+  // softmax along k, y = exp(x - m) / sum_k exp(x - m) with m = max_k x, or when `log`,
+  // y = x - m - ln sum_k exp(x - m): exp in T, the sum in double. A row whose every value is -inf
+  // has no distribution: it gets zeros (softmax) or -inf (log). Returns whether some row did.
+  bool (*softmax)(const DimSizes& n, bool log, const T* x, T* y);
+  // dead[o, k, i] = true along every row of y whose values are all -inf (dead zero-filled by the
+  // caller); returns whether there was one.
+  bool (*dead_rows)(const DimSizes& n, const T* y, bool* dead);
+
+  // --- masked_fill (ops/masking.cpp), on n values: y[i] = mask[i] ? value : x[i]
+  void (*masked_fill)(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 
   // --- matmul (ops/matmul.cpp): one product of a batch, C = op(A) op(B), C written whole.
   //   C[i, j] = sum_p op(A)[i, p] op(B)[p, j]

@@ -2,6 +2,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
+#include "../kernels/table.h"
 #include "../runtime/profile.h"
 #include "binary.h"
 #include "route.h"
@@ -25,19 +26,6 @@ Tensor expand_mask(std::string_view op, const Tensor& mask, const Shape& shape) 
   return broadcast_to(mask.to(kFloat32), shape).to(kBool);
 }
 
-// dx_i = mask_i ? 0 : dy_i: no gradient reaches a filled position.
-Tensor masked_fill_backward(const Tensor& dy, const Tensor& m) {
-  Tensor dx = empty_like(dy);
-  dispatch_floating(dy.dtype(), "masked_fill", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pdy = dy.data_ptr<T>();
-    const bool* pm = m.data_ptr<bool>();
-    T* pdx = dx.mutable_data_ptr<T>();
-    for (std::int64_t i = 0, n = dy.numel(); i < n; ++i) pdx[i] = pm[i] ? T(0) : pdy[i];
-  });
-  return dx;
-}
-
 }  // namespace
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -48,21 +36,16 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), "masked_fill", [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    const bool* pm = m.data_ptr<bool>();
-    T* py = y.mutable_data_ptr<T>();
-    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) py[i] = pm[i] ? static_cast<T>(value) : px[i];
+    current_backend().table<T>().masked_fill(x.numel(), x.data_ptr<T>(), m.data_ptr<bool>(), value,
+                                             y.mutable_data_ptr<T>());
   });
   // y_i = mask_i ? value : x_i:   dx_i = mask_i ? 0 : dy_i,   ẏ_i = mask_i ? 0 : ẋ_i.
-  // The mask gets no gradient.
+  // The mask gets no gradient. Both rules are this op again, with 0: under create_graph that
+  // records the node that differentiates them again.
   return record(
       {"masked_fill", profile::Family::Elementwise}, y, {x},
-      // With create_graph the same rule as an op: masked_fill again, with 0.
-      fast_or_composed(
-          [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill_backward(dy, m)}; },
-          [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill(dy, m, 0.0)}; }),
-      Saved{m}, BackwardOrder::AnyOrder,
-      [m](const std::vector<Tensor>& t) { return masked_fill_backward(t[0], m); });  // ẏ = ẋ, 0 where masked
+      [m](const Tensor& dy, const std::vector<bool>&) { return std::vector<Tensor>{masked_fill(dy, m, 0.0)}; },
+      Saved{m}, BackwardOrder::AnyOrder, [m](const std::vector<Tensor>& t) { return masked_fill(t[0], m, 0.0); });
 }
 
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {

@@ -6,12 +6,10 @@
 //   x: [..., n, ...]   y, dy: x's shape without dim n (or with size 1 there, keepdim)
 #include "reduce.h"
 
-#include <cmath>
-#include <limits>
-
 #include "../autograd/dispatch.h"
 #include "../autograd/grad_mode.h"
 #include "../autograd/node.h"
+#include "../kernels/table.h"
 #include "../runtime/profile.h"
 #include "binary.h"
 #include "dim_layout.h"
@@ -32,19 +30,14 @@ Layout layout_of_all(const Tensor& x) {
   return l;  // kept and reduced are both [] : a 0-d result
 }
 
-// y[o, i] = sum_k x[o, k, i]   (accumulated in double)
+backends::DimSizes sizes(const Layout& l) { return {l.outer, l.n, l.inner}; }
+
+// y[o, i] = sum_k x[o, k, i]   (accumulated in double), by the backend's kernel
 Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape& out_shape) {
   Tensor y = empty(out_shape, x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i) {
-        double acc = 0.0;
-        for (std::int64_t k = 0; k < l.n; ++k) acc += px[(o * l.n + k) * l.inner + i];
-        py[o * l.inner + i] = static_cast<T>(acc);
-      }
+    current_backend().table<T>().sum_dim(sizes(l), x.data_ptr<T>(), y.mutable_data_ptr<T>());
   });
   return y;
 }
@@ -75,12 +68,8 @@ Tensor max_backward(const Tensor& dy, const Tensor& argmax, const DimLayout& l, 
   Tensor dx = zeros(x_shape, dy.dtype());
   dispatch_floating(dy.dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
-    const T* pdy = dy.data_ptr<T>();
-    const auto* pi = argmax.data_ptr<std::int64_t>();
-    T* pdx = dx.mutable_data_ptr<T>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i)
-        pdx[(o * l.n + pi[o * l.inner + i]) * l.inner + i] = pdy[o * l.inner + i];
+    current_backend().table<T>().put_along(sizes(l), dy.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
+                                           dx.mutable_data_ptr<T>());
   });
   return dx;
 }
@@ -90,12 +79,8 @@ Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, con
   Tensor y = empty(out_shape, t.dtype());
   dispatch_floating(t.dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
-    const T* pt = t.data_ptr<T>();
-    const auto* pi = argmax.data_ptr<std::int64_t>();
-    T* py = y.mutable_data_ptr<T>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i)
-        py[o * l.inner + i] = pt[(o * l.n + pi[o * l.inner + i]) * l.inner + i];
+    current_backend().table<T>().take_along(sizes(l), t.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
+                                            y.mutable_data_ptr<T>());
   });
   return y;
 }
@@ -109,24 +94,9 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   Tensor y = empty(out_shape, x.dtype());
   Tensor argmax = empty(out_shape, kInt64);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
-    auto* pi = argmax.mutable_data_ptr<std::int64_t>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i) {
-        std::int64_t best = 0;
-        T best_value = px[o * l.n * l.inner + i];
-        for (std::int64_t k = 1; k < l.n; ++k) {
-          T v = px[(o * l.n + k) * l.inner + i];
-          if (v > best_value || (std::isnan(v) && !std::isnan(best_value))) {  // NaN wins, as in PyTorch
-            best = k;
-            best_value = v;
-          }
-        }
-        py[o * l.inner + i] = best_value;
-        pi[o * l.inner + i] = best;
-      }
+    using T = decltype(tag);  // the first largest value wins; a NaN beats any number, as in PyTorch
+    current_backend().table<T>().max_dim(sizes(l), x.data_ptr<T>(), y.mutable_data_ptr<T>(),
+                                         argmax.mutable_data_ptr<std::int64_t>());
   });
   if (indices) *indices = argmax;
   // Saved for backward: the winning index of each output (int64, one per output element).

@@ -24,10 +24,8 @@
 //   x, y, dy, dx: any shape, float32 or float64; the formulas run along `dim`.
 #include "softmax.h"
 
-#include <cmath>
-#include <limits>
-
 #include "../autograd/node.h"
+#include "../kernels/table.h"
 #include "../runtime/profile.h"
 #include "binary.h"
 #include "dim_layout.h"
@@ -40,40 +38,18 @@ namespace ag {
 
 namespace {
 
-template <class T>
-bool fully_masked(T max_value) {
-  return max_value == -std::numeric_limits<T>::infinity();
-}
+backends::DimSizes sizes(const DimLayout& l) { return {l.outer, l.n, l.inner}; }
 
-// One forward for both: log_softmax when `log` is set. `any_dead` (when given) is set when some
-// row is fully masked (every logit -inf).
+// One forward for both, by the backend's kernel: log_softmax when `log` is set. A fully masked
+// row (every logit -inf) has no distribution: it gets zeros (softmax) or -inf (log_softmax), and
+// `any_dead` (when given) says whether there was one. A NaN makes its row NaN.
 Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool log, bool* any_dead = nullptr) {
   profile::Scope scope(profile::Family::Softmax);
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    const T* px = x.data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i) {
-        T m = -std::numeric_limits<T>::infinity();
-        for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, px[l.at(o, k, i)]);
-        if (fully_masked(m)) {  // no distribution: zeros (softmax) or -inf (log_softmax)
-          if (any_dead) *any_dead = true;
-          for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] = log ? m : T(0);
-          continue;
-        }
-        // exp in the tensor's type (float math for float32), summed in double
-        double sum = 0.0;
-        for (std::int64_t k = 0; k < l.n; ++k) sum += (py[l.at(o, k, i)] = std::exp(px[l.at(o, k, i)] - m));
-        if (log) {
-          T log_sum = static_cast<T>(std::log(sum));
-          for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] = px[l.at(o, k, i)] - m - log_sum;
-        } else {
-          T inv = static_cast<T>(1.0 / sum);
-          for (std::int64_t k = 0; k < l.n; ++k) py[l.at(o, k, i)] *= inv;
-        }
-      }
+    bool dead = current_backend().table<T>().softmax(sizes(l), log, x.data_ptr<T>(), y.mutable_data_ptr<T>());
+    if (any_dead) *any_dead = dead;
   });
   return y;
 }
@@ -85,16 +61,7 @@ Tensor fully_masked_rows(const Tensor& y, const DimLayout& l) {
   bool any = false;
   dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
     using T = decltype(tag);
-    const T* py = y.data_ptr<T>();
-    bool* pd = dead.mutable_data_ptr<bool>();
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      for (std::int64_t i = 0; i < l.inner; ++i) {
-        T m = -std::numeric_limits<T>::infinity();
-        for (std::int64_t k = 0; k < l.n; ++k) m = std::max(m, py[l.at(o, k, i)]);
-        if (!fully_masked(m)) continue;
-        any = true;
-        for (std::int64_t k = 0; k < l.n; ++k) pd[l.at(o, k, i)] = true;
-      }
+    any = current_backend().table<T>().dead_rows(sizes(l), y.data_ptr<T>(), dead.mutable_data_ptr<bool>());
   });
   return any ? dead : Tensor();
 }

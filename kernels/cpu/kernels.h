@@ -20,6 +20,22 @@ void broadcast(const BroadcastSizes& n, const T* x, T* y);
 template <class T>
 void sum_broadcast(const BroadcastSizes& n, const T* g, T* y);
 
+// along_dim.cpp: sums, max, softmax and masked_fill along one dim
+template <class T>
+void sum_dim(const DimSizes& n, const T* x, T* y);
+template <class T>
+void max_dim(const DimSizes& n, const T* x, T* y, std::int64_t* index);
+template <class T>
+void take_along(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+template <class T>
+void put_along(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+template <class T>
+bool softmax(const DimSizes& n, bool log, const T* x, T* y);
+template <class T>
+bool dead_rows(const DimSizes& n, const T* y, bool* dead);
+template <class T>
+void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
+
 // gelu.cpp. The loops on one thread (linear_gelu runs them on each band it computed), and the
 // bf16 form, whose Phi is accurate to a relative 3e-5 only: its output and slope are rounded to
 // bf16 next (fast::normal_bf16).

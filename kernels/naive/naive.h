@@ -29,6 +29,22 @@ void broadcast(const BroadcastSizes& n, const T* x, T* y);
 template <class T>
 void sum_broadcast(const BroadcastSizes& n, const T* g, T* y);
 
+// along_dim.cpp: sums, max, softmax and masked_fill along one dim
+template <class T>
+void sum_dim(const DimSizes& n, const T* x, T* y);
+template <class T>
+void max_dim(const DimSizes& n, const T* x, T* y, std::int64_t* index);
+template <class T>
+void take_along(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+template <class T>
+void put_along(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+template <class T>
+bool softmax(const DimSizes& n, bool log, const T* x, T* y);
+template <class T>
+bool dead_rows(const DimSizes& n, const T* y, bool* dead);
+template <class T>
+void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
+
 // matmul.cpp
 template <class T>
 void matmul(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);

@@ -539,6 +539,108 @@ TEST(NaiveBackend, AdamAndClippingMatchCpu) {
 // ---------------------------------------------------------------------------------------------
 // Values worked out by hand, for both backends.
 
+// ---------------------------------------------------------------------------------------------
+// along one dim: sum, max and its gathers, softmax, dead rows; masked_fill
+
+// Every entry on odd [outer, n, inner] views, one lane of each all -inf; the largest is split
+// across threads by the cpu backend.
+TEST(NaiveBackend, AlongDimMatchesCpu) {
+  std::mt19937 gen(23);
+  for (DimSizes n : {DimSizes{3, 5, 1}, DimSizes{2, 7, 3}, DimSizes{1, 1, 4}, DimSizes{4, 6, 2}, DimSizes{3, 40, 700}}) {
+    SCOPED_TRACE(::testing::Message() << "outer " << n.outer << ", n " << n.n << ", inner " << n.inner);
+    std::int64_t size = n.outer * n.n * n.inner, lanes = n.outer * n.inner;
+    std::vector<double> x = uniform(size, gen, -3, 3);
+    for (std::int64_t k = 0; k < n.n; ++k) x[static_cast<std::size_t>(k * n.inner)] = -kInf;  // lane (0, 0)
+    std::vector<double> sum_n = unwritten(lanes), sum_c = unwritten(lanes);
+    naive64().sum_dim(n, x.data(), sum_n.data());
+    cpu64().sum_dim(n, x.data(), sum_c.data());
+    EXPECT_TRUE(agree(std::vector<double>(sum_n.begin() + 1, sum_n.end()),
+                      std::vector<double>(sum_c.begin() + 1, sum_c.end())));
+    EXPECT_EQ(sum_n[0], -kInf);
+    std::vector<double> max_n = unwritten(lanes), max_c = unwritten(lanes);
+    std::vector<std::int64_t> at_n(static_cast<std::size_t>(lanes), -1), at_c(static_cast<std::size_t>(lanes), -1);
+    naive64().max_dim(n, x.data(), max_n.data(), at_n.data());
+    cpu64().max_dim(n, x.data(), max_c.data(), at_c.data());
+    EXPECT_TRUE(agree(max_n, max_c));
+    EXPECT_EQ(at_n, at_c);
+    std::vector<double> taken_n = unwritten(lanes), taken_c = unwritten(lanes);
+    naive64().take_along(n, x.data(), at_n.data(), taken_n.data());
+    cpu64().take_along(n, x.data(), at_c.data(), taken_c.data());
+    EXPECT_TRUE(agree(taken_n, max_n));  // the winners' values are the maxima
+    EXPECT_TRUE(agree(taken_c, max_n));
+    std::vector<double> g = uniform(lanes, gen), put_n(static_cast<std::size_t>(size), 0.0), put_c = put_n;
+    naive64().put_along(n, g.data(), at_n.data(), put_n.data());
+    cpu64().put_along(n, g.data(), at_c.data(), put_c.data());
+    EXPECT_TRUE(agree(put_n, put_c));
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(log ? "log_softmax" : "softmax");
+      std::vector<double> y_n = unwritten(size), y_c = unwritten(size);
+      EXPECT_TRUE(naive64().softmax(n, log, x.data(), y_n.data()));
+      EXPECT_TRUE(cpu64().softmax(n, log, x.data(), y_c.data()));
+      EXPECT_TRUE(agree(y_n, y_c));
+      std::unique_ptr<bool[]> dead_n(new bool[static_cast<std::size_t>(size)]()), dead_c(new bool[static_cast<std::size_t>(size)]());
+      EXPECT_EQ(naive64().dead_rows(n, y_n.data(), dead_n.get()), log);  // softmax's dead row is zeros
+      EXPECT_EQ(cpu64().dead_rows(n, y_c.data(), dead_c.get()), log);
+      for (std::int64_t j = 0; j < size; ++j) {
+        bool in_lane_0 = j % n.inner == 0 && j / (n.n * n.inner) == 0;
+        EXPECT_EQ(dead_n[static_cast<std::size_t>(j)], log && in_lane_0) << "element " << j;
+        EXPECT_EQ(dead_c[static_cast<std::size_t>(j)], log && in_lane_0) << "element " << j;
+      }
+    }
+    std::unique_ptr<bool[]> mask(new bool[static_cast<std::size_t>(size)]);
+    for (std::int64_t j = 0; j < size; ++j) mask[static_cast<std::size_t>(j)] = gen() % 3 == 0;
+    std::vector<double> f_n = unwritten(size), f_c = unwritten(size);
+    naive64().masked_fill(size, x.data(), mask.get(), -0.5, f_n.data());
+    cpu64().masked_fill(size, x.data(), mask.get(), -0.5, f_c.data());
+    EXPECT_TRUE(agree(f_n, f_c));
+    for (std::int64_t j = 0; j < size; ++j)
+      EXPECT_EQ(f_n[static_cast<std::size_t>(j)], mask[static_cast<std::size_t>(j)] ? -0.5 : x[static_cast<std::size_t>(j)]);
+  }
+}
+
+// Values worked out by hand, on both tables.
+TEST(NaiveBackend, AlongDimByHand) {
+  for (const Table<double>* t : {&naive64(), &cpu64()}) {
+    SCOPED_TRACE(t == &naive64() ? "naive" : "cpu");
+    // [1, 3, 2] viewed as [outer 1, n 3, inner 2]: columns (1, 2, 3) and (10, 20, 30)
+    const double x[] = {1, 10, 2, 20, 3, 30};
+    double y[2];
+    std::int64_t at[2];
+    t->sum_dim({1, 3, 2}, x, y);
+    EXPECT_EQ(y[0], 6);
+    EXPECT_EQ(y[1], 60);
+    t->max_dim({1, 3, 2}, x, y, at);
+    EXPECT_EQ(y[0], 3);
+    EXPECT_EQ(y[1], 30);
+    EXPECT_EQ(at[0], 2);
+    EXPECT_EQ(at[1], 2);
+    // A tie goes to the first; a NaN beats every number, the first NaN among them.
+    const double tie[] = {4, 1, 4}, nan[] = {1, kNaN, 5, kNaN};
+    t->max_dim({1, 3, 1}, tie, y, at);
+    EXPECT_EQ(at[0], 0);
+    t->max_dim({1, 4, 1}, nan, y, at);
+    EXPECT_TRUE(std::isnan(y[0]));
+    EXPECT_EQ(at[0], 1);
+    // softmax([0, ln 3]) = [1/4, 3/4]; log_softmax = [ln 1/4, ln 3/4]
+    const double logits[] = {0, std::log(3.0)};
+    double p[2];
+    EXPECT_FALSE(t->softmax({1, 2, 1}, false, logits, p));
+    EXPECT_NEAR(p[0], 0.25, 1e-16);
+    EXPECT_NEAR(p[1], 0.75, 1e-16);
+    EXPECT_FALSE(t->softmax({1, 2, 1}, true, logits, p));
+    EXPECT_NEAR(p[0], std::log(0.25), 1e-15);
+    EXPECT_NEAR(p[1], std::log(0.75), 1e-15);
+    // A NaN with -inf: NaN, not a fully masked row
+    const double nan_row[] = {-kInf, kNaN};
+    EXPECT_FALSE(t->softmax({1, 2, 1}, false, nan_row, p));
+    EXPECT_TRUE(std::isnan(p[0]) && std::isnan(p[1]));
+    const double dead_row[] = {-kInf, -kInf};
+    EXPECT_TRUE(t->softmax({1, 2, 1}, false, dead_row, p));
+    EXPECT_EQ(p[0], 0);
+    EXPECT_EQ(p[1], 0);
+  }
+}
+
 TEST(NaiveBackend, LinearByHand) {
   for (const Backend* backend : {&naive_backend(), &cpu_backend()}) {
     SCOPED_TRACE(backend->name);

@@ -1,4 +1,5 @@
 // Checks ops/masking.cpp: masked_fill and the mask builders.
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -77,6 +78,25 @@ TEST(Masking, MaskedFillMethodIsTheFreeFunction) {
   Tensor m = from_vector<bool>({true, false, false, true, false}, {5});
   EXPECT_TRUE(
       testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].masked_fill(m, 0.5) * in[0]; }, {leaf}));
+}
+
+// The naive backend's masked_fill gives the same values and gradients, and really runs; its
+// backward is masked_fill again, so a gradient taken with create_graph differentiates again.
+TEST(Masking, NaiveBackendAndSecondOrder) {
+  Generator gen(2);
+  Tensor leaf = test::normal_leaf({2, 3, 4}, gen);
+  Tensor m = from_vector<bool>({true, false, false, true}, {4});
+  Tensor fast = masked_fill(leaf, m, -2.5);
+  testing::CountCalls counting;
+  {
+    KernelGuard naive(Kernels::Naive);
+    EXPECT_TRUE(all_close(masked_fill(leaf, m, -2.5), fast, 0));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return masked_fill(in[0], m, 0.5); }, {leaf},
+                                   {.check_forward_ad = true}));
+  }
+  EXPECT_GE(counting.naive(), 2);
+  EXPECT_TRUE(testing::gradgradcheck(
+      [&](const std::vector<Tensor>& in) { return masked_fill(in[0] * in[0], m, 0.5) * in[0]; }, {leaf}));
 }
 
 }  // namespace

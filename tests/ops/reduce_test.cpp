@@ -1,4 +1,5 @@
 // Checks ops/reduce.cpp: sum, mean, max, argmax over one dim and over everything.
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -89,6 +90,39 @@ TEST(Reduce, ArgmaxMethodIsTheFreeFunction) {
   EXPECT_EQ(x.argmax(0).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 1}));
   EXPECT_EQ(x.argmax(1, /*keepdim=*/true).shape(), (Shape{2, 1}));
   EXPECT_EQ(x.argmax(-1).to_vector<std::int64_t>(), argmax(x, -1).to_vector<std::int64_t>());
+}
+
+// The naive backend's loops (kernels/naive/along_dim.cpp) against the fast ones: the same values
+// and winners along every dim, gradients and forward-mode tangents that pass gradcheck, a NaN that
+// wins max on both, and the naive loops really ran (none on the fast route).
+TEST(Reduce, NaiveBackendAgreesWithTheFastOne) {
+  Generator gen(12);
+  Tensor x = normal_leaf({3, 5, 4}, gen);
+  testing::CountCalls counting;
+  for (std::int64_t dim : {0, 1, 2}) {
+    SCOPED_TRACE(fmt::format("dim {}", dim));
+    counting.reset();
+    Tensor sum_fast = x.sum(dim), max_fast = x.max(dim), where_fast = x.argmax(dim);
+    EXPECT_EQ(counting.naive(), 0);
+    KernelGuard naive(Kernels::Naive);
+    EXPECT_TRUE(all_close(x.sum(dim), sum_fast, 1e-15));
+    EXPECT_TRUE(all_close(x.max(dim), max_fast, 0));
+    EXPECT_EQ(x.argmax(dim).to_vector<std::int64_t>(), where_fast.to_vector<std::int64_t>());
+    for (bool keepdim : {false, true}) {
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].max(dim, keepdim); }, {x},
+                                     {.check_forward_ad = true}));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].mean(dim, keepdim); }, {x},
+                                     {.check_forward_ad = true}));
+    }
+  }
+  EXPECT_GE(counting.naive(), 3);
+  // max([1, NaN, 5, NaN]) is the first NaN, at index 1, on both routes (PyTorch's rule).
+  Tensor with_nan = tensor({1, NAN, 5, NAN}, {4}, kFloat64);
+  for (Kernels route : {Kernels::Fast, Kernels::Naive}) {
+    KernelGuard guard(route);
+    EXPECT_TRUE(std::isnan(with_nan.max().item()));
+    EXPECT_EQ(with_nan.argmax(0).item<std::int64_t>(), 1);
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -96,6 +97,42 @@ TEST(Softmax, MethodsAreTheFreeFunctions) {
   Tensor leaf = test::normal_leaf({3, 5}, gen);
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].softmax(0) * in[0].log_softmax(1); },
                                  {leaf}));
+}
+
+// A NaN in a row makes the row NaN, even when every other logit is -inf: exp(NaN - m) is NaN, and
+// so is the sum that divides every entry. Not a fully masked row's zeros, which would hide it.
+TEST(Softmax, NaNIsNotTakenForAFullyMaskedRow) {
+  Tensor x = tensor({NAN, -kInf, -kInf, NAN, 1, NAN, -kInf, -kInf}, {4, 2}, kFloat64);
+  for (Kernels route : {Kernels::Fast, Kernels::Naive}) {
+    KernelGuard guard(route);
+    for (double v : softmax(x, 1).slice(0, 0, 3).to_vector<double>()) EXPECT_TRUE(std::isnan(v));
+    for (double v : log_softmax(x, 1).slice(0, 0, 3).to_vector<double>()) EXPECT_TRUE(std::isnan(v));
+    EXPECT_TRUE(all_close(softmax(x, 1).slice(0, 3, 4), {0, 0}, 0));  // the fully masked row
+    EXPECT_TRUE(all_close(log_softmax(x, 1).slice(0, 3, 4), {-kInf, -kInf}, 0));
+  }
+}
+
+// The naive backend's softmax (kernels/naive/along_dim.cpp) against the fast one along every dim,
+// with a fully masked row; gradients and tangents pass gradcheck on it; its loops really ran.
+TEST(Softmax, NaiveBackendAgreesWithTheFastOne) {
+  Generator gen(41);
+  Tensor x = normal_leaf({3, 5, 4}, gen);
+  Tensor masked = masked_fill(x.detach(), from_vector<bool>({true, false, false}, {3, 1, 1}), -kInf);  // x[0]: -inf
+  testing::CountCalls counting;
+  for (std::int64_t dim : {0, 1, 2}) {
+    SCOPED_TRACE(fmt::format("dim {}", dim));
+    Tensor p = softmax(x, dim), lp = log_softmax(x, dim), pm = softmax(masked, dim), lpm = log_softmax(masked, dim);
+    KernelGuard naive(Kernels::Naive);
+    EXPECT_TRUE(all_close(softmax(x, dim), p, 0));
+    EXPECT_TRUE(all_close(log_softmax(x, dim), lp, 0));
+    EXPECT_TRUE(all_close(softmax(masked, dim), pm, 0));
+    EXPECT_TRUE(all_close(log_softmax(masked, dim), lpm, 0));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return softmax(in[0], dim); }, {x},
+                                   {.check_forward_ad = true}));
+    EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return log_softmax(in[0], dim); }, {x},
+                                   {.check_forward_ad = true}));
+  }
+  EXPECT_GE(counting.naive(), 3 * 4);
 }
 
 }  // namespace
