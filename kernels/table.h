@@ -91,6 +91,24 @@ inline std::int64_t element_count(const BroadcastSizes& n) {
   return total;
 }
 
+// copy_along's sizes: the source and the destination each seen around the same dim as
+// [outer, n, inner] (DimSizes), with their own n, and `element` bytes an element.
+struct CopySizes {
+  std::int64_t outer, inner, element;
+  std::int64_t dst_n, dst_begin, dst_step;
+  std::int64_t src_n, src_begin, src_step;
+  std::int64_t count;
+};
+
+// permute's sizes: y's shape (`rank` dims, row-major), and for each of y's dims how far a step
+// along it moves in x, in elements of `element` bytes.
+struct PermuteSizes {
+  std::size_t rank;
+  const std::int64_t* shape;
+  const std::int64_t* x_strides;
+  std::int64_t element;
+};
+
 template <class T>
 struct Table {
   // --- the elementwise functions (ops/elementwise.cpp): y[i] = f(x[i]) for i < n, f named by op:
@@ -239,6 +257,12 @@ struct Table {
 struct Backend {
   const char* name;    // "fast", "naive": what --kernels spells
   bool bf16_products;  // whether its kernels take a bf16 product policy (autocast)
+  // --- moving elements, which is the same for every dtype (ops/shape.cpp: slice, its backward,
+  // cat, permute): bytes are moved, never computed.
+  //   copy_along   dst[o, dst_begin + j dst_step, :] = src[o, src_begin + j src_step, :], j < count
+  //   permute      y[o] = x[sum_d (o's coordinate d) x_strides[d]] for every element o of y
+  void (*copy_along)(const CopySizes& n, const void* src, void* dst);
+  void (*permute)(const PermuteSizes& n, const void* x, void* y);
   Table<float> f32;
   Table<double> f64;
 

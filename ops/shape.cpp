@@ -2,38 +2,39 @@
 // reshape back, permute by the inverse permutation, scatter a slice into zeros, slice a cat.
 #include "shape.h"
 
-#include <cstring>
 #include <numeric>
 
 #include "../autograd/dispatch.h"
 #include "../autograd/node.h"
+#include "../kernels/table.h"
 #include "../runtime/profile.h"
 #include "dim_layout.h"
+#include "route.h"
 
 namespace ag {
 
 namespace {
 
 // dst[o, dst_begin + j*dst_step, :] = src[o, src_begin + j*src_step, :] for j < count, viewing
-// both around `dim`: the one loop behind slice, its backward, and cat. Elements of any dtype are
-// moved as bytes, never computed. With both steps 1 the rows of one outer index are adjacent,
-// so each outer index is one memcpy; a slice along the last dim is otherwise a copy per element.
+// both around `dim`: the one move behind slice, its backward, and cat, by the backend's kernel.
+// Elements of any dtype are moved as bytes, never computed.
 void copy_along(Tensor& dst, std::int64_t dst_begin, std::int64_t dst_step, const Tensor& src, std::int64_t src_begin,
                 std::int64_t src_step, std::int64_t count, std::size_t dim) {
   profile::Scope scope(profile::Family::Reduction);
   DimLayout d = dim_layout("copy", dst.shape(), static_cast<std::int64_t>(dim));
   DimLayout s = dim_layout("copy", src.shape(), static_cast<std::int64_t>(dim));
-  if (count == 0 || d.outer == 0 || d.inner == 0) return;  // nothing to move (and no null pointer to memcpy)
-  const auto element = static_cast<std::int64_t>(dtype_size(dst.dtype()));
-  char* out = static_cast<char*>(dst.mutable_raw_data());  // one write, one version bump
-  const char* in = static_cast<const char*>(src.raw_data());
-  auto at = [&](const DimLayout& l, std::int64_t o, std::int64_t k) { return (o * l.n + k) * l.inner * element; };
-  const bool runs = dst_step == 1 && src_step == 1;
-  const std::int64_t bytes = (runs ? count : 1) * d.inner * element;
-  for (std::int64_t o = 0; o < d.outer; ++o)
-    for (std::int64_t j = 0; j < (runs ? 1 : count); ++j)
-      std::memcpy(out + at(d, o, dst_begin + j * dst_step), in + at(s, o, src_begin + j * src_step),
-                  static_cast<std::size_t>(bytes));
+  if (count == 0 || d.outer == 0 || d.inner == 0) return;  // nothing to move (and no null pointer to hand on)
+  backends::CopySizes n{.outer = d.outer,
+                        .inner = d.inner,
+                        .element = static_cast<std::int64_t>(dtype_size(dst.dtype())),
+                        .dst_n = d.n,
+                        .dst_begin = dst_begin,
+                        .dst_step = dst_step,
+                        .src_n = s.n,
+                        .src_begin = src_begin,
+                        .src_step = src_step,
+                        .count = count};
+  current_backend().copy_along(n, src.raw_data(), dst.mutable_raw_data());  // one write, one version bump
 }
 
 }  // namespace
@@ -105,23 +106,10 @@ Tensor permute(const Tensor& x, std::vector<std::int64_t> dims) {
     src_stride[i] = in_strides[static_cast<std::size_t>(dims[i])];  // moving along y's dim i moves x by this
   }
   Tensor y = empty(out_shape, x.dtype());
-  std::int64_t total = y.numel();
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = static_cast<const T*>(x.raw_data());
-    T* py = static_cast<T*>(y.mutable_raw_data());
-    std::vector<std::int64_t> counter(rank, 0);
-    std::int64_t src = 0;
-    for (std::int64_t o = 0; o < total; ++o) {  // odometer over y's index, tracking x's offset
-      py[o] = px[src];
-      for (std::size_t d = rank; d-- > 0;) {
-        src += src_stride[d];
-        if (++counter[d] < out_shape[d]) break;
-        src -= src_stride[d] * out_shape[d];
-        counter[d] = 0;
-      }
-    }
-  });
+  if (y.numel() > 0)
+    current_backend().permute(
+        {rank, out_shape.data(), src_stride.data(), static_cast<std::int64_t>(dtype_size(x.dtype()))}, x.raw_data(),
+        y.mutable_raw_data());
   // y = x with dims reordered by p:  dx = dy reordered by the inverse of p
   std::vector<std::int64_t> inverse(rank);
   for (std::size_t i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(dims[i])] = static_cast<std::int64_t>(i);

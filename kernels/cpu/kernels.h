@@ -36,6 +36,10 @@ bool dead_rows(const DimSizes& n, const T* y, bool* dead);
 template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 
+// moves.cpp: slice, cat and permute's copies, for every dtype
+void copy_along(const CopySizes& n, const void* src, void* dst);
+void permute(const PermuteSizes& n, const void* x, void* y);
+
 // gelu.cpp. The loops on one thread (linear_gelu runs them on each band it computed), and the
 // bf16 form, whose Phi is accurate to a relative 3e-5 only: its output and slope are rounded to
 // bf16 next (fast::normal_bf16).

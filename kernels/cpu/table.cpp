@@ -78,8 +78,12 @@ Table<T> cpu_table() {
 }  // namespace
 
 const Backend& cpu_backend() {
-  static const Backend backend{
-      .name = "fast", .bf16_products = true, .f32 = cpu_table<float>(), .f64 = cpu_table<double>()};
+  static const Backend backend{.name = "fast",
+                               .bf16_products = true,
+                               .copy_along = cpu::copy_along,
+                               .permute = cpu::permute,
+                               .f32 = cpu_table<float>(),
+                               .f64 = cpu_table<double>()};
   return backend;
 }
 

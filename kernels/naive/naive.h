@@ -45,6 +45,10 @@ bool dead_rows(const DimSizes& n, const T* y, bool* dead);
 template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 
+// moves.cpp: slice, cat and permute's copies, for every dtype
+void copy_along(const CopySizes& n, const void* src, void* dst);
+void permute(const PermuteSizes& n, const void* x, void* y);
+
 // matmul.cpp
 template <class T>
 void matmul(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);

@@ -68,8 +68,12 @@ Table<T> naive_table() {
 }  // namespace
 
 const Backend& naive_backend() {
-  static const Backend backend{
-      .name = "naive", .bf16_products = false, .f32 = naive_table<float>(), .f64 = naive_table<double>()};
+  static const Backend backend{.name = "naive",
+                               .bf16_products = false,
+                               .copy_along = naive::copy_along,
+                               .permute = naive::permute,
+                               .f32 = naive_table<float>(),
+                               .f64 = naive_table<double>()};
   return backend;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <numbers>
 #include <random>
 #include <stdexcept>
@@ -638,6 +639,64 @@ TEST(NaiveBackend, AlongDimByHand) {
     EXPECT_TRUE(t->softmax({1, 2, 1}, false, dead_row, p));
     EXPECT_EQ(p[0], 0);
     EXPECT_EQ(p[1], 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// moves: copy_along and permute, on elements of every width
+
+// copy_along with and without steps, on 1-, 2- and 8-byte elements, against the move worked out
+// element by element here; permute of a [2, 3, 4] tensor by every order of its dims likewise.
+TEST(NaiveBackend, MovesMatchCpuAndTheirDefinition) {
+  for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(b->name);
+    // dst [3, 7, 2] takes src [3, 5, 2]'s rows 1, 3 (src step 2) at rows 2, 5 (dst step 3), in 8-byte elements
+    std::vector<std::int64_t> src(3 * 5 * 2), dst(3 * 7 * 2, -1);
+    std::iota(src.begin(), src.end(), 100);
+    CopySizes n{.outer = 3, .inner = 2, .element = 8, .dst_n = 7, .dst_begin = 2, .dst_step = 3,
+                .src_n = 5, .src_begin = 1, .src_step = 2, .count = 2};
+    b->copy_along(n, src.data(), dst.data());
+    std::vector<std::int64_t> expected(dst.size(), -1);
+    for (std::int64_t o = 0; o < 3; ++o)
+      for (std::int64_t j = 0; j < 2; ++j)
+        for (std::int64_t i = 0; i < 2; ++i)
+          expected[static_cast<std::size_t>((o * 7 + 2 + 3 * j) * 2 + i)] = src[static_cast<std::size_t>((o * 5 + 1 + 2 * j) * 2 + i)];
+    EXPECT_EQ(dst, expected);
+    // steps of 1 (cat's and slice's common case), 1-byte elements
+    std::vector<std::uint8_t> a(2 * 3 * 4), c(2 * 6 * 4, 0);
+    std::iota(a.begin(), a.end(), 1);
+    b->copy_along({.outer = 2, .inner = 4, .element = 1, .dst_n = 6, .dst_begin = 3, .dst_step = 1,
+                   .src_n = 3, .src_begin = 0, .src_step = 1, .count = 3}, a.data(), c.data());
+    for (std::int64_t o = 0; o < 2; ++o)
+      for (std::int64_t k = 0; k < 6; ++k)
+        for (std::int64_t i = 0; i < 4; ++i)
+          EXPECT_EQ(c[static_cast<std::size_t>((o * 6 + k) * 4 + i)], k < 3 ? 0 : a[static_cast<std::size_t>((o * 3 + k - 3) * 4 + i)]);
+    // permute: y's element (p, q, r) is x's element whose coordinate along dims[d] is y's d-th
+    const std::int64_t shape[] = {2, 3, 4}, strides[] = {12, 4, 1};
+    std::vector<std::uint16_t> x(24);
+    std::iota(x.begin(), x.end(), 7);
+    std::array<std::int64_t, 3> dims{0, 1, 2};
+    do {
+      std::int64_t y_shape[3], y_strides[3];
+      for (int d = 0; d < 3; ++d) {
+        y_shape[d] = shape[dims[static_cast<std::size_t>(d)]];
+        y_strides[d] = strides[dims[static_cast<std::size_t>(d)]];
+      }
+      std::vector<std::uint16_t> y(24, 0);
+      b->permute({3, y_shape, y_strides, 2}, x.data(), y.data());
+      for (std::int64_t p = 0, o = 0; p < y_shape[0]; ++p)
+        for (std::int64_t q = 0; q < y_shape[1]; ++q)
+          for (std::int64_t r = 0; r < y_shape[2]; ++r, ++o)
+            EXPECT_EQ(y[static_cast<std::size_t>(o)], x[static_cast<std::size_t>(p * y_strides[0] + q * y_strides[1] + r * y_strides[2])])
+                << "dims " << dims[0] << dims[1] << dims[2] << ", element " << o;
+    } while (std::next_permutation(dims.begin(), dims.end()));
+    // a 0-d tensor is one element; a shape with a 0 holds none (and y is not touched)
+    const std::uint64_t one = 42;
+    std::uint64_t out = 0;
+    b->permute({0, nullptr, nullptr, 8}, &one, &out);
+    EXPECT_EQ(out, 42u);
+    const std::int64_t empty_shape[] = {2, 0}, empty_strides[] = {1, 2};
+    b->permute({2, empty_shape, empty_strides, 8}, nullptr, nullptr);
   }
 }
 

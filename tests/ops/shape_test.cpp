@@ -3,6 +3,7 @@
 #include <numeric>
 #include <set>
 
+#include "../../ops/call_counts.h"
 #include "../test_util.h"
 
 namespace ag {
@@ -277,6 +278,37 @@ TEST(Shape, ViewIsReshapeUnderItsLibtorchName) {
   Generator gen(22);
   Tensor y = normal_leaf({3, 5}, gen);
   EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].view({5, 3}).t() * in[0]; }, {y}));
+}
+
+// On the naive backend's moves (kernels/naive/moves.cpp): the same hand values for float64,
+// int64 and bool, gradients through permute, slice with a step and cat, and the naive loops ran.
+TEST(Shape, NaiveBackendMovesTheSameElements) {
+  testing::CountCalls counting;
+  Tensor x = arange(0, 24, 1, kFloat64).reshape({2, 3, 4});  // x[i, j, k] = 12 i + 4 j + k
+  Tensor fast_permuted = x.permute({2, 0, 1}), fast_sliced = slice(x, 2, 1, 4, 2), fast_cat = cat({x, x * 2}, 1);
+  EXPECT_EQ(counting.naive(), 0);
+  KernelGuard naive(Kernels::Naive);
+  Tensor y = x.permute({2, 0, 1});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(y.at<double>({k, i, j}), 12 * i + 4 * j + k);
+  EXPECT_TRUE(all_close(y, fast_permuted, 0));
+  EXPECT_TRUE(all_close(slice(x, 2, 1, 4, 2), fast_sliced, 0));
+  EXPECT_TRUE(all_close(cat({x, x * 2}, 1), fast_cat, 0));
+  Tensor ids = arange(6).reshape({2, 3});
+  EXPECT_EQ(ids.transpose(0, 1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(ids.slice(1, 1, 3).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 4, 5}));
+  Tensor mask = from_vector<bool>({true, false, false, true}, {2, 2});
+  EXPECT_EQ(cat({mask, mask.transpose(0, 1)}, 1).to_vector<bool>(),
+            (std::vector<bool>{true, false, true, false, false, true, false, true}));
+  Generator gen(5);
+  Tensor leaf = normal_leaf({3, 5, 2}, gen), other = normal_leaf({3, 2, 2}, gen);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].permute({2, 0, 1}); }, {leaf},
+                                 {.check_forward_ad = true}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) { return cat({slice(in[0], 1, 1, 5, 2), in[1]}, 2); }, {leaf, other},
+      {.check_forward_ad = true}));
+  EXPECT_GE(counting.naive(), 8);
 }
 
 }  // namespace

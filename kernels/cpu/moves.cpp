@@ -1,0 +1,73 @@
+// The cpu backend's moves (kernels/table.h): slice, cat and their backward as one memcpy per run
+// of adjacent rows, and permute as an odometer over y's index that copies elements of their own
+// width. The naive twins are in kernels/naive/moves.cpp.
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+
+namespace ag::backends::cpu {
+
+void copy_along(const CopySizes& n, const void* src, void* dst) {
+  if (n.count == 0 || n.outer == 0 || n.inner == 0) return;  // nothing to move (and no null pointer to memcpy)
+  char* out = static_cast<char*>(dst);
+  const char* in = static_cast<const char*>(src);
+  auto at = [&](std::int64_t dim_n, std::int64_t o, std::int64_t k) { return (o * dim_n + k) * n.inner * n.element; };
+  // With both steps 1 the rows of one outer index are adjacent, so each outer index is one
+  // memcpy; a slice along the last dim with a step is otherwise a copy per element.
+  const bool runs = n.dst_step == 1 && n.src_step == 1;
+  const std::int64_t bytes = (runs ? n.count : 1) * n.inner * n.element;
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t j = 0; j < (runs ? 1 : n.count); ++j)
+      std::memcpy(out + at(n.dst_n, o, n.dst_begin + j * n.dst_step), in + at(n.src_n, o, n.src_begin + j * n.src_step),
+                  static_cast<std::size_t>(bytes));
+}
+
+namespace {
+
+// copy(o, from) for every element o of y, `from` its element of x: an odometer over y's index
+// that tracks x's offset.
+template <class Copy>
+void odometer(const PermuteSizes& n, Copy copy) {
+  std::int64_t total = 1;
+  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
+  std::vector<std::int64_t> counter(n.rank, 0);
+  std::int64_t from = 0;
+  for (std::int64_t o = 0; o < total; ++o) {
+    copy(o, from);
+    for (std::size_t d = n.rank; d-- > 0;) {
+      from += n.x_strides[d];
+      if (++counter[d] < n.shape[d]) break;
+      from -= n.x_strides[d] * n.shape[d];
+      counter[d] = 0;
+    }
+  }
+}
+
+// Elements copied as W, a type of their width.
+template <class W>
+void permute_as(const PermuteSizes& n, const void* x, void* y) {
+  const W* px = static_cast<const W*>(x);
+  W* py = static_cast<W*>(y);
+  odometer(n, [&](std::int64_t o, std::int64_t from) { py[o] = px[from]; });
+}
+
+}  // namespace
+
+void permute(const PermuteSizes& n, const void* x, void* y) {
+  for (std::size_t d = 0; d < n.rank; ++d)
+    if (n.shape[d] == 0) return;
+  switch (n.element) {
+    case 1: return permute_as<std::uint8_t>(n, x, y);
+    case 2: return permute_as<std::uint16_t>(n, x, y);
+    case 4: return permute_as<std::uint32_t>(n, x, y);
+    case 8: return permute_as<std::uint64_t>(n, x, y);
+    default:  // no dtype has another width; moved as bytes all the same
+      odometer(n, [&](std::int64_t o, std::int64_t from) {
+        std::memcpy(static_cast<char*>(y) + o * n.element, static_cast<const char*>(x) + from * n.element,
+                    static_cast<std::size_t>(n.element));
+      });
+  }
+}
+
+}  // namespace ag::backends::cpu

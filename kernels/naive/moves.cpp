@@ -1,0 +1,42 @@
+// Moving elements as plain loops (kernels/table.h); the fast twins are in kernels/cpu/moves.cpp.
+// Elements are moved one at a time as `element` bytes, whatever their dtype.
+#include <cstring>
+#include <vector>
+
+#include "naive.h"
+
+namespace ag::backends::naive {
+
+void copy_along(const CopySizes& n, const void* src, void* dst) {
+  count_call();
+  const char* in = static_cast<const char*>(src);
+  char* out = static_cast<char*>(dst);
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t j = 0; j < n.count; ++j)
+      for (std::int64_t i = 0; i < n.inner; ++i) {
+        std::int64_t to = (o * n.dst_n + n.dst_begin + j * n.dst_step) * n.inner + i;
+        std::int64_t from = (o * n.src_n + n.src_begin + j * n.src_step) * n.inner + i;
+        std::memcpy(out + to * n.element, in + from * n.element, static_cast<std::size_t>(n.element));
+      }
+}
+
+void permute(const PermuteSizes& n, const void* x, void* y) {
+  count_call();
+  std::int64_t total = 1;
+  for (std::size_t d = 0; d < n.rank; ++d) total *= n.shape[d];
+  const char* in = static_cast<const char*>(x);
+  char* out = static_cast<char*>(y);
+  std::vector<std::int64_t> coordinate(n.rank);
+  for (std::int64_t o = 0; o < total; ++o) {
+    // o's coordinates in y, the last dim fastest; x's element is where they lead with x's strides
+    std::int64_t rest = o, from = 0;
+    for (std::size_t d = n.rank; d-- > 0;) {
+      coordinate[d] = rest % n.shape[d];
+      rest /= n.shape[d];
+    }
+    for (std::size_t d = 0; d < n.rank; ++d) from += coordinate[d] * n.x_strides[d];
+    std::memcpy(out + o * n.element, in + from * n.element, static_cast<std::size_t>(n.element));
+  }
+}
+
+}  // namespace ag::backends::naive
