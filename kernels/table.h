@@ -17,6 +17,11 @@
 //
 // `products` is the matrix-product policy of the call (kernels/products.h): a backend whose
 // table says bf16_products = false is only ever handed the plain policy.
+//
+// Random draws are not kernels: dropout's mask and the initial weights come from ag::Generator in
+// the op, the same numbers on every backend, so that the three routes train on the same masks
+// (tests/nn/kernels_equal_test.cpp trains with dropout). A backend is handed the drawn mask,
+// never a seed.
 #pragma once
 
 #include <cstddef>
