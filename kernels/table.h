@@ -120,6 +120,11 @@ struct Table {
   //   Neg -x,  Pow x^p,  Exp e^x,  Log ln x,  Sqrt,  Tanh,  Sigmoid 1 / (1 + e^-x),  Erfc,
   //   Relu max(x, 0) (NaN passes through).   p is Pow's exponent; the others ignore it.
   void (*unary)(Unary op, double p, std::int64_t n, const T* x, T* y);
+  // Their backward, dx[i] = dy[i] f'(i), with f' from what the op saved, its input x or its
+  // output y:   Neg -1,  Pow p x^(p-1) (0 for p = 0),  Exp y,  Log 1 / x,  Sqrt 1 / (2y),
+  //   Tanh 1 - y^2,  Sigmoid y (1 - y),  Erfc -2/sqrt(pi) e^(-x^2),  Relu 1 for x > 0, else 0.
+  // f' is computed in T, but Pow's and Erfc's in double, and rounded to T before the product.
+  void (*unary_backward)(Unary op, double p, std::int64_t n, const T* saved, const T* dy, T* dx);
 
   // --- add, sub, mul, div with broadcasting (ops/binary.cpp): for every element o of the shape,
   //   y[o] = a[ia] op b[ib],   ia and ib: o's coordinates times a_strides and b_strides

@@ -34,6 +34,7 @@ template <class T>
 Table<T> cpu_table() {
   Table<T> t{
       .unary = cpu::unary<T>,
+      .unary_backward = cpu::unary_backward<T>,
       .arithmetic = cpu::arithmetic<T>,
       .broadcast = cpu::broadcast<T>,
       .sum_broadcast = cpu::sum_broadcast<T>,

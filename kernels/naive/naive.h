@@ -20,6 +20,8 @@ namespace ag::backends::naive {
 // elementwise.cpp
 template <class T>
 void unary(Unary op, double p, std::int64_t n, const T* x, T* y);
+template <class T>
+void unary_backward(Unary op, double p, std::int64_t n, const T* saved, const T* dy, T* dx);
 
 // broadcast.cpp
 template <class T>

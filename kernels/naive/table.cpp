@@ -24,6 +24,7 @@ template <class T>
 Table<T> naive_table() {
   return Table<T>{
       .unary = naive::unary<T>,
+      .unary_backward = naive::unary_backward<T>,
       .arithmetic = naive::arithmetic<T>,
       .broadcast = naive::broadcast<T>,
       .sum_broadcast = naive::sum_broadcast<T>,

@@ -643,6 +643,47 @@ TEST(NaiveBackend, AlongDimByHand) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// unary_backward: dx = dy f'(saved)
+
+// For every function, on both tables: f' against central differences of the table's own f, and
+// naive against cpu on enough values for the cpu loop to split across threads. Each function's
+// saved tensor is its input or its output, as kernels/table.h says.
+TEST(NaiveBackend, UnaryBackwardIsTheSlopeOfUnary) {
+  struct Case {
+    Unary op;
+    double p, lo, hi;
+    bool saves_output;
+  };
+  const Case cases[] = {{Unary::Neg, 0, -2, 2, false},    {Unary::Pow, 2.5, 0.5, 2, false},
+                        {Unary::Pow, 0, 0.5, 2, false},   {Unary::Exp, 0, -2, 2, true},
+                        {Unary::Log, 0, 0.5, 3, false},   {Unary::Sqrt, 0, 0.5, 3, true},
+                        {Unary::Tanh, 0, -2, 2, true},    {Unary::Sigmoid, 0, -3, 3, true},
+                        {Unary::Erfc, 0, -2, 2, false},   {Unary::Relu, 0, -2, 2, false}};
+  std::mt19937 gen(29);
+  const std::int64_t n = 3 * (1 << 15) + 7;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "Unary " << static_cast<int>(c.op) << ", p " << c.p);
+    std::vector<double> x = uniform(n, gen, c.lo, c.hi), dy = uniform(n, gen);
+    if (c.op == Unary::Relu) x[0] = 0;  // the kink: slope 0, as PyTorch takes it
+    std::vector<double> y(static_cast<std::size_t>(n)), saved;
+    cpu64().unary(c.op, c.p, n, x.data(), y.data());
+    saved = c.saves_output ? y : x;
+    std::vector<double> dx_n = unwritten(n), dx_c = unwritten(n);
+    naive64().unary_backward(c.op, c.p, n, saved.data(), dy.data(), dx_n.data());
+    cpu64().unary_backward(c.op, c.p, n, saved.data(), dy.data(), dx_c.data());
+    EXPECT_TRUE(agree(dx_n, dx_c));
+    const double h = 1e-6;
+    for (std::size_t i = 0; i < 200; ++i) {
+      double up[1] = {x[i] + h}, down[1] = {x[i] - h}, f_up[1], f_down[1];
+      naive64().unary(c.op, c.p, 1, up, f_up);
+      naive64().unary(c.op, c.p, 1, down, f_down);
+      double slope = c.op == Unary::Relu && x[i] == 0 ? 0 : (f_up[0] - f_down[0]) / (2 * h);
+      EXPECT_NEAR(dx_n[i], dy[i] * slope, 1e-7) << "element " << i << ", x " << x[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // moves: copy_along and permute, on elements of every width
 
 // copy_along with and without steps, on 1-, 2- and 8-byte elements, against the move worked out
