@@ -63,18 +63,29 @@ Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdi
       [op, l, keepdim, is_mean](const std::vector<Tensor>& t) { return sum_or_mean(op, t[0], l, keepdim, is_mean); });
 }
 
-// dx: dy at each winning position, 0 elsewhere (the gradient of a max goes to its argmax).
-Tensor max_backward(const Tensor& dy, const Tensor& argmax, const DimLayout& l, const Shape& x_shape) {
+Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, const Shape& out_shape);
+
+// max's adjoint: zeros of x's shape with dy at each winning position, dx[o, k*, i] = dy[o, i]
+// (the gradient of a max goes to its argmax). An op of its own, whose adjoint is the gather of
+// the winners again (at_winners), so that max is differentiated to any order by one rule.
+Tensor to_winners(const Tensor& dy, const Tensor& argmax, const DimLayout& l, const Shape& x_shape) {
   Tensor dx = zeros(x_shape, dy.dtype());
   dispatch_floating(dy.dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
     current_backend().table<T>().put_along(sizes(l), dy.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
                                            dx.mutable_data_ptr<T>());
   });
-  return dx;
+  return record(
+      {"max_backward", profile::Family::Reduction}, dx, {dy},
+      [l, argmax, out_shape = dy.shape()](const Tensor& ddx, const std::vector<bool>&) {
+        return std::vector<Tensor>{at_winners(ddx, argmax, l, out_shape)};
+      },
+      Saved{argmax}, BackwardOrder::AnyOrder,
+      [l, argmax, x_shape](const std::vector<Tensor>& t) { return to_winners(t[0], argmax, l, x_shape); });
 }
 
-// ẏ[o, i] = ẋ[o, k*, i]: the tangent at each winning position.
+// y[o, i] = t[o, k*, i]: t read at each winning position. max's forward once its winners are
+// known, and its tangent (ẏ = ẋ at the winners); its adjoint is to_winners.
 Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, const Shape& out_shape) {
   Tensor y = empty(out_shape, t.dtype());
   dispatch_floating(t.dtype(), "max", [&](auto tag) {
@@ -82,10 +93,18 @@ Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, con
     current_backend().table<T>().take_along(sizes(l), t.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
                                             y.mutable_data_ptr<T>());
   });
-  return y;
+  return record(
+      {"max", profile::Family::Reduction}, y, {t},
+      [l, argmax, x_shape = t.shape()](const Tensor& dy, const std::vector<bool>&) {
+        return std::vector<Tensor>{to_winners(dy, argmax, l, x_shape)};
+      },
+      Saved{argmax}, BackwardOrder::AnyOrder,
+      [l, argmax, out_shape](const std::vector<Tensor>& u) { return at_winners(u[0], argmax, l, out_shape); });
 }
 
 // y[o, i] = x[o, k*, i] with k* = argmax_k:   dx[o, k*, i] = dy[o, i], zero elsewhere;  ẏ[o, i] = ẋ[o, k*, i]
+// The kernel finds the winners (max_dim); the rest of the op is at_winners, whose one rule, the
+// scatter to_winners and back, serves the backward, create_graph and forward mode alike.
 Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, Tensor* indices) {
   profile::Scope scope(profile::Family::Reduction);
   check_floating(op, x);
@@ -100,23 +119,13 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   });
   if (indices) *indices = argmax;
   // Saved for backward: the winning index of each output (int64, one per output element).
-  return record({op, profile::Family::Reduction}, y, {x},
-                fast_or_composed(
-                    [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-                      return std::vector<Tensor>{max_backward(dy, argmax, l, x_shape)};
-                    },
-                    [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
-                      // dy spread over x's shape, times a constant one-hot of the winners
-                      Tensor winners;
-                      {
-                        NoGradGuard no_grad;
-                        winners = max_backward(ones(dy.shape(), dy.dtype()), argmax, l, x_shape);
-                      }
-                      return std::vector<Tensor>{broadcast_to(dy.reshape(l.kept), x_shape) * winners};
-                    }),
-                Saved{argmax}, BackwardOrder::AnyOrder, [l, argmax, out_shape](const std::vector<Tensor>& t) {
-                  return at_winners(t[0], argmax, l, out_shape);
-                });
+  return record(
+      {op, profile::Family::Reduction}, y, {x},
+      [l, argmax, x_shape = x.shape()](const Tensor& dy, const std::vector<bool>&) {
+        return std::vector<Tensor>{to_winners(dy, argmax, l, x_shape)};
+      },
+      Saved{argmax}, BackwardOrder::AnyOrder,
+      [l, argmax, out_shape](const std::vector<Tensor>& t) { return at_winners(t[0], argmax, l, out_shape); });
 }
 
 }  // namespace

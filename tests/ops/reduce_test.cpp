@@ -67,6 +67,23 @@ TEST(Reduce, MaxTieSendsGradientToFirstPosition) {
   EXPECT_TRUE(all_close(x.grad(), {1, 0, 0, 0}, 0));
 }
 
+// max's backward is one rule, a scatter to the winners whose own adjoint is the gather again, so
+// the derivatives of every order follow from it. f = sum over rows of (max_k x_k^3)^2, with rows
+// x = [1, -2, 0.5] and [-1, -2, -3] won by x = 1 and x = -1: its derivatives are those of x^6 at
+// each winner and 0 elsewhere, 6x^5 = 6 and -6, then 30x^4 = 30 and 30, then 120x^3 = 120 and
+// -120 (by hand). The square makes each backward's dy depend on x, so the second and third
+// derivatives pass through the scatter's own backward.
+TEST(Reduce, MaxDerivativesOfEveryOrderByHand) {
+  Tensor x = tensor({1.0, -2.0, 0.5, -1.0, -2.0, -3.0}, {2, 3}, kFloat64).requires_grad_();
+  Tensor m = (x * x * x).max(1);
+  Tensor g = grad({(m * m).sum()}, {x}, {}, {.create_graph = true})[0];
+  EXPECT_TRUE(all_close(g, {6, 0, 0, -6, 0, 0}, 1e-12));
+  Tensor h = grad({g.sum()}, {x}, {}, {.create_graph = true})[0];
+  EXPECT_TRUE(all_close(h, {30, 0, 0, 30, 0, 0}, 1e-12));
+  Tensor third = grad({h.sum()}, {x})[0];
+  EXPECT_TRUE(all_close(third, {120, 0, 0, -120, 0, 0}, 1e-12));
+}
+
 TEST(Reduce, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] {
