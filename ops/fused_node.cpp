@@ -211,9 +211,7 @@ Tensor Held::get() const {
   if (!rounded_) return strong_;
   if (std::shared_ptr<TensorImpl> impl = weak_.lock()) return Tensor(std::move(impl));
   Tensor t = empty(shape_, kFloat32);
-  float* p = t.mutable_data_ptr<float>();
-  const std::uint16_t* r = rounded_->data.get();
-  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = bf16::to_float(r[i]);
+  bf16::widen(rounded_->data.get(), t.numel(), t.mutable_data_ptr<float>());
   if (grad_fn_) {
     t.impl()->grad_fn = grad_fn_;
     t.impl()->requires_grad = true;

@@ -85,6 +85,12 @@ void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
 
 void convert_here(const float* src, std::int64_t n, std::uint16_t* dst) { convert_range(src, n, dst); }
 
+void widen(const std::uint16_t* src, std::int64_t n, float* dst) {
+  parallel_for(n, std::int64_t{1} << 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) dst[i] = to_float(src[i]);
+  });
+}
+
 void BlockFree::operator()(std::uint16_t* p) const { free_block(p, nbytes); }
 
 Buffer uninitialised(std::int64_t n) {

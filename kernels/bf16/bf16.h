@@ -49,6 +49,8 @@ inline float round(float f) { return to_float(from_float(f)); }
 void convert(const float* src, std::int64_t n, std::uint16_t* dst);
 // The same on the calling thread alone, for a loop already split across the pool.
 void convert_here(const float* src, std::int64_t n, std::uint16_t* dst);
+// And back, exactly: dst[i] = to_float(src[i]) for n values, across the pool when n is large.
+void widen(const std::uint16_t* src, std::int64_t n, float* dst);
 
 // A bf16 copy of a float32 matrix or tensor, contiguous. Its memory comes from the tensors'
 // block cache (runtime/allocator.h): a training step's copies, the same sizes every step, then

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -102,7 +103,7 @@ TEST(Bf16, TheUsersQueryAndRoundingAreTheKernels) {
   EXPECT_TRUE(std::isnan(bf16_round(std::numeric_limits<float>::quiet_NaN())));
 }
 
-TEST(Bf16, ConvertingManyEqualsConvertingOneByOne) {
+TEST(Bf16, ConvertingManyEqualsConvertingOneByOneAndWideningIsExact) {
   Generator gen(3);
   Tensor x = randn({100003}, gen) * 40.0;
   std::vector<float> v = x.to_vector<float>();
@@ -116,6 +117,14 @@ TEST(Bf16, ConvertingManyEqualsConvertingOneByOne) {
       continue;
     }
     ASSERT_EQ(b.data[i], bf16::from_float(v[i])) << "element " << i << " = " << v[i];
+  }
+  // and back, split across the pool: each value widens to its own bits shifted up by 16, exactly
+  std::vector<float> back(v.size());
+  bf16::widen(b.data.get(), static_cast<std::int64_t>(v.size()), back.data());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &back[i], sizeof bits);
+    ASSERT_EQ(bits, std::uint32_t{b.data[i]} << 16) << "element " << i;
   }
 }
 
