@@ -22,6 +22,10 @@ namespace ag {
 class Node;
 class GraphObserver;
 
+namespace backends {
+struct Backend;  // kernels/table.h
+}
+
 namespace detail {
 
 struct ThreadContext {
@@ -39,5 +43,15 @@ struct ThreadContext {
 // The calling thread's.
 ThreadContext& thread_context();
 
+// ThreadContext::kernels for ag::Kernels::Naive (ops/kernels.h checks that it is).
+inline constexpr std::uint8_t kNaiveKernels = 2;
+
 }  // namespace detail
+
+// The backend whose kernels compute what the calling thread runs now: the plain loops of
+// kernels/naive/ under Kernels::Naive, else the cpu backend's (also under Kernels::Reference, for
+// the primitive ops the reference twins are made of). Read by every op, and by the core itself
+// for the elements it computes: the backward pass's sums of gradients (engine.cpp) and the
+// conversions of Tensor::to and tensor() (tensor.cpp).
+const backends::Backend& current_backend();
 }  // namespace ag

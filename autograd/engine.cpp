@@ -16,8 +16,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "../kernels/table.h"
 #include "../runtime/error.h"
-#include "../runtime/parallel.h"
 #include "../runtime/profile.h"
 #include "context.h"
 #include "dispatch.h"
@@ -90,17 +90,34 @@ void Pass::run(bool retain_graph) {
   }
 }
 
+// While it lives, the calling thread's kernel switch is the one node's forward ran under: the
+// sums of the gradients a node hands on run on the backend its formula ran on (node.cpp), as
+// the formula's own ops did. Hooks run outside it, under the caller's switch.
+class BackendOf {
+ public:
+  explicit BackendOf(const Node& node) : previous_(std::exchange(thread_context().kernels, node.kernels())) {}
+  ~BackendOf() { thread_context().kernels = previous_; }
+  BackendOf(const BackendOf&) = delete;
+  BackendOf& operator=(const BackendOf&) = delete;
+
+ private:
+  std::uint8_t previous_;
+};
+
 // Hands each input's gradient on: to a leaf, or to the node that made the input, which
 // becomes ready once every one of its consumers has run.
 void Pass::pass_down(const Node& node, std::vector<Tensor>& input_grads) {
   for (std::size_t i = 0; i < input_grads.size(); ++i) {
     const Edge& e = node.next_edges()[i];
     // Moved, not copied: a gradient nobody else holds becomes the accumulator as it is.
-    if (e.leaf) to_leaf(e.leaf, std::move(input_grads[i]));
+    if (e.leaf) to_leaf(node, e.leaf, std::move(input_grads[i]));
     if (!e.node) continue;
     auto waiting = pending.find(e.node.get());
     if (waiting == pending.end()) continue;  // ag::grad: no input lies behind it
-    if (input_grads[i].defined()) accumulate_for_node(grads[e.node.get()], std::move(input_grads[i]));
+    if (input_grads[i].defined()) {
+      BackendOf backend(node);
+      accumulate_for_node(grads[e.node.get()], std::move(input_grads[i]));
+    }
     if (--waiting->second > 0) continue;
     // A node that got no gradient at all (all undefined) still has to run so its own inputs'
     // counts go down; it gets zeros.
@@ -109,13 +126,19 @@ void Pass::pass_down(const Node& node, std::vector<Tensor>& input_grads) {
   }
 }
 
-// The gradient reaching a leaf: into its .grad, or for ag::grad into the input's result.
-void Pass::to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
+// The gradient `node` sends a leaf: into its .grad, or for ag::grad into the input's result.
+void Pass::to_leaf(const Node& node, const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
   if (targets) {
-    if (const std::size_t* i = targets->find(leaf.get())) targets->add(*i, g);
+    if (const std::size_t* i = targets->find(leaf.get())) {
+      BackendOf backend(node);
+      targets->add(*i, g);
+    }
     return;
   }
-  if (g.defined()) accumulate(leaf->grad, std::move(g));
+  if (g.defined()) {
+    BackendOf backend(node);
+    accumulate(leaf->grad, std::move(g));
+  }
   if (!leaf->post_accumulate_hooks.empty() && --leaf_pending[leaf.get()] == 0) run_post_accumulate_hooks(leaf);
 }
 
@@ -165,31 +188,28 @@ std::unordered_map<Node*, int> count_consumers(Node* root, Claims& claims,
 
 // --- gradient accumulation -----------------------------------------------------------------
 
-// acc += g, elementwise, in place; split across threads when large. A write in place, so it
-// bumps acc's version like any other.
+// y = a + b over n elements, by the add of the calling thread's backend (kernels/table.h), which
+// may write into a itself.
+void add_elements(const void* a, const Tensor& b, void* y) {
+  std::int64_t n = b.numel(), stride = 1;
+  backends::BroadcastSizes sizes{.rank = 1, .shape = &n, .a_strides = &stride, .b_strides = &stride};
+  dispatch_floating(b.dtype(), "backward", [&](auto tag) {
+    using T = decltype(tag);
+    current_backend().table<T>().arithmetic(backends::Arithmetic::Add, sizes, static_cast<const T*>(a), b.data_ptr<T>(),
+                                            static_cast<T*>(y));
+  });
+}
+
+// acc += g, elementwise, in place. A write in place, so it bumps acc's version like any other.
 void add_into(TensorImpl& acc, const Tensor& g) {
   acc.storage->bump_version();
-  dispatch_floating(acc.dtype, "backward", [&](auto tag) {
-    using T = decltype(tag);
-    T* a = static_cast<T*>(acc.storage->data());
-    const T* b = g.data_ptr<T>();
-    parallel_for(g.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) a[i] += b[i];
-    });
-  });
+  add_elements(acc.storage->data(), g, acc.storage->data());
 }
 
 // a + b, elementwise, into a new tensor.
 std::shared_ptr<TensorImpl> sum_of(const TensorImpl& a, const Tensor& b) {
   Tensor out = empty(b.shape(), b.dtype());
-  dispatch_floating(b.dtype(), "backward", [&](auto tag) {
-    using T = decltype(tag);
-    const T *pa = static_cast<const T*>(a.storage->data()), *pb = b.data_ptr<T>();
-    T* po = out.mutable_data_ptr<T>();
-    parallel_for(b.numel(), 1 << 15, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
-    });
-  });
+  add_elements(a.storage->data(), b, out.mutable_raw_data());
   return out.impl();
 }
 

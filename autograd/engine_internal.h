@@ -95,7 +95,7 @@ struct Pass {
 
   void run(bool retain_graph);
   void pass_down(const Node& node, std::vector<Tensor>& input_grads);
-  void to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g);
+  void to_leaf(const Node& node, const std::shared_ptr<TensorImpl>& leaf, Tensor g);
   Tensor take_gradient(Node* node);
 };
 

@@ -4,11 +4,6 @@
 
 namespace ag {
 
-detail::ThreadContext& detail::thread_context() {
-  thread_local ThreadContext context;
-  return context;
-}
-
 bool is_grad_enabled() { return detail::thread_context().grad_enabled; }
 void set_grad_enabled(bool enabled) { detail::thread_context().grad_enabled = enabled; }
 

@@ -11,8 +11,10 @@
 
 #include <sys/sysinfo.h>
 
+#include "../kernels/table.h"
 #include "../runtime/allocator.h"
 #include "../runtime/error.h"
+#include "context.h"
 #include "dispatch.h"
 #include "forward.h"
 #include "grad_mode.h"
@@ -182,17 +184,17 @@ AG_INSTANTIATE_ACCESS(bool)
 // --- conversion ----------------------------------------------------------------------------
 
 namespace {
-// Element-by-element static_cast from one dtype to another.
+// ag::DType and the kernels' Scalar name the same types in the same order (kernels/table.h).
+backends::Scalar scalar_of(DType t) { return static_cast<backends::Scalar>(t); }
+static_assert(static_cast<int>(backends::Scalar::Float32) == static_cast<int>(kFloat32) &&
+              static_cast<int>(backends::Scalar::Float64) == static_cast<int>(kFloat64) &&
+              static_cast<int>(backends::Scalar::Int64) == static_cast<int>(kInt64) &&
+              static_cast<int>(backends::Scalar::Bool) == static_cast<int>(kBool));
+
+// Element-by-element static_cast from one dtype to another, by the backend's convert.
 void convert(const Tensor& from, Tensor& to) {
-  dispatch_all(from.dtype(), [&](auto src_tag) {
-    using S = decltype(src_tag);
-    const S* src = from.data_ptr<S>();
-    dispatch_all(to.dtype(), [&](auto dst_tag) {
-      using D = decltype(dst_tag);
-      D* dst = to.mutable_data_ptr<D>();
-      for (std::int64_t i = 0, n = from.numel(); i < n; ++i) dst[i] = static_cast<D>(src[i]);
-    });
-  });
+  current_backend().convert(scalar_of(from.dtype()), scalar_of(to.dtype()), from.numel(), from.raw_data(),
+                            to.mutable_raw_data());
 }
 }  // namespace
 
@@ -371,11 +373,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
                   count);
   auto n = static_cast<std::int64_t>(std::max(0.0, count));
   Tensor t = detail::empty_for("arange", {n}, dtype);
-  dispatch_all(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.mutable_data_ptr<T>();
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
-  });
+  current_backend().arange(scalar_of(dtype), start, step, n, t.mutable_raw_data());
   return t;
 }
 
@@ -401,11 +399,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   if (static_cast<std::int64_t>(values.size()) != n)
     throw_invalid("tensor", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
   Tensor t = detail::empty_for("tensor", shape, dtype);
-  dispatch_all(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.mutable_data_ptr<T>();
-    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
-  });
+  current_backend().convert(backends::Scalar::Float64, scalar_of(dtype), n, values.data(), t.mutable_raw_data());
   return t;
 }
 

@@ -29,7 +29,10 @@
 #include <type_traits>
 
 #include "attention_layout.h"
-#include "products.h"
+
+namespace ag {
+class Products;  // kernels/products.h: the matrix-product policy, handed to the entries that multiply
+}
 
 namespace ag::backends {
 
@@ -67,6 +70,10 @@ enum class Unary { Neg, Pow, Exp, Log, Sqrt, Tanh, Sigmoid, Erfc, Relu };
 
 // The four arithmetic ops of ops/binary.cpp.
 enum class Arithmetic { Add, Sub, Mul, Div };
+
+// The element types convert moves between, one for each of ag::DType's (autograd/dtype.h), in
+// its order: float, double, std::int64_t, bool.
+enum class Scalar { Float32, Float64, Int64, Bool };
 
 // A broadcast loop's sizes: the shape it runs over (`rank` dims, row-major), and for each of its
 // inputs the stride of each of those dims in that input: 0 along a dim the input lacks or has
@@ -128,6 +135,8 @@ struct Table {
 
   // --- add, sub, mul, div with broadcasting (ops/binary.cpp): for every element o of the shape,
   //   y[o] = a[ia] op b[ib],   ia and ib: o's coordinates times a_strides and b_strides
+  // y may be a itself when a's strides are its plain row-major ones: the backward pass adds one
+  // gradient into another that way (autograd/engine.cpp).
   void (*arithmetic)(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, T* y);
   // broadcast_to: y[o] = x[ix], ix through a_strides. And its adjoint, sum_to: for every element
   // o of the shape, y[iy] += g[o], iy through a_strides (y zero-filled by the caller).
@@ -268,11 +277,18 @@ struct Backend {
   const char* name;    // "fast", "naive": what --kernels spells
   bool bf16_products;  // whether its kernels take a bf16 product policy (autocast)
   // --- moving elements, which is the same for every dtype (ops/shape.cpp: slice, its backward,
-  // cat, permute): bytes are moved, never computed.
+  // cat, permute): bytes are moved, never computed; and the two that make elements of any type:
+  // convert, which moves each element into another type, and arange.
   //   copy_along   dst[o, dst_begin + j dst_step, :] = src[o, src_begin + j src_step, :], j < count
   //   permute      y[o] = x[sum_d (o's coordinate d) x_strides[d]] for every element o of y
+  //   convert      dst[i] = src[i] as the type `to` (a C++ static_cast), i < n: Tensor::to and
+  //                tensor() (autograd/tensor.cpp)
+  //   arange       dst[i] = start + i step, computed in double and stored as the type `to`, i < n
+  //                (autograd/tensor.cpp: arange, the positions of a GPT step)
   void (*copy_along)(const CopySizes& n, const void* src, void* dst);
   void (*permute)(const PermuteSizes& n, const void* x, void* y);
+  void (*convert)(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
+  void (*arange)(Scalar to, double start, double step, std::int64_t n, void* dst);
   Table<float> f32;
   Table<double> f64;
 

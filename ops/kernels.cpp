@@ -26,6 +26,7 @@ constexpr profile::Family kOpFamilies[] = {AG_KERNEL_OPS(AG_KERNEL_OP_FAMILY)};
 #undef AG_KERNEL_OP_FAMILY
 static_assert(std::size(kOpNames) <= 32, "ThreadContext::reference_ops has one bit per op");
 static_assert(static_cast<int>(Kernels::Fast) == 0, "a new thread's ThreadContext::kernels, 0, is Fast");
+static_assert(static_cast<int>(Kernels::Naive) == detail::kNaiveKernels, "current_backend (autograd/context.cpp)");
 
 std::array<std::atomic<std::int64_t>, std::size(kOpNames)> g_calls{};  // by KernelOp, while counting
 // Whether a testing::CountCalls exists: one at a time (call_counts.h).

@@ -41,8 +41,4 @@ Routed route(const RoutedOp& op) {
   return {output, aside};
 }
 
-const backends::Backend& current_backend() {
-  return kernels() == Kernels::Naive ? backends::naive_backend() : backends::cpu_backend();
-}
-
 }  // namespace ag

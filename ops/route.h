@@ -51,6 +51,7 @@
 #include <optional>
 #include <vector>
 
+#include "../autograd/context.h"  // current_backend: the backend whose kernels serve ops now
 #include "../kernels/products.h"
 #include "../kernels/table.h"
 #include "fused_node.h"
@@ -116,10 +117,6 @@ struct RoutedOp {
 };
 
 Routed route(const RoutedOp& op);
-
-// The backend whose kernels serve ops now, as the kernel switch says (the fast one under
-// Kernels::Reference, for the ops that have no reference twin).
-const backends::Backend& current_backend();
 
 // For ops outside the graph (the optimizer's update, gradient clipping): the reference kernel, or
 // the chosen backend's, as the kernel switch says.

@@ -39,7 +39,7 @@ LAYERS = {
     "kernels/naive": {"kernels"},  # one thread, no BLAS: not even runtime/'s pool
     "kernels/bf16": {"kernels/cpu", "runtime"},
     "kernels": {"kernels/cpu", "kernels/bf16", "runtime"},
-    "autograd": {"runtime"},
+    "autograd": {"kernels", "runtime"},  # the backend computes the core's elements too (autograd/context.h)
     "autograd/debug": {"autograd", "runtime"},
     "ops": KERNELS | {"autograd", "runtime"},
     "ops/reference": KERNELS | {"ops", "autograd", "runtime"},

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "../products.h"
 #include "../table.h"
 
 namespace ag::backends::cpu {
@@ -38,9 +39,11 @@ bool dead_rows(const DimSizes& n, const T* y, bool* dead);
 template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 
-// moves.cpp: slice, cat and permute's copies, for every dtype
+// moves.cpp: slice, cat and permute's copies, for every dtype; convert and arange
 void copy_along(const CopySizes& n, const void* src, void* dst);
 void permute(const PermuteSizes& n, const void* x, void* y);
+void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
+void arange(Scalar to, double start, double step, std::int64_t n, void* dst);
 
 // gelu.cpp. The loops on one thread (linear_gelu runs them on each band it computed), and the
 // bf16 form, whose Phi is accurate to a relative 3e-5 only: its output and slope are rounded to

@@ -1,9 +1,11 @@
 // The cpu backend's moves (kernels/table.h): slice, cat and their backward as one memcpy per run
-// of adjacent rows, and permute as an odometer over y's index that copies elements of their own
-// width. The naive twins are in kernels/naive/moves.cpp.
+// of adjacent rows, permute as an odometer over y's index that copies elements of their own
+// width, and convert (one loop per pair of types) and arange split across the pool. The naive
+// twins are in kernels/naive/moves.cpp.
 #include <cstring>
 #include <vector>
 
+#include "../../runtime/parallel.h"
 #include "kernels.h"
 
 namespace ag::backends::cpu {
@@ -68,6 +70,45 @@ void permute(const PermuteSizes& n, const void* x, void* y) {
                     static_cast<std::size_t>(n.element));
       });
   }
+}
+
+namespace {
+
+// f(tag) with a value of the type s names.
+template <class F>
+void with_scalar(Scalar s, F&& f) {
+  switch (s) {
+    case Scalar::Float32: return f(float{});
+    case Scalar::Float64: return f(double{});
+    case Scalar::Int64: return f(std::int64_t{});
+    case Scalar::Bool: return f(bool{});
+  }
+}
+
+}  // namespace
+
+void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
+  with_scalar(from, [&](auto s) {
+    with_scalar(to, [&](auto d) {
+      using S = decltype(s);
+      using D = decltype(d);
+      const S* in = static_cast<const S*>(src);
+      D* out = static_cast<D*>(dst);
+      parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<D>(in[i]);
+      });
+    });
+  });
+}
+
+void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {
+  with_scalar(to, [&](auto d) {
+    using D = decltype(d);
+    D* out = static_cast<D*>(dst);
+    parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<D>(start + static_cast<double>(i) * step);
+    });
+  });
 }
 
 }  // namespace ag::backends::cpu

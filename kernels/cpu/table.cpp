@@ -83,6 +83,8 @@ const Backend& cpu_backend() {
                                .bf16_products = true,
                                .copy_along = cpu::copy_along,
                                .permute = cpu::permute,
+                               .convert = cpu::convert,
+                               .arange = cpu::arange,
                                .f32 = cpu_table<float>(),
                                .f64 = cpu_table<double>()};
   return backend;

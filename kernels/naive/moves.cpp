@@ -1,5 +1,6 @@
 // Moving elements as plain loops (kernels/table.h); the fast twins are in kernels/cpu/moves.cpp.
-// Elements are moved one at a time as `element` bytes, whatever their dtype.
+// Elements are moved one at a time as `element` bytes, whatever their dtype; convert moves each
+// into another type, and arange makes them.
 #include <cstring>
 #include <vector>
 
@@ -37,6 +38,39 @@ void permute(const PermuteSizes& n, const void* x, void* y) {
     for (std::size_t d = 0; d < n.rank; ++d) from += coordinate[d] * n.x_strides[d];
     std::memcpy(out + o * n.element, in + from * n.element, static_cast<std::size_t>(n.element));
   }
+}
+
+namespace {
+
+// dst[i] = v, as the type `to` names.
+template <class V>
+void store(Scalar to, void* dst, std::int64_t i, V v) {
+  switch (to) {
+    case Scalar::Float32: static_cast<float*>(dst)[i] = static_cast<float>(v); break;
+    case Scalar::Float64: static_cast<double*>(dst)[i] = static_cast<double>(v); break;
+    case Scalar::Int64: static_cast<std::int64_t*>(dst)[i] = static_cast<std::int64_t>(v); break;
+    case Scalar::Bool: static_cast<bool*>(dst)[i] = static_cast<bool>(v); break;
+  }
+}
+
+}  // namespace
+
+void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
+  count_call();
+  for (std::int64_t i = 0; i < n; ++i) {
+    // element i read as its own type, then written as the other
+    switch (from) {
+      case Scalar::Float32: store(to, dst, i, static_cast<const float*>(src)[i]); break;
+      case Scalar::Float64: store(to, dst, i, static_cast<const double*>(src)[i]); break;
+      case Scalar::Int64: store(to, dst, i, static_cast<const std::int64_t*>(src)[i]); break;
+      case Scalar::Bool: store(to, dst, i, static_cast<const bool*>(src)[i]); break;
+    }
+  }
+}
+
+void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {
+  count_call();
+  for (std::int64_t i = 0; i < n; ++i) store(to, dst, i, start + static_cast<double>(i) * step);
 }
 
 }  // namespace ag::backends::naive

@@ -47,9 +47,11 @@ bool dead_rows(const DimSizes& n, const T* y, bool* dead);
 template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 
-// moves.cpp: slice, cat and permute's copies, for every dtype
+// moves.cpp: slice, cat and permute's copies, for every dtype; convert and arange
 void copy_along(const CopySizes& n, const void* src, void* dst);
 void permute(const PermuteSizes& n, const void* x, void* y);
+void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
+void arange(Scalar to, double start, double step, std::int64_t n, void* dst);
 
 // matmul.cpp
 template <class T>

@@ -73,6 +73,8 @@ const Backend& naive_backend() {
                                .bf16_products = false,
                                .copy_along = naive::copy_along,
                                .permute = naive::permute,
+                               .convert = naive::convert,
+                               .arange = naive::arange,
                                .f32 = naive_table<float>(),
                                .f64 = naive_table<double>()};
   return backend;

@@ -7,6 +7,7 @@
 // Outputs start as NaN: an element a kernel should write and does not shows up as NaN, which
 // agrees with nothing, and an output that is not wanted must still be NaN afterwards.
 #include "../../kernels/naive_calls.h"
+#include "../../kernels/products.h"
 #include "../../kernels/table.h"
 #include "../../ops/call_counts.h"
 
@@ -738,6 +739,59 @@ TEST(NaiveBackend, MovesMatchCpuAndTheirDefinition) {
     EXPECT_EQ(out, 42u);
     const std::int64_t empty_shape[] = {2, 0}, empty_strides[] = {1, 2};
     b->permute({2, empty_shape, empty_strides, 8}, nullptr, nullptr);
+  }
+}
+
+// convert, by hand: a float goes to int64 by dropping its fraction (toward zero), to bool as
+// "not zero" (so -0.0 is false and NaN true), and back; the pool's split of a long run (2^17
+// elements) gives each element its own conversion, the same on both backends. Then every
+// element type to every other, against the table below, written out.
+TEST(NaiveBackend, ConvertAndArangeByHand) {
+  for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(b->name);
+    const double from_double[] = {-2.7, 2.7, -0.0, 0.5, 3.0};
+    std::int64_t as_int[5];
+    bool as_bool[5];
+    float as_float[5];
+    b->convert(Scalar::Float64, Scalar::Int64, 5, from_double, as_int);
+    b->convert(Scalar::Float64, Scalar::Bool, 5, from_double, as_bool);
+    b->convert(Scalar::Float64, Scalar::Float32, 5, from_double, as_float);
+    EXPECT_EQ(std::vector<std::int64_t>(as_int, as_int + 5), (std::vector<std::int64_t>{-2, 2, 0, 0, 3}));
+    EXPECT_EQ(std::vector<bool>(as_bool, as_bool + 5), (std::vector<bool>{true, true, false, true, true}));
+    EXPECT_EQ(as_float[0], -2.7f);
+    EXPECT_EQ(as_float[3], 0.5f);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    bool nan_bool = false;
+    b->convert(Scalar::Float64, Scalar::Bool, 1, &nan, &nan_bool);
+    EXPECT_TRUE(nan_bool);
+    const bool flags[] = {true, false, true};
+    double flag_values[3];
+    b->convert(Scalar::Bool, Scalar::Float64, 3, flags, flag_values);
+    EXPECT_EQ(std::vector<double>(flag_values, flag_values + 3), (std::vector<double>{1, 0, 1}));
+    // 2^53 + 1 has no double: int64 -> float64 rounds it to the even neighbour, 2^53
+    const std::int64_t big = (std::int64_t{1} << 53) + 1;
+    double big_double = 0;
+    b->convert(Scalar::Int64, Scalar::Float64, 1, &big, &big_double);
+    EXPECT_EQ(big_double, 9007199254740992.0);
+    // a long run, split across the pool on the cpu backend: i - 65536.5 truncates toward zero
+    std::vector<double> run(1 << 17);
+    for (std::size_t i = 0; i < run.size(); ++i) run[i] = static_cast<double>(i) - 65536.5;
+    std::vector<std::int64_t> truncated(run.size());
+    b->convert(Scalar::Float64, Scalar::Int64, static_cast<std::int64_t>(run.size()), run.data(), truncated.data());
+    for (std::size_t i = 0; i < run.size(); i += 997)
+      EXPECT_EQ(truncated[i], static_cast<std::int64_t>(i) - (i <= 65536 ? 65536 : 65537)) << i;
+    b->convert(Scalar::Float64, Scalar::Int64, 0, nullptr, nullptr);  // nothing to convert
+    // arange: start + i step in double, then stored as the type, so int64 truncates each value
+    float steps[5];
+    b->arange(Scalar::Float32, 0.5, -0.25, 5, steps);
+    EXPECT_EQ(std::vector<float>(steps, steps + 5), (std::vector<float>{0.5f, 0.25f, 0.0f, -0.25f, -0.5f}));
+    std::int64_t counts[4];
+    b->arange(Scalar::Int64, -1.5, 1.0, 4, counts);
+    EXPECT_EQ(std::vector<std::int64_t>(counts, counts + 4), (std::vector<std::int64_t>{-1, 0, 0, 1}));
+    std::vector<std::int64_t> positions(1 << 17, -1);
+    b->arange(Scalar::Int64, 3.0, 2.0, static_cast<std::int64_t>(positions.size()), positions.data());
+    for (std::size_t i = 0; i < positions.size(); i += 991) EXPECT_EQ(positions[i], 3 + 2 * static_cast<std::int64_t>(i));
+    EXPECT_EQ(positions.back(), 3 + 2 * static_cast<std::int64_t>(positions.size() - 1));
   }
 }
 

@@ -428,7 +428,9 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
 
   // A naive forward's backward runs the naive loops under the fast setting too, and a fast
   // forward's none of them under the naive setting: the node's formula runs under the switch
-  // its forward ran under, so the primitive ops it calls (sum's backward is a broadcast) follow.
+  // its forward ran under, so the primitive ops it calls (sum's backward is a broadcast) follow,
+  // and so does the engine's sum of what the node hands on (w.grad, from the backward above,
+  // takes the last pass's gradient by an add in place).
   Tensor xn = x.detach().requires_grad_(), wn = w.detach().requires_grad_();
   Tensor yn;
   {
@@ -447,6 +449,16 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
     yf.backward();
   }
   EXPECT_EQ(counting.naive(), 3);
+  // The converse: a second naive pass into xn and wn, under the fast setting, adds into the
+  // gradients the first left there on the naive loops too.
+  {
+    KernelGuard naive(Kernels::Naive);
+    yn = layer_norm(linear(xn, wn, Tensor()), Tensor(), Tensor(), 1e-5).sum();
+  }
+  counting.reset();
+  yn.backward();
+  EXPECT_EQ(counting.naive(), 5);  // the three formulas above, then the adds into xn.grad and wn.grad
+  EXPECT_TRUE(test::all_close(wn.grad(), expected_dw * 2.0, 1e-12));
 }
 
 }  // namespace ag
