@@ -92,7 +92,8 @@ void Pass::run(bool retain_graph) {
 
 // While it lives, the calling thread's kernel switch is the one node's forward ran under: the
 // sums of the gradients a node hands on run on the backend its formula ran on (node.cpp), as
-// the formula's own ops did. Hooks run outside it, under the caller's switch.
+// the formula's own ops did, and the seed of a pass on the backend of the root's forward.
+// Hooks run outside it, under the caller's switch.
 class BackendOf {
  public:
   explicit BackendOf(const Node& node) : previous_(std::exchange(thread_context().kernels, node.kernels())) {}
@@ -121,7 +122,10 @@ void Pass::pass_down(const Node& node, std::vector<Tensor>& input_grads) {
     if (--waiting->second > 0) continue;
     // A node that got no gradient at all (all undefined) still has to run so its own inputs'
     // counts go down; it gets zeros.
-    if (!grads.count(e.node.get())) grads[e.node.get()] = zeros(e.shape, e.dtype).impl();
+    if (!grads.count(e.node.get())) {
+      BackendOf backend(node);
+      grads[e.node.get()] = zeros(e.shape, e.dtype).impl();
+    }
     ready.push_back(e.node.get());
   }
 }
@@ -296,6 +300,11 @@ Tensor seed_gradient(const char* op, const Tensor& root, const Tensor& gradient)
                     "loss. Pass a gradient of shape {}, or reduce the output first (e.g. .sum())",
                     shape_str(root.shape()), root.numel(), op == std::string_view("grad") ? "grad()" : "backward()",
                     shape_str(root.shape()));
+    // made on the backend the root's forward ran on, like every gradient the pass computes
+    if (const Node* node = root.impl()->grad_fn.get()) {
+      BackendOf backend(*node);
+      return ones_like(root);
+    }
     return ones_like(root);
   }
   if (gradient.shape() != root.shape() || gradient.dtype() != root.dtype())

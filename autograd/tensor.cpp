@@ -343,13 +343,17 @@ Tensor detail::empty_for(std::string_view op, const Shape& shape, DType dtype) {
 Tensor empty(const Shape& shape, DType dtype) { return detail::empty_for("empty", shape, dtype); }
 
 namespace {
+// A value stored as int64 must be a number inside int64's range: converting anything else is
+// undefined in C++, so it is refused here, as PyTorch refuses such a fill.
+void check_fits(std::string_view op, double value, DType dtype) {
+  if (dtype == kInt64 && !(value >= -0x1p63 && value < 0x1p63))
+    throw_invalid(op, "value {} cannot be stored in int64 (it is not a number inside [-2^63, 2^63))", value);
+}
+
 Tensor filled(std::string_view op, const Shape& shape, double value, DType dtype) {
+  check_fits(op, value, dtype);
   Tensor t = detail::empty_for(op, shape, dtype);
-  dispatch_all(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.mutable_data_ptr<T>();
-    std::fill(p, p + t.numel(), static_cast<T>(value));
-  });
+  current_backend().fill(scalar_of(dtype), value, t.numel(), t.mutable_raw_data());
   return t;
 }
 }  // namespace
@@ -372,6 +376,10 @@ Tensor arange(double start, double end, double step, DType dtype) {
     throw_invalid("arange", "start={} end={} step={} gives {} elements, more than int64 can count", start, end, step,
                   count);
   auto n = static_cast<std::int64_t>(std::max(0.0, count));
+  if (n > 0) {  // the values run from the first to the last, so those two must fit
+    check_fits("arange", start, dtype);
+    check_fits("arange", start + static_cast<double>(n - 1) * step, dtype);
+  }
   Tensor t = detail::empty_for("arange", {n}, dtype);
   current_backend().arange(scalar_of(dtype), start, step, n, t.mutable_raw_data());
   return t;
@@ -398,6 +406,7 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   auto n = shape_numel(shape, "tensor");
   if (static_cast<std::int64_t>(values.size()) != n)
     throw_invalid("tensor", "{} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
+  for (double v : values) check_fits("tensor", v, dtype);
   Tensor t = detail::empty_for("tensor", shape, dtype);
   current_backend().convert(backends::Scalar::Float64, scalar_of(dtype), n, values.data(), t.mutable_raw_data());
   return t;

@@ -57,6 +57,13 @@ struct AdamSettings {
   std::int64_t step;
 };
 
+// One SGD step's settings, PyTorch's torch.optim.SGD. `first`: the momentum buffer is new, and
+// takes the step's direction itself rather than a blend with its zeros.
+struct SgdSettings {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, first;
+};
+
 // matmul's sizes for one product C = op(A) op(B): op(A) is [m, k], op(B) [k, n], C [m, n]. Each
 // matrix is stored whole, row-major; A is stored [m, k], or [k, m] and read transposed when
 // trans_a (B likewise: [k, n], or [n, k] when trans_b).
@@ -70,6 +77,9 @@ enum class Unary { Neg, Pow, Exp, Log, Sqrt, Tanh, Sigmoid, Erfc, Relu };
 
 // The four arithmetic ops of ops/binary.cpp.
 enum class Arithmetic { Add, Sub, Mul, Div };
+
+// The two logical ops of ops/masking.cpp on bool elements: Not reads a alone.
+enum class Logical { Not, And };
 
 // The element types convert moves between, one for each of ag::DType's (autograd/dtype.h), in
 // its order: float, double, std::int64_t, bool.
@@ -268,6 +278,10 @@ struct Table {
   // --- the optimizer (nn/optim.cpp): one Adam step on n values of w, in place, with its moments
   // m and v, from the gradient g.
   void (*adam_update)(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSettings& s);
+  // One SGD step on n values of w, in double, each value stored rounded once to T:
+  //   d = g + wd w;  with momentum (buf not null) buf = first ? d : mu buf + (1 - dampening) d,
+  //   then d = nesterov ? d + mu buf : buf;  w = w - lr d
+  void (*sgd_update)(std::int64_t n, T* w, const T* g, T* buf, const SgdSettings& s);
   // gradient clipping: the sum of squares of n values (in double), and x = x * factor (in double).
   double (*sum_of_squares)(std::int64_t n, const T* x);
   void (*scale)(std::int64_t n, T* x, double factor);
@@ -277,18 +291,29 @@ struct Backend {
   const char* name;    // "fast", "naive": what --kernels spells
   bool bf16_products;  // whether its kernels take a bf16 product policy (autocast)
   // --- moving elements, which is the same for every dtype (ops/shape.cpp: slice, its backward,
-  // cat, permute): bytes are moved, never computed; and the two that make elements of any type:
-  // convert, which moves each element into another type, and arange.
+  // cat, permute): bytes are moved, never computed; and the three that make elements of any
+  // type: convert, which moves each element into another type, arange and fill.
   //   copy_along   dst[o, dst_begin + j dst_step, :] = src[o, src_begin + j src_step, :], j < count
   //   permute      y[o] = x[sum_d (o's coordinate d) x_strides[d]] for every element o of y
   //   convert      dst[i] = src[i] as the type `to` (a C++ static_cast), i < n: Tensor::to and
   //                tensor() (autograd/tensor.cpp)
   //   arange       dst[i] = start + i step, computed in double and stored as the type `to`, i < n
   //                (autograd/tensor.cpp: arange, the positions of a GPT step)
+  //   fill         dst[i] = value as the type `to`, i < n (autograd/tensor.cpp: zeros, ones, full)
   void (*copy_along)(const CopySizes& n, const void* src, void* dst);
   void (*permute)(const PermuteSizes& n, const void* x, void* y);
   void (*convert)(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
   void (*arange)(Scalar to, double start, double step, std::int64_t n, void* dst);
+  void (*fill)(Scalar to, double value, std::int64_t n, void* dst);
+  // --- the boolean masks of ops/masking.cpp, the same for every dtype of what they mask:
+  //   causal_mask        y[i, j] = j <= i + (tk - tq): query i sees key j (y is [tq, tk]; the
+  //                      last query sees every key, as in a decoder's cache)
+  //   key_padding_mask   y[s, j] = j < lengths[s]: the first lengths[s] keys of sequence s are
+  //                      real (y is [b, t]; every length in 0..t, checked by the op)
+  //   logical            y[i] = !a[i] (Not; b unused), or a[i] && b[i] (And), i < n
+  void (*causal_mask)(std::int64_t tq, std::int64_t tk, bool* y);
+  void (*key_padding_mask)(std::int64_t b, std::int64_t t, const std::int64_t* lengths, bool* y);
+  void (*logical)(Logical op, std::int64_t n, const bool* a, const bool* b, bool* y);
   Table<float> f32;
   Table<double> f64;
 

@@ -241,20 +241,11 @@ void SGD::step() {
   for_each_with_grad([&](std::size_t i, Tensor& p, const Tensor& grad, std::size_t group) {
     const SGDOptions& o = group_options_[group];
     bool first = !has_slot(i, 0);
+    backends::SgdSettings settings{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first};
     dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
       using T = decltype(tag);
-      T* w = p.mutable_data_ptr<T>();
-      const T* g = grad.data_ptr<T>();
       T* buf = o.momentum != 0 ? slot(i, 0).template mutable_data_ptr<T>() : nullptr;
-      double mu = o.momentum;
-      for (std::int64_t j = 0, n = p.numel(); j < n; ++j) {
-        double d = g[j] + o.weight_decay * w[j];
-        if (buf) {
-          buf[j] = static_cast<T>(first ? d : mu * buf[j] + (1 - o.dampening) * d);
-          d = o.nesterov ? d + mu * buf[j] : buf[j];
-        }
-        w[j] = static_cast<T>(w[j] - o.lr * d);
-      }
+      current_backend().table<T>().sgd_update(p.numel(), p.mutable_data_ptr<T>(), grad.data_ptr<T>(), buf, settings);
     });
   });
   ++steps_;

@@ -51,32 +51,26 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {
   if (tq < 0 || tk < 0) throw_invalid("causal_mask", "lengths must be non-negative, got Tq={} Tk={}", tq, tk);
   Tensor mask = detail::empty_for("causal_mask", {tq, tk}, kBool);
-  bool* p = mask.mutable_data_ptr<bool>();
-  for (std::int64_t i = 0; i < tq; ++i)
-    for (std::int64_t j = 0; j < tk; ++j) p[i * tk + j] = j <= i + (tk - tq);
+  current_backend().causal_mask(tq, tk, mask.mutable_data_ptr<bool>());
   return mask;
 }
 
 Tensor key_padding_mask(const std::vector<std::int64_t>& lengths, std::int64_t t) {
   if (t < 0) throw_invalid("key_padding_mask", "T must be non-negative, got {}", t);
   auto b = static_cast<std::int64_t>(lengths.size());
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    if (lengths[i] < 0 || lengths[i] > t)
+      throw_invalid("key_padding_mask", "length {} of sequence {} is outside 0..{}", lengths[i], i, t);
   Tensor mask = empty({b, 1, 1, t}, kBool);
-  bool* p = mask.mutable_data_ptr<bool>();
-  for (std::int64_t i = 0; i < b; ++i) {
-    if (lengths[static_cast<std::size_t>(i)] < 0 || lengths[static_cast<std::size_t>(i)] > t)
-      throw_invalid("key_padding_mask", "length {} of sequence {} is outside 0..{}",
-                    lengths[static_cast<std::size_t>(i)], i, t);
-    for (std::int64_t j = 0; j < t; ++j) p[i * t + j] = j < lengths[static_cast<std::size_t>(i)];
-  }
+  current_backend().key_padding_mask(b, t, lengths.data(), mask.mutable_data_ptr<bool>());
   return mask;
 }
 
 Tensor logical_not(const Tensor& mask) {
   check_bool("logical_not", mask);
   Tensor out = empty_like(mask);
-  const bool* p = mask.data_ptr<bool>();
-  bool* q = out.mutable_data_ptr<bool>();
-  for (std::int64_t i = 0, n = mask.numel(); i < n; ++i) q[i] = !p[i];
+  current_backend().logical(backends::Logical::Not, mask.numel(), mask.data_ptr<bool>(), nullptr,
+                            out.mutable_data_ptr<bool>());
   return out;
 }
 
@@ -86,9 +80,8 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes("logical_and", a.shape(), b.shape());
   Tensor ea = expand_mask("logical_and", a, shape), eb = expand_mask("logical_and", b, shape);
   Tensor out = empty(shape, kBool);
-  const bool *pa = ea.data_ptr<bool>(), *pb = eb.data_ptr<bool>();
-  bool* q = out.mutable_data_ptr<bool>();
-  for (std::int64_t i = 0, n = out.numel(); i < n; ++i) q[i] = pa[i] && pb[i];
+  current_backend().logical(backends::Logical::And, out.numel(), ea.data_ptr<bool>(), eb.data_ptr<bool>(),
+                            out.mutable_data_ptr<bool>());
   return out;
 }
 

@@ -1,7 +1,8 @@
 // The cpu backend's moves (kernels/table.h): slice, cat and their backward as one memcpy per run
 // of adjacent rows, permute as an odometer over y's index that copies elements of their own
-// width, and convert (one loop per pair of types) and arange split across the pool. The naive
+// width, and convert (one loop per pair of types), arange and fill split across the pool. The naive
 // twins are in kernels/naive/moves.cpp.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -108,6 +109,15 @@ void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {
     parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<D>(start + static_cast<double>(i) * step);
     });
+  });
+}
+
+void fill(Scalar to, double value, std::int64_t n, void* dst) {
+  with_scalar(to, [&](auto d) {
+    using D = decltype(d);
+    D* out = static_cast<D*>(dst);
+    const D v = static_cast<D>(value);
+    parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) { std::fill(out + begin, out + end, v); });
   });
 }
 

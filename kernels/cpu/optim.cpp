@@ -1,5 +1,5 @@
 // The cpu backend's optimizer kernels: Adam's step (nn/optim.cpp; its readable twin is
-// ops/reference/optim.cpp) and the two passes of gradient clipping.
+// ops/reference/optim.cpp), SGD's, and the two passes of gradient clipping.
 #include <cmath>
 
 #include "../../runtime/parallel.h"
@@ -31,6 +31,21 @@ void adam_update(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSetting
   });
 }
 
+// SGD's step in double, as PyTorch's torch.optim.SGD, split across the pool.
+template <class T>
+void sgd_update(std::int64_t n, T* w, const T* g, T* buf, const SgdSettings& s) {
+  parallel_for(n, 8192, [=](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j = begin; j < end; ++j) {
+      double d = g[j] + s.weight_decay * w[j];
+      if (buf) {
+        buf[j] = static_cast<T>(s.first ? d : s.momentum * buf[j] + (1 - s.dampening) * d);
+        d = s.nesterov ? d + s.momentum * buf[j] : buf[j];
+      }
+      w[j] = static_cast<T>(w[j] - s.lr * d);
+    }
+  });
+}
+
 // Summed in double with the SIMD lane sums.
 template <class T>
 double sum_of_squares(std::int64_t n, const T* x) {
@@ -45,6 +60,8 @@ void scale(std::int64_t n, T* x, double factor) {
 
 template void adam_update(std::int64_t, float*, const float*, float*, float*, const AdamSettings&);
 template void adam_update(std::int64_t, double*, const double*, double*, double*, const AdamSettings&);
+template void sgd_update(std::int64_t, float*, const float*, float*, const SgdSettings&);
+template void sgd_update(std::int64_t, double*, const double*, double*, const SgdSettings&);
 template double sum_of_squares(std::int64_t, const float*);
 template double sum_of_squares(std::int64_t, const double*);
 template void scale(std::int64_t, float*, double);

@@ -69,6 +69,7 @@ Table<T> cpu_table() {
       .attention_jvp = attention_kernels::attention_jvp<T>,
       .attention_backward_tangent = attention_kernels::attention_backward_tangent<T>,
       .adam_update = cpu::adam_update<T>,
+      .sgd_update = cpu::sgd_update<T>,
       .sum_of_squares = cpu::sum_of_squares<T>,
       .scale = cpu::scale<T>,
   };
@@ -85,6 +86,10 @@ const Backend& cpu_backend() {
                                .permute = cpu::permute,
                                .convert = cpu::convert,
                                .arange = cpu::arange,
+                               .fill = cpu::fill,
+                               .causal_mask = cpu::causal_mask,
+                               .key_padding_mask = cpu::key_padding_mask,
+                               .logical = cpu::logical,
                                .f32 = cpu_table<float>(),
                                .f64 = cpu_table<double>()};
   return backend;

@@ -1,6 +1,6 @@
 // Moving elements as plain loops (kernels/table.h); the fast twins are in kernels/cpu/moves.cpp.
 // Elements are moved one at a time as `element` bytes, whatever their dtype; convert moves each
-// into another type, and arange makes them.
+// into another type, and arange and fill make them.
 #include <cstring>
 #include <vector>
 
@@ -71,6 +71,11 @@ void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst)
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {
   count_call();
   for (std::int64_t i = 0; i < n; ++i) store(to, dst, i, start + static_cast<double>(i) * step);
+}
+
+void fill(Scalar to, double value, std::int64_t n, void* dst) {
+  count_call();
+  for (std::int64_t i = 0; i < n; ++i) store(to, dst, i, value);
 }
 
 }  // namespace ag::backends::naive

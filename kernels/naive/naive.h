@@ -47,11 +47,17 @@ bool dead_rows(const DimSizes& n, const T* y, bool* dead);
 template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 
-// moves.cpp: slice, cat and permute's copies, for every dtype; convert and arange
+// moves.cpp: slice, cat and permute's copies, for every dtype; convert, arange and fill
 void copy_along(const CopySizes& n, const void* src, void* dst);
 void permute(const PermuteSizes& n, const void* x, void* y);
 void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst);
+void fill(Scalar to, double value, std::int64_t n, void* dst);
+
+// masks.cpp: the boolean masks of ops/masking.cpp
+void causal_mask(std::int64_t tq, std::int64_t tk, bool* y);
+void key_padding_mask(std::int64_t b, std::int64_t t, const std::int64_t* lengths, bool* y);
+void logical(Logical op, std::int64_t n, const bool* a, const bool* b, bool* y);
 
 // matmul.cpp
 template <class T>
@@ -116,6 +122,8 @@ void attention_backward(const attention_kernels::Dims& n, const attention_kernel
 // optim.cpp
 template <class T>
 void adam_update(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSettings& s);
+template <class T>
+void sgd_update(std::int64_t n, T* w, const T* g, T* buf, const SgdSettings& s);
 template <class T>
 double sum_of_squares(std::int64_t n, const T* x);
 template <class T>

@@ -1,4 +1,4 @@
-// The optimizer's step and gradient clipping as plain loops, element by element in double; the
+// The optimizers' steps and gradient clipping as plain loops, element by element in double; the
 // fast twins are kernels/cpu/optim.cpp, the callers Adam::step and clip_grad_norm in nn/optim.cpp.
 //
 //   w, g, m, v, x: [n]
@@ -35,6 +35,24 @@ void adam_update(std::int64_t n, T* w, const T* g, T* m, T* v, const AdamSetting
   }
 }
 
+// One SGD step, for each element (PyTorch's torch.optim.SGD):
+//   d   = g + wd w                                        L2 decay
+//   buf = d on the first step, else mu buf + (1 - dampening) d      with momentum only
+//   d   = d + mu buf (Nesterov), or buf                               with momentum only
+//   w   = w - lr d
+template <class T>
+void sgd_update(std::int64_t n, T* w, const T* g, T* buf, const SgdSettings& s) {
+  count_call();
+  for (std::int64_t i = 0; i < n; ++i) {
+    double d = g[i] + s.weight_decay * w[i];
+    if (buf) {
+      buf[i] = static_cast<T>(s.first ? d : s.momentum * buf[i] + (1 - s.dampening) * d);
+      d = s.nesterov ? d + s.momentum * buf[i] : buf[i];
+    }
+    w[i] = static_cast<T>(w[i] - s.lr * d);
+  }
+}
+
 // sum_i x_i^2, in double: the square of the gradients' global norm, one buffer at a time.
 template <class T>
 double sum_of_squares(std::int64_t n, const T* x) {
@@ -54,6 +72,8 @@ void scale(std::int64_t n, T* x, double factor) {
 // The two precisions of the table (table.cpp).
 template void adam_update(std::int64_t, float*, const float*, float*, float*, const AdamSettings&);
 template void adam_update(std::int64_t, double*, const double*, double*, double*, const AdamSettings&);
+template void sgd_update(std::int64_t, float*, const float*, float*, const SgdSettings&);
+template void sgd_update(std::int64_t, double*, const double*, double*, const SgdSettings&);
 template double sum_of_squares(std::int64_t, const float*);
 template double sum_of_squares(std::int64_t, const double*);
 template void scale(std::int64_t, float*, double);

@@ -61,6 +61,7 @@ Table<T> naive_table() {
       .attention_jvp = nullptr,
       .attention_backward_tangent = nullptr,
       .adam_update = naive::adam_update<T>,
+      .sgd_update = naive::sgd_update<T>,
       .sum_of_squares = naive::sum_of_squares<T>,
       .scale = naive::scale<T>,
   };
@@ -75,6 +76,10 @@ const Backend& naive_backend() {
                                .permute = naive::permute,
                                .convert = naive::convert,
                                .arange = naive::arange,
+                               .fill = naive::fill,
+                               .causal_mask = naive::causal_mask,
+                               .key_padding_mask = naive::key_padding_mask,
+                               .logical = naive::logical,
                                .f32 = naive_table<float>(),
                                .f64 = naive_table<double>()};
   return backend;

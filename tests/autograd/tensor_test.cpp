@@ -116,6 +116,20 @@ TEST(Tensor, AccessErrors) {
       "more elements than int64 can count"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(0, 1, 0); },
                                                  "arange: needs finite start, end and a non-zero step"));
+  // A value int64 cannot hold is refused, not converted (which C++ leaves undefined): NaN, and
+  // 2^63, one past the largest int64; -2^63 itself fits.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { full({2}, nan, kInt64); }, "full: value nan cannot be stored in int64 (it is not a number inside"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { tensor({1, 0x1p63}, {2}, kInt64); },
+                                                 "tensor: value 9.223372036854776e+18 cannot be stored in int64"));
+  EXPECT_EQ(tensor({-0x1p63}, {1}, kInt64).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
+  // arange's first values fit and its last (9e18 + 2 x 2e17 = 9.4e18) does not
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(9e18, 9.5e18, 2e17, kInt64); },
+                                                 "arange: value 9.4e+18 cannot be stored in int64"));
+  EXPECT_EQ(arange(9e18, 9.3e18, 2e17, kInt64).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{9000000000000000000, 9200000000000000000}));
+  EXPECT_TRUE(std::isnan(full({1}, nan, kFloat64).item()));  // a float holds NaN
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor().shape(); }, "shape: called on an undefined tensor"));
 }
 

@@ -742,11 +742,11 @@ TEST(NaiveBackend, MovesMatchCpuAndTheirDefinition) {
   }
 }
 
-// convert, by hand: a float goes to int64 by dropping its fraction (toward zero), to bool as
-// "not zero" (so -0.0 is false and NaN true), and back; the pool's split of a long run (2^17
-// elements) gives each element its own conversion, the same on both backends. Then every
-// element type to every other, against the table below, written out.
-TEST(NaiveBackend, ConvertAndArangeByHand) {
+// convert, arange and fill by hand, on both backends. A float goes to int64 by dropping its
+// fraction (toward zero), to bool as "not zero" (so -0.0 is false and NaN true), and back; an
+// int64 past 2^53 rounds to even; the cpu backend's split of a long run (2^17 elements) across
+// the pool gives each element its own conversion.
+TEST(NaiveBackend, ConvertArangeAndFillByHand) {
   for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
     SCOPED_TRACE(b->name);
     const double from_double[] = {-2.7, 2.7, -0.0, 0.5, 3.0};
@@ -792,7 +792,86 @@ TEST(NaiveBackend, ConvertAndArangeByHand) {
     b->arange(Scalar::Int64, 3.0, 2.0, static_cast<std::int64_t>(positions.size()), positions.data());
     for (std::size_t i = 0; i < positions.size(); i += 991) EXPECT_EQ(positions[i], 3 + 2 * static_cast<std::int64_t>(i));
     EXPECT_EQ(positions.back(), 3 + 2 * static_cast<std::int64_t>(positions.size() - 1));
+    // fill: every element the value as the type; -0.0 keeps its sign, 0.5 is a true bool
+    b->fill(Scalar::Int64, -7.0, static_cast<std::int64_t>(positions.size()), positions.data());
+    EXPECT_EQ(std::count(positions.begin(), positions.end(), -7), static_cast<std::ptrdiff_t>(positions.size()));
+    float signed_zero[3] = {1, 1, 1};
+    b->fill(Scalar::Float32, -0.0, 3, signed_zero);
+    for (float z : signed_zero) EXPECT_TRUE(z == 0.0f && std::signbit(z));
+    bool halves[2] = {false, false};
+    b->fill(Scalar::Bool, 0.5, 2, halves);
+    EXPECT_TRUE(halves[0] && halves[1]);
   }
+}
+
+// The masks by hand: a causal mask with more keys than queries (the last query sees them all,
+// as with a cache) and with fewer, key padding with an empty and a full sequence, and the two
+// logical ops, on a run long enough for the pool.
+TEST(NaiveBackend, MasksByHand) {
+  for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(b->name);
+    bool wide[2 * 4], tall[4 * 2];
+    b->causal_mask(2, 4, wide);  // j <= i + 2
+    EXPECT_EQ(std::vector<bool>(wide, wide + 8), (std::vector<bool>{1, 1, 1, 0, 1, 1, 1, 1}));
+    b->causal_mask(4, 2, tall);  // j <= i - 2: the first two queries see nothing
+    EXPECT_EQ(std::vector<bool>(tall, tall + 8), (std::vector<bool>{0, 0, 0, 0, 1, 0, 1, 1}));
+    const std::int64_t lengths[] = {0, 3, 2};
+    bool padding[3 * 3];
+    b->key_padding_mask(3, 3, lengths, padding);
+    EXPECT_EQ(std::vector<bool>(padding, padding + 9), (std::vector<bool>{0, 0, 0, 1, 1, 1, 1, 1, 0}));
+    const std::size_t n = (1 << 17) + 3;
+    std::unique_ptr<bool[]> x(new bool[n]), y(new bool[n]), out(new bool[n]);
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = i % 2 == 0;
+      y[i] = i % 3 == 0;
+    }
+    b->logical(Logical::Not, static_cast<std::int64_t>(n), x.get(), nullptr, out.get());
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], i % 2 == 1) << i;
+    b->logical(Logical::And, static_cast<std::int64_t>(n), x.get(), y.get(), out.get());
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], i % 6 == 0) << i;
+    b->causal_mask(0, 5, nullptr);  // nothing to write
+  }
+}
+
+// SGD's step by hand, w = 1, g = 0.5, lr 0.1, weight decay 0.1, momentum 0.9, dampening 0.5:
+// d = 0.5 + 0.1 = 0.6 and the new buffer takes it, w = 1 - 0.06 = 0.94; a second step with the
+// same g has d = 0.5 + 0.094 = 0.594, buf = 0.54 + 0.297 = 0.837, w = 0.94 - 0.0837 = 0.8563.
+// Nesterov's first step moves by d + 0.9 buf = 1.14: w = 0.886; no momentum: w = 0.94. On a run
+// long enough for the pool, both backends give the same bits.
+TEST(NaiveBackend, SgdByHand) {
+  for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(b->name);
+    double w = 1, g = 0.5, buf = 0;
+    SgdSettings s{.lr = 0.1, .momentum = 0.9, .dampening = 0.5, .weight_decay = 0.1, .nesterov = false, .first = true};
+    b->f64.sgd_update(1, &w, &g, &buf, s);
+    EXPECT_NEAR(w, 0.94, 1e-15);
+    EXPECT_NEAR(buf, 0.6, 1e-15);
+    s.first = false;
+    b->f64.sgd_update(1, &w, &g, &buf, s);
+    EXPECT_NEAR(buf, 0.837, 1e-15);
+    EXPECT_NEAR(w, 0.8563, 1e-15);
+    double wn = 1, bn = 0;
+    b->f64.sgd_update(1, &wn, &g, &bn, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5, .weight_decay = 0.1,
+                                        .nesterov = true, .first = true});
+    EXPECT_NEAR(wn, 0.886, 1e-15);
+    double plain = 1;
+    b->f64.sgd_update(1, &plain, &g, nullptr, {.lr = 0.1, .momentum = 0, .dampening = 0, .weight_decay = 0.1,
+                                               .nesterov = false, .first = true});
+    EXPECT_NEAR(plain, 0.94, 1e-15);
+  }
+  const std::int64_t n = 20011;
+  std::vector<float> w(n), g(n), buf(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    w[static_cast<std::size_t>(i)] = std::sin(0.1f * static_cast<float>(i));
+    g[static_cast<std::size_t>(i)] = std::cos(0.3f * static_cast<float>(i));
+    buf[static_cast<std::size_t>(i)] = 0.01f * static_cast<float>(i % 7);
+  }
+  std::vector<float> w2 = w, buf2 = buf;
+  SgdSettings s{.lr = 0.05, .momentum = 0.8, .dampening = 0.1, .weight_decay = 0.01, .nesterov = true, .first = false};
+  naive_backend().f32.sgd_update(n, w.data(), g.data(), buf.data(), s);
+  cpu_backend().f32.sgd_update(n, w2.data(), g.data(), buf2.data(), s);
+  EXPECT_EQ(w, w2);
+  EXPECT_EQ(buf, buf2);
 }
 
 TEST(NaiveBackend, LinearByHand) {

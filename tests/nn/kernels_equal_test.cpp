@@ -429,8 +429,8 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
   // A naive forward's backward runs the naive loops under the fast setting too, and a fast
   // forward's none of them under the naive setting: the node's formula runs under the switch
   // its forward ran under, so the primitive ops it calls (sum's backward is a broadcast) follow,
-  // and so does the engine's sum of what the node hands on (w.grad, from the backward above,
-  // takes the last pass's gradient by an add in place).
+  // and so do the pass's seed, made for the root, and the engine's sum of what a node hands on
+  // (w.grad, from the backward above, takes the last pass's gradient by an add in place).
   Tensor xn = x.detach().requires_grad_(), wn = w.detach().requires_grad_();
   Tensor yn;
   {
@@ -439,16 +439,17 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
   }
   counting.reset();
   yn.backward();
-  EXPECT_EQ(counting.naive(), 3);  // sum's broadcast, layer_norm's backward, then linear's
+  EXPECT_EQ(counting.naive(), 4);  // the seed (ones), sum's broadcast, layer_norm's backward, then linear's
   EXPECT_TRUE(test::all_close(xn.grad(), expected_dx, 1e-12));
   EXPECT_TRUE(test::all_close(wn.grad(), expected_dw, 1e-12));
   Tensor xf = x.detach().requires_grad_();
   Tensor yf = layer_norm(linear(xf, w, Tensor()), Tensor(), Tensor(), 1e-5).sum();
+  counting.reset();
   {
     KernelGuard naive(Kernels::Naive);
     yf.backward();
   }
-  EXPECT_EQ(counting.naive(), 3);
+  EXPECT_EQ(counting.naive(), 0);
   // The converse: a second naive pass into xn and wn, under the fast setting, adds into the
   // gradients the first left there on the naive loops too.
   {
@@ -457,7 +458,7 @@ TEST(KernelsEqual, BackwardFollowsTheForwardsRoute) {
   }
   counting.reset();
   yn.backward();
-  EXPECT_EQ(counting.naive(), 5);  // the three formulas above, then the adds into xn.grad and wn.grad
+  EXPECT_EQ(counting.naive(), 6);  // the four calls above, then the adds into xn.grad and wn.grad
   EXPECT_TRUE(test::all_close(wn.grad(), expected_dw * 2.0, 1e-12));
 }
 

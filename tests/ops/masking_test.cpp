@@ -66,6 +66,26 @@ TEST(Masking, Errors) {
       "masked_fill: mask of shape [2, 3] does not broadcast to shape [3]"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { key_padding_mask({4}, 3); },
                                                  "key_padding_mask: length 4 of sequence 0 is outside 0..3"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { key_padding_mask({2, -1}, 3); },
+                                                 "key_padding_mask: length -1 of sequence 1 is outside 0..3"));
+}
+
+// The masks come from the backend: the naive loops give the same bytes, and really run.
+TEST(Masking, NaiveBackendBuildsTheSameMasks) {
+  Tensor a = from_vector<bool>({true, false, true}, {3, 1});
+  Tensor b = from_vector<bool>({true, true, false, false}, {1, 4});
+  std::vector<std::vector<bool>> fast = {causal_mask(3, 5).to_vector<bool>(), causal_mask(5, 3).to_vector<bool>(),
+                                         key_padding_mask({0, 2, 4}, 4).to_vector<bool>(),
+                                         logical_not(a).to_vector<bool>(), logical_and(a, b).to_vector<bool>()};
+  testing::CountCalls counting;
+  KernelGuard naive(Kernels::Naive);
+  std::vector<std::vector<bool>> loops = {causal_mask(3, 5).to_vector<bool>(), causal_mask(5, 3).to_vector<bool>(),
+                                          key_padding_mask({0, 2, 4}, 4).to_vector<bool>(),
+                                          logical_not(a).to_vector<bool>(), logical_and(a, b).to_vector<bool>()};
+  EXPECT_GE(counting.naive(), 5);
+  EXPECT_EQ(loops, fast);
+  EXPECT_EQ(causal_mask(0, 4).numel(), 0);
+  EXPECT_EQ(key_padding_mask({}, 3).shape(), (Shape{0, 1, 1, 3}));
 }
 
 TEST(Masking, MaskedFillMethodIsTheFreeFunction) {
