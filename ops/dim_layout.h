@@ -1,7 +1,7 @@
 // A tensor seen around one of its dims. Shape [s0, ..., s(d-1), n, s(d+1), ...] is viewed as
 // [outer, n, inner], where outer is the product of the sizes before dim d and inner the
 // product after it, so element (o, k, i) sits at offset (o * n + k) * inner + i. Reductions,
-// softmax, slicing and concatenation all loop over this view.
+// softmax, slicing and concatenation all hand this view to their kernels.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "../autograd/dispatch.h"
 #include "../autograd/tensor.h"
+#include "../kernels/table.h"
 
 namespace ag {
 
@@ -17,7 +18,8 @@ struct DimLayout {
   Shape kept;     // the shape with size 1 at dim (a keepdim result)
   Shape reduced;  // the shape without dim
 
-  std::int64_t at(std::int64_t o, std::int64_t k, std::int64_t i) const { return (o * n + k) * inner + i; }
+  // The view as a kernel takes it (kernels/table.h): element (o, k, i) at (o * n + k) * inner + i.
+  backends::DimSizes sizes() const { return {outer, n, inner}; }
 };
 
 // `dim` may be negative; throws naming `op` when it is out of range.

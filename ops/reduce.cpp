@@ -30,14 +30,12 @@ Layout layout_of_all(const Tensor& x) {
   return l;  // kept and reduced are both [] : a 0-d result
 }
 
-backends::DimSizes sizes(const Layout& l) { return {l.outer, l.n, l.inner}; }
-
 // y[o, i] = sum_k x[o, k, i]   (accumulated in double), by the backend's kernel
 Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape& out_shape) {
   Tensor y = empty(out_shape, x.dtype());
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    current_backend().table<T>().sum_dim(sizes(l), x.data_ptr<T>(), y.mutable_data_ptr<T>());
+    current_backend().table<T>().sum_dim(l.sizes(), x.data_ptr<T>(), y.mutable_data_ptr<T>());
   });
   return y;
 }
@@ -72,7 +70,7 @@ Tensor to_winners(const Tensor& dy, const Tensor& argmax, const DimLayout& l, co
   Tensor dx = zeros(x_shape, dy.dtype());
   dispatch_floating(dy.dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
-    current_backend().table<T>().put_along(sizes(l), dy.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
+    current_backend().table<T>().put_along(l.sizes(), dy.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
                                            dx.mutable_data_ptr<T>());
   });
   return record(
@@ -90,7 +88,7 @@ Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, con
   Tensor y = empty(out_shape, t.dtype());
   dispatch_floating(t.dtype(), "max", [&](auto tag) {
     using T = decltype(tag);
-    current_backend().table<T>().take_along(sizes(l), t.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
+    current_backend().table<T>().take_along(l.sizes(), t.data_ptr<T>(), argmax.data_ptr<std::int64_t>(),
                                             y.mutable_data_ptr<T>());
   });
   return record(
@@ -114,7 +112,7 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
   Tensor argmax = empty(out_shape, kInt64);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);  // the first largest value wins; a NaN beats any number, as in PyTorch
-    current_backend().table<T>().max_dim(sizes(l), x.data_ptr<T>(), y.mutable_data_ptr<T>(),
+    current_backend().table<T>().max_dim(l.sizes(), x.data_ptr<T>(), y.mutable_data_ptr<T>(),
                                          argmax.mutable_data_ptr<std::int64_t>());
   });
   if (indices) *indices = argmax;

@@ -38,8 +38,6 @@ namespace ag {
 
 namespace {
 
-backends::DimSizes sizes(const DimLayout& l) { return {l.outer, l.n, l.inner}; }
-
 // One forward for both, by the backend's kernel: log_softmax when `log` is set. A fully masked
 // row (every logit -inf) has no distribution: it gets zeros (softmax) or -inf (log_softmax), and
 // `any_dead` (when given) says whether there was one. A NaN makes its row NaN.
@@ -48,7 +46,7 @@ Tensor softmax_forward(const char* op, const Tensor& x, const DimLayout& l, bool
   Tensor y = empty_like(x);
   dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    bool dead = current_backend().table<T>().softmax(sizes(l), log, x.data_ptr<T>(), y.mutable_data_ptr<T>());
+    bool dead = current_backend().table<T>().softmax(l.sizes(), log, x.data_ptr<T>(), y.mutable_data_ptr<T>());
     if (any_dead) *any_dead = dead;
   });
   return y;
@@ -61,7 +59,7 @@ Tensor fully_masked_rows(const Tensor& y, const DimLayout& l) {
   bool any = false;
   dispatch_floating(y.dtype(), "log_softmax", [&](auto tag) {
     using T = decltype(tag);
-    any = current_backend().table<T>().dead_rows(sizes(l), y.data_ptr<T>(), dead.mutable_data_ptr<bool>());
+    any = current_backend().table<T>().dead_rows(l.sizes(), y.data_ptr<T>(), dead.mutable_data_ptr<bool>());
   });
   return any ? dead : Tensor();
 }
