@@ -191,10 +191,16 @@ static_assert(static_cast<int>(backends::Scalar::Float32) == static_cast<int>(kF
               static_cast<int>(backends::Scalar::Int64) == static_cast<int>(kInt64) &&
               static_cast<int>(backends::Scalar::Bool) == static_cast<int>(kBool));
 
-// Element-by-element static_cast from one dtype to another, by the backend's convert.
+// Element-by-element static_cast from one dtype to another, by the backend's convert. A float
+// that int64 cannot hold (NaN, an infinity, a number outside [-2^63, 2^63)) is refused, naming
+// the first, rather than given the value the hardware happens to make of it.
 void convert(const Tensor& from, Tensor& to) {
-  current_backend().convert(scalar_of(from.dtype()), scalar_of(to.dtype()), from.numel(), from.raw_data(),
-                            to.mutable_raw_data());
+  std::int64_t bad = current_backend().convert(scalar_of(from.dtype()), scalar_of(to.dtype()), from.numel(),
+                                               from.raw_data(), to.mutable_raw_data());
+  if (bad < 0) return;
+  double value = from.dtype() == kFloat32 ? from.data_ptr<float>()[bad] : from.data_ptr<double>()[bad];
+  throw_invalid("to", "element {} of the {} tensor of shape {} is {}, which int64 cannot hold", bad,
+                dtype_name(from.dtype()), shape_str(from.shape()), value);
 }
 }  // namespace
 

@@ -296,13 +296,15 @@ struct Backend {
   //   copy_along   dst[o, dst_begin + j dst_step, :] = src[o, src_begin + j src_step, :], j < count
   //   permute      y[o] = x[sum_d (o's coordinate d) x_strides[d]] for every element o of y
   //   convert      dst[i] = src[i] as the type `to` (a C++ static_cast), i < n: Tensor::to and
-  //                tensor() (autograd/tensor.cpp)
+  //                tensor() (autograd/tensor.cpp). A float going to int64 must be a number inside
+  //                [-2^63, 2^63) (C++ leaves any other undefined): one that is not is stored as 0,
+  //                and convert returns the index of the first such element, -1 when there is none
   //   arange       dst[i] = start + i step, computed in double and stored as the type `to`, i < n
   //                (autograd/tensor.cpp: arange, the positions of a GPT step)
   //   fill         dst[i] = value as the type `to`, i < n (autograd/tensor.cpp: zeros, ones, full)
   void (*copy_along)(const CopySizes& n, const void* src, void* dst);
   void (*permute)(const PermuteSizes& n, const void* x, void* y);
-  void (*convert)(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
+  std::int64_t (*convert)(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
   void (*arange)(Scalar to, double start, double step, std::int64_t n, void* dst);
   void (*fill)(Scalar to, double value, std::int64_t n, void* dst);
   // --- the boolean masks of ops/masking.cpp, the same for every dtype of what they mask:

@@ -3,7 +3,9 @@
 // width, and convert (one loop per pair of types), arange and fill split across the pool. The naive
 // twins are in kernels/naive/moves.cpp.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../../runtime/parallel.h"
@@ -88,7 +90,18 @@ void with_scalar(Scalar s, F&& f) {
 
 }  // namespace
 
-void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
+// Whether x fits the type D: only a float going to int64 may not (a NaN, an infinity, or a number
+// outside [-2^63, 2^63), whose conversion C++ leaves undefined).
+template <class D, class S>
+bool fits(S x) {
+  if constexpr (std::is_same_v<D, std::int64_t> && std::is_floating_point_v<S>)
+    return x >= S(-0x1p63) && x < S(0x1p63);
+  else
+    return true;
+}
+
+std::int64_t convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
+  std::atomic<std::int64_t> first_bad{n};  // the least index that does not fit, over the chunks
   with_scalar(from, [&](auto s) {
     with_scalar(to, [&](auto d) {
       using S = decltype(s);
@@ -96,10 +109,21 @@ void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst)
       const S* in = static_cast<const S*>(src);
       D* out = static_cast<D*>(dst);
       parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<D>(in[i]);
+        std::int64_t bad = n;
+        for (std::int64_t i = begin; i < end; ++i) {
+          if (fits<D>(in[i])) {
+            out[i] = static_cast<D>(in[i]);
+          } else {
+            out[i] = D(0);
+            bad = std::min(bad, i);
+          }
+        }
+        for (std::int64_t seen = first_bad.load(); bad < seen && !first_bad.compare_exchange_weak(seen, bad);) {
+        }
       });
     });
   });
+  return first_bad.load() == n ? -1 : first_bad.load();
 }
 
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {

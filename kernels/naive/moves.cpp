@@ -2,6 +2,7 @@
 // Elements are moved one at a time as `element` bytes, whatever their dtype; convert moves each
 // into another type, and arange and fill make them.
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "naive.h"
@@ -42,30 +43,44 @@ void permute(const PermuteSizes& n, const void* x, void* y) {
 
 namespace {
 
-// dst[i] = v, as the type `to` names.
+// dst[i] = v, as the type `to` names; false, with 0 stored, for a float int64 cannot hold (a
+// NaN, an infinity, a number outside [-2^63, 2^63): C++ leaves its conversion undefined).
 template <class V>
-void store(Scalar to, void* dst, std::int64_t i, V v) {
+bool store(Scalar to, void* dst, std::int64_t i, V v) {
   switch (to) {
     case Scalar::Float32: static_cast<float*>(dst)[i] = static_cast<float>(v); break;
     case Scalar::Float64: static_cast<double*>(dst)[i] = static_cast<double>(v); break;
-    case Scalar::Int64: static_cast<std::int64_t*>(dst)[i] = static_cast<std::int64_t>(v); break;
+    case Scalar::Int64:
+      if constexpr (std::is_floating_point_v<V>) {
+        if (!(v >= V(-0x1p63) && v < V(0x1p63))) {
+          static_cast<std::int64_t*>(dst)[i] = 0;
+          return false;
+        }
+      }
+      static_cast<std::int64_t*>(dst)[i] = static_cast<std::int64_t>(v);
+      break;
     case Scalar::Bool: static_cast<bool*>(dst)[i] = static_cast<bool>(v); break;
   }
+  return true;
 }
 
 }  // namespace
 
-void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
+std::int64_t convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
   count_call();
+  std::int64_t first_bad = -1;
   for (std::int64_t i = 0; i < n; ++i) {
     // element i read as its own type, then written as the other
+    bool fits = true;
     switch (from) {
-      case Scalar::Float32: store(to, dst, i, static_cast<const float*>(src)[i]); break;
-      case Scalar::Float64: store(to, dst, i, static_cast<const double*>(src)[i]); break;
-      case Scalar::Int64: store(to, dst, i, static_cast<const std::int64_t*>(src)[i]); break;
-      case Scalar::Bool: store(to, dst, i, static_cast<const bool*>(src)[i]); break;
+      case Scalar::Float32: fits = store(to, dst, i, static_cast<const float*>(src)[i]); break;
+      case Scalar::Float64: fits = store(to, dst, i, static_cast<const double*>(src)[i]); break;
+      case Scalar::Int64: fits = store(to, dst, i, static_cast<const std::int64_t*>(src)[i]); break;
+      case Scalar::Bool: fits = store(to, dst, i, static_cast<const bool*>(src)[i]); break;
     }
+    if (!fits && first_bad < 0) first_bad = i;
   }
+  return first_bad;
 }
 
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {

@@ -50,7 +50,7 @@ void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* 
 // moves.cpp: slice, cat and permute's copies, for every dtype; convert, arange and fill
 void copy_along(const CopySizes& n, const void* src, void* dst);
 void permute(const PermuteSizes& n, const void* x, void* y);
-void convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
+std::int64_t convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst);
 void fill(Scalar to, double value, std::int64_t n, void* dst);
 

@@ -130,6 +130,15 @@ TEST(Tensor, AccessErrors) {
   EXPECT_EQ(arange(9e18, 9.3e18, 2e17, kInt64).to_vector<std::int64_t>(),
             (std::vector<std::int64_t>{9000000000000000000, 9200000000000000000}));
   EXPECT_TRUE(std::isnan(full({1}, nan, kFloat64).item()));  // a float holds NaN
+  // and a float tensor with such a value refuses to become int64, naming the first one
+  Tensor has_nan = tensor({1.5, -3, nan, 0x1p64}, {2, 2}, kFloat32);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { has_nan.to(kInt64); }, "to: element 2 of the float32 tensor of shape [2, 2] is nan, which int64 cannot hold"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { tensor({-0x1p63, -0x1p64}, {2}, kFloat64).to(kInt64); },
+      "to: element 1 of the float64 tensor of shape [2] is -1.8446744073709552e+19, which int64 cannot hold"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { full({3}, INFINITY, kFloat64).to(kInt64); },
+                                                 "to: element 0 of the float64 tensor of shape [3] is inf"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor().shape(); }, "shape: called on an undefined tensor"));
 }
 

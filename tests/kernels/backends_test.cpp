@@ -780,7 +780,27 @@ TEST(NaiveBackend, ConvertArangeAndFillByHand) {
     b->convert(Scalar::Float64, Scalar::Int64, static_cast<std::int64_t>(run.size()), run.data(), truncated.data());
     for (std::size_t i = 0; i < run.size(); i += 997)
       EXPECT_EQ(truncated[i], static_cast<std::int64_t>(i) - (i <= 65536 ? 65536 : 65537)) << i;
-    b->convert(Scalar::Float64, Scalar::Int64, 0, nullptr, nullptr);  // nothing to convert
+    EXPECT_EQ(b->convert(Scalar::Float64, Scalar::Int64, 0, nullptr, nullptr), -1);  // nothing to convert
+    // A float int64 cannot hold is stored as 0 and the first such index returned: NaN, an
+    // infinity, 2^63 (one past the largest int64); -2^63 fits. In the long run, elements 30,001
+    // and 100,000 go bad, one in each half the pool splits it into: 30,001 is the first, whichever
+    // half finishes first.
+    const double edges[] = {-0x1p63, 5.5, nan, std::numeric_limits<double>::infinity(), 0x1p63};
+    std::int64_t edge_ints[5];
+    EXPECT_EQ(b->convert(Scalar::Float64, Scalar::Int64, 5, edges, edge_ints), 2);
+    EXPECT_EQ(std::vector<std::int64_t>(edge_ints, edge_ints + 5),
+              (std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min(), 5, 0, 0, 0}));
+    const float big_float = 0x1p70f;
+    EXPECT_EQ(b->convert(Scalar::Float32, Scalar::Int64, 1, &big_float, edge_ints), 0);
+    EXPECT_EQ(b->convert(Scalar::Float64, Scalar::Float32, 5, edges, as_float), -1);  // every float holds these
+    run[100000] = -nan;
+    run[30001] = 1e300;
+    EXPECT_EQ(b->convert(Scalar::Float64, Scalar::Int64, static_cast<std::int64_t>(run.size()), run.data(),
+                         truncated.data()),
+              30001);
+    EXPECT_EQ(truncated[30001], 0);
+    EXPECT_EQ(truncated[100000], 0);
+    EXPECT_EQ(truncated[100001], 100001 - 65537);
     // arange: start + i step in double, then stored as the type, so int64 truncates each value
     float steps[5];
     b->arange(Scalar::Float32, 0.5, -0.25, 5, steps);
