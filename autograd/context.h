@@ -51,7 +51,8 @@ inline constexpr std::uint8_t kNaiveKernels = 2;
 // The backend whose kernels compute what the calling thread runs now: the plain loops of
 // kernels/naive/ under Kernels::Naive, else the cpu backend's (also under Kernels::Reference, for
 // the primitive ops the reference twins are made of). Read by every op, and by the core itself
-// for the elements it computes: the backward pass's sums of gradients (engine.cpp) and the
-// conversions of Tensor::to and tensor() (tensor.cpp).
+// for the elements it computes: the backward pass's sums of gradients (engine.cpp), and the
+// conversions of Tensor::to and tensor(), arange and the fills of zeros, ones and full
+// (tensor.cpp).
 const backends::Backend& current_backend();
 }  // namespace ag
