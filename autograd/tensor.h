@@ -206,6 +206,19 @@ class Tensor {
   Tensor squeeze(std::int64_t dim) const;
   Tensor broadcast_to(const Shape& shape) const;
   Tensor matmul(const Tensor& other) const;
+  // The comparisons of ops/binary.h, a bool tensor each (also as operators: x == y, x < 0.5).
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
 
   // --- in place ---------------------------------------------------------------------------
   // this += other and this -= other, other broadcasting to this tensor's shape and dtype. Never

@@ -81,6 +81,9 @@ enum class Arithmetic { Add, Sub, Mul, Div };
 // The two logical ops of ops/masking.cpp on bool elements: Not reads a alone.
 enum class Logical { Not, And };
 
+// The six comparisons of ops/binary.cpp, each giving a bool: ==, !=, <, <=, >, >=.
+enum class Comparison { Eq, Ne, Lt, Le, Gt, Ge };
+
 // The element types convert moves between, one for each of ag::DType's (autograd/dtype.h), in
 // its order: float, double, std::int64_t, bool.
 enum class Scalar { Float32, Float64, Int64, Bool };
@@ -92,7 +95,7 @@ struct BroadcastSizes {
   std::size_t rank;
   const std::int64_t* shape;
   const std::int64_t* a_strides;
-  const std::int64_t* b_strides;  // only for arithmetic
+  const std::int64_t* b_strides;  // only for arithmetic and compare
 };
 
 // A tensor seen along one dim as [outer, n, inner] (ops/dim_layout.h): outer is the product of
@@ -316,6 +319,17 @@ struct Backend {
   void (*causal_mask)(std::int64_t tq, std::int64_t tk, bool* y);
   void (*key_padding_mask)(std::int64_t b, std::int64_t t, const std::int64_t* lengths, bool* y);
   void (*logical)(Logical op, std::int64_t n, const bool* a, const bool* b, bool* y);
+  // --- the comparisons of ops/binary.cpp, on two inputs of one element type, with broadcasting:
+  //   compare   y[o] = a[ia] op b[ib] for every element o of the shape, ia and ib as in arithmetic,
+  //             a and b of the type `type`. IEEE's rules: -0 equals 0, and a NaN is unequal to
+  //             everything, itself included (Ne true, the five others false); bool orders false
+  //             before true.
+  void (*compare)(Comparison op, Scalar type, const BroadcastSizes& n, const void* a, const void* b, bool* y);
+  // --- sum over one dim of bool or int64 elements (ops/reduce.cpp), exact, in int64:
+  //   sum_integers   y[o, i] = sum_k x[o, k, i], x bool (a count of the true ones) or int64 (`type`).
+  //                  Returns the first lane o * inner + i whose sum passes int64's range (its y
+  //                  is then meaningless), -1 when none does.
+  std::int64_t (*sum_integers)(Scalar type, const DimSizes& n, const void* x, std::int64_t* y);
   Table<float> f32;
   Table<double> f64;
 

@@ -1,4 +1,4 @@
-// Binary arithmetic with broadcasting.
+// Binary arithmetic with broadcasting, and the comparisons (at the end of the file).
 //
 // Broadcasting copies an input along some dims, so by the chain rule the gradient of that
 // input is the sum of the output's gradient over those same dims: sum_to undoes the shape
@@ -11,6 +11,7 @@
 #include "binary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "../autograd/dispatch.h"
@@ -237,5 +238,101 @@ Tensor& update_in_place(const char* op, Tensor& self, const Tensor& other, Tenso
 
 Tensor& Tensor::add_(const Tensor& other) { return update_in_place("add_", *this, other, ag::add); }
 Tensor& Tensor::sub_(const Tensor& other) { return update_in_place("sub_", *this, other, ag::sub); }
+
+// --- the comparisons (binary.h) ---------------------------------------------------------------
+//
+//   y[o] = a[ia] op b[ib]      op one of == != < <= > >=,  y bool,  the loop the backend's compare
+//
+// No rule is recorded: the result is constant between the points where it jumps, so its
+// derivative is 0 wherever it has one, and a bool carries no gradient.
+namespace {
+
+using backends::Comparison;
+
+Tensor compare(const char* op, Comparison which, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  if (a.dtype() != b.dtype()) {
+    // The hint names the type that holds both: a float over int64, int64 over bool.
+    DType wider = is_floating(a.dtype()) ? a.dtype() : is_floating(b.dtype()) ? b.dtype() : kInt64;
+    throw_invalid(op,
+                  "dtypes differ: {} with shape {} and {} with shape {} (compare tensors of one dtype: convert one "
+                  "with .to({}))",
+                  dtype_name(a.dtype()), shape_str(a.shape()), dtype_name(b.dtype()), shape_str(b.shape()),
+                  dtype_constant(wider));
+  }
+  profile::Scope scope(profile::Family::Elementwise);
+  Shape shape = broadcast_shapes(op, a.shape(), b.shape());
+  Tensor y = detail::empty_for(op, shape, kBool);
+  if (y.numel() == 0) return y;  // nothing to compare (and the other sizes may be huge)
+  auto sa = broadcast_strides(a.shape(), shape), sb = broadcast_strides(b.shape(), shape);
+  // ag::DType and backends::Scalar list the same types in the same order (kernels/table.h).
+  current_backend().compare(which, static_cast<backends::Scalar>(a.dtype()), broadcast_sizes(shape, sa, &sb),
+                            a.raw_data(), b.raw_data(), y.mutable_data_ptr<bool>());
+  return y;
+}
+
+// A number as a 0-d tensor of `like`'s dtype: rounded to a float dtype, or, for int64 and bool,
+// only a number that dtype holds exactly.
+Tensor number_to_compare(const char* op, double v, const Tensor& like) {
+  check_defined(op, like);
+  DType dtype = like.dtype();
+  if (dtype == kInt64 && !(std::trunc(v) == v && v >= -0x1p63 && v < 0x1p63))
+    throw_invalid(op,
+                  "{} is not an int64 value, so an int64 tensor (shape {}) cannot be compared with it exactly; "
+                  "compare x.to(ag::kFloat64) instead",
+                  v, shape_str(like.shape()));
+  if (dtype == kBool && v != 0.0 && v != 1.0)
+    throw_invalid(op, "a bool tensor (shape {}) compares with 0 or 1 only, got {}", shape_str(like.shape()), v);
+  return scalar(v, dtype);
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", Comparison::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", Comparison::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", Comparison::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", Comparison::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", Comparison::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", Comparison::Ge, a, b); }
+Tensor eq(const Tensor& a, double b) { return eq(a, number_to_compare("eq", b, a)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, number_to_compare("ne", b, a)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, number_to_compare("lt", b, a)); }
+Tensor le(const Tensor& a, double b) { return le(a, number_to_compare("le", b, a)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, number_to_compare("gt", b, a)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, number_to_compare("ge", b, a)); }
+
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
+Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
+// A number first: the same comparison read from the other side (a < x is x > a).
+Tensor operator==(double a, const Tensor& b) { return eq(b, a); }
+Tensor operator!=(double a, const Tensor& b) { return ne(b, a); }
+Tensor operator<(double a, const Tensor& b) { return gt(b, a); }
+Tensor operator<=(double a, const Tensor& b) { return ge(b, a); }
+Tensor operator>(double a, const Tensor& b) { return lt(b, a); }
+Tensor operator>=(double a, const Tensor& b) { return le(b, a); }
+
+Tensor Tensor::eq(const Tensor& other) const { return ag::eq(*this, other); }
+Tensor Tensor::ne(const Tensor& other) const { return ag::ne(*this, other); }
+Tensor Tensor::lt(const Tensor& other) const { return ag::lt(*this, other); }
+Tensor Tensor::le(const Tensor& other) const { return ag::le(*this, other); }
+Tensor Tensor::gt(const Tensor& other) const { return ag::gt(*this, other); }
+Tensor Tensor::ge(const Tensor& other) const { return ag::ge(*this, other); }
+Tensor Tensor::eq(double other) const { return ag::eq(*this, other); }
+Tensor Tensor::ne(double other) const { return ag::ne(*this, other); }
+Tensor Tensor::lt(double other) const { return ag::lt(*this, other); }
+Tensor Tensor::le(double other) const { return ag::le(*this, other); }
+Tensor Tensor::gt(double other) const { return ag::gt(*this, other); }
+Tensor Tensor::ge(double other) const { return ag::ge(*this, other); }
 
 }  // namespace ag

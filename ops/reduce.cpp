@@ -40,9 +40,30 @@ Tensor sum_kernel(const char* op, const Tensor& x, const Layout& l, const Shape&
   return y;
 }
 
+// The sum of a bool tensor (a count of the true ones) or an int64 one: int64, exact, by the
+// backend's kernel; a sum past int64's range is refused. The mean is that sum over n, float32.
+// Not differentiable: no node is recorded.
+Tensor sum_exactly(const char* op, const Tensor& x, const Layout& l, bool keepdim, bool is_mean) {
+  profile::Scope scope(profile::Family::Reduction);
+  if (is_mean && l.n == 0) throw_invalid(op, "mean over an empty dim (shape {})", shape_str(x.shape()));
+  Tensor y = empty(keepdim ? l.kept : l.reduced, kInt64);
+  // ag::DType and backends::Scalar list the same types in the same order (kernels/table.h).
+  std::int64_t bad = y.numel() == 0
+                         ? -1
+                         : current_backend().sum_integers(static_cast<backends::Scalar>(x.dtype()), l.sizes(),
+                                                          x.raw_data(), y.mutable_data_ptr<std::int64_t>());
+  if (bad >= 0)
+    throw_invalid(op, "sum {} of the int64 tensor of shape {} passes int64's range (sum x.to(ag::kFloat64) instead)",
+                  bad, shape_str(x.shape()));
+  if (!is_mean) return y;
+  return (y.to(kFloat64) / static_cast<double>(l.n)).to(kFloat32);
+}
+
 // y = sum_k x_k:     dx_k = dy   (dy copied back along the reduced dim)     ẏ = sum_k ẋ_k
 // y = mean_k x_k:    dx_k = dy / n                                          ẏ = mean_k ẋ_k
 Tensor sum_or_mean(const char* op, const Tensor& x, const Layout& l, bool keepdim, bool is_mean) {
+  check_defined(op, x);
+  if (x.dtype() == kInt64 || x.dtype() == kBool) return sum_exactly(op, x, l, keepdim, is_mean);
   profile::Scope scope(profile::Family::Reduction);
   check_floating(op, x);
   Tensor y = sum_kernel(op, x, l, keepdim ? l.kept : l.reduced);
@@ -129,19 +150,19 @@ Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, 
 }  // namespace
 
 Tensor sum(const Tensor& x) {
-  check_floating("sum", x);
+  check_defined("sum", x);
   return sum_or_mean("sum", x, layout_of_all(x), false, false);
 }
 Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim) {
-  check_floating("sum", x);
+  check_defined("sum", x);
   return sum_or_mean("sum", x, layout_of("sum", x, dim), keepdim, false);
 }
 Tensor mean(const Tensor& x) {
-  check_floating("mean", x);
+  check_defined("mean", x);
   return sum_or_mean("mean", x, layout_of_all(x), false, true);
 }
 Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim) {
-  check_floating("mean", x);
+  check_defined("mean", x);
   return sum_or_mean("mean", x, layout_of("mean", x, dim), keepdim, true);
 }
 Tensor max(const Tensor& x) {

@@ -5,6 +5,9 @@
 
 namespace ag {
 
+// sum and mean of a float tensor keep its dtype. Of a bool tensor (a count of the true ones) or
+// an int64 one, the sum is int64, exact (a sum past int64's range is refused), and the mean is
+// float32, what an accuracy is (PyTorch refuses a mean of integers); neither has a gradient.
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& x);

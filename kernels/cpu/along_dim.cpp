@@ -1,4 +1,5 @@
-// The cpu backend's loops along one dim of the [outer, n, inner] view (kernels/table.h): sum, max,
+// The cpu backend's loops along one dim of the [outer, n, inner] view (kernels/table.h): sum (and
+// the exact sum of bool and int64 elements), max,
 // the gathers of max's winners, softmax, and masked_fill. The math of each is at the top of
 // ops/reduce.cpp, ops/softmax.cpp and ops/masking.cpp; the naive twins are in
 // kernels/naive/along_dim.cpp.
@@ -35,6 +36,9 @@ std::int64_t at(const DimSizes& n, std::int64_t o, std::int64_t k, std::int64_t 
   return (o * n.n + k) * n.inner + i;
 }
 
+// A 128-bit integer (GCC's and Clang's), for int64 sums that must not wrap.
+__extension__ typedef __int128 Wide;
+
 }  // namespace
 
 template <class T>
@@ -44,6 +48,32 @@ void sum_dim(const DimSizes& n, const T* x, T* y) {
     for (std::int64_t k = 0; k < n.n; ++k) acc += x[at(n, o, k, i)];
     y[o * n.inner + i] = static_cast<T>(acc);
   });
+}
+
+std::int64_t sum_integers(Scalar type, const DimSizes& n, const void* x, std::int64_t* y) {
+  std::atomic<std::int64_t> first_bad{-1};  // the least lane whose sum overflows, over the threads
+  auto note = [&](std::int64_t lane) {
+    for (std::int64_t seen = first_bad.load();
+         (seen < 0 || lane < seen) && !first_bad.compare_exchange_weak(seen, lane);) {
+    }
+  };
+  if (type == Scalar::Bool) {  // a count of at most n: it cannot overflow
+    const bool* b = static_cast<const bool*>(x);
+    each_lane(n, [&](std::int64_t o, std::int64_t i) {
+      std::int64_t count = 0;
+      for (std::int64_t k = 0; k < n.n; ++k) count += b[at(n, o, k, i)];
+      y[o * n.inner + i] = count;
+    });
+  } else {
+    const std::int64_t* v = static_cast<const std::int64_t*>(x);
+    each_lane(n, [&](std::int64_t o, std::int64_t i) {
+      Wide total = 0;  // n values under 2^63 each: the sum stays under 2^126
+      for (std::int64_t k = 0; k < n.n; ++k) total += v[at(n, o, k, i)];
+      y[o * n.inner + i] = static_cast<std::int64_t>(total);
+      if (total != y[o * n.inner + i]) note(o * n.inner + i);
+    });
+  }
+  return first_bad.load();
 }
 
 template <class T>

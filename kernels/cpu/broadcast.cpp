@@ -1,5 +1,6 @@
 // The broadcast loops of ops/binary.cpp (kernels/table.h): arithmetic on two inputs read through
-// broadcast strides, broadcast_to and sum_to. The naive twins are in kernels/naive/broadcast.cpp.
+// broadcast strides, broadcast_to, sum_to, and the comparisons (the same walk, a bool out). The
+// naive twins are in kernels/naive/broadcast.cpp.
 //
 // One walk serves all three: an odometer over every dim but the last, with the last dim a plain
 // inner loop, so an input's offset is updated by one addition per element rather than
@@ -51,8 +52,8 @@ bool plain(const BroadcastSizes& n, const std::int64_t* strides) {
   return true;
 }
 
-template <class T, class F>
-void apply(const BroadcastSizes& n, const T* a, const T* b, T* y, F f) {
+template <class T, class Y, class F>
+void apply(const BroadcastSizes& n, const T* a, const T* b, Y* y, F f) {
   std::int64_t total = element_count(n);
   if (total == 0) return;
   if (plain(n, n.a_strides) && plain(n, n.b_strides)) {  // the same shape: one flat loop
@@ -84,6 +85,32 @@ void broadcast(const BroadcastSizes& n, const T* x, T* y) {
 template <class T>
 void sum_broadcast(const BroadcastSizes& n, const T* g, T* y) {
   for_each_broadcast(n, [&](std::int64_t o, std::int64_t iy, std::int64_t) { y[iy] += g[o]; });
+}
+
+namespace {
+
+template <class T>
+void compare_as(Comparison op, const BroadcastSizes& n, const T* a, const T* b, bool* y) {
+  switch (op) {
+    case Comparison::Eq: return apply(n, a, b, y, [](T u, T v) { return u == v; });
+    case Comparison::Ne: return apply(n, a, b, y, [](T u, T v) { return u != v; });
+    case Comparison::Lt: return apply(n, a, b, y, [](T u, T v) { return u < v; });
+    case Comparison::Le: return apply(n, a, b, y, [](T u, T v) { return u <= v; });
+    case Comparison::Gt: return apply(n, a, b, y, [](T u, T v) { return u > v; });
+    case Comparison::Ge: return apply(n, a, b, y, [](T u, T v) { return u >= v; });
+  }
+}
+
+}  // namespace
+
+void compare(Comparison op, Scalar type, const BroadcastSizes& n, const void* a, const void* b, bool* y) {
+  switch (type) {
+    case Scalar::Float32: return compare_as(op, n, static_cast<const float*>(a), static_cast<const float*>(b), y);
+    case Scalar::Float64: return compare_as(op, n, static_cast<const double*>(a), static_cast<const double*>(b), y);
+    case Scalar::Int64:
+      return compare_as(op, n, static_cast<const std::int64_t*>(a), static_cast<const std::int64_t*>(b), y);
+    case Scalar::Bool: return compare_as(op, n, static_cast<const bool*>(a), static_cast<const bool*>(b), y);
+  }
 }
 
 template void arithmetic(Arithmetic, const BroadcastSizes&, const float*, const float*, float*);

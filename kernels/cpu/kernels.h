@@ -51,6 +51,12 @@ void causal_mask(std::int64_t tq, std::int64_t tk, bool* y);
 void key_padding_mask(std::int64_t b, std::int64_t t, const std::int64_t* lengths, bool* y);
 void logical(Logical op, std::int64_t n, const bool* a, const bool* b, bool* y);
 
+// broadcast.cpp, beside arithmetic: the comparisons of ops/binary.cpp, for every dtype
+void compare(Comparison op, Scalar type, const BroadcastSizes& n, const void* a, const void* b, bool* y);
+
+// along_dim.cpp, beside sum_dim: the exact sum of bool or int64 elements
+std::int64_t sum_integers(Scalar type, const DimSizes& n, const void* x, std::int64_t* y);
+
 // gelu.cpp. The loops on one thread (linear_gelu runs them on each band it computed), and the
 // bf16 form, whose Phi is accurate to a relative 3e-5 only: its output and slope are rounded to
 // bf16 next (fast::normal_bf16).

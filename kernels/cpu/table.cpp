@@ -90,6 +90,8 @@ const Backend& cpu_backend() {
                                .causal_mask = cpu::causal_mask,
                                .key_padding_mask = cpu::key_padding_mask,
                                .logical = cpu::logical,
+                               .compare = cpu::compare,
+                               .sum_integers = cpu::sum_integers,
                                .f32 = cpu_table<float>(),
                                .f64 = cpu_table<double>()};
   return backend;

@@ -2,7 +2,7 @@
 // kernels/cpu/along_dim.cpp. The tensor is seen as [outer, n, inner]: for every lane (o, i), the
 // n values x[o, 0, i], ..., x[o, n-1, i] sit `inner` apart.
 //
-//   sum      y[o, i] = x[o, 0, i] + ... + x[o, n-1, i]
+//   sum      y[o, i] = x[o, 0, i] + ... + x[o, n-1, i]   (also exactly, for bool and int64 x)
 //   max      y[o, i] = the largest of them (a NaN wins), index[o, i] = where it is
 //   softmax  y[o, k, i] = exp(x[o, k, i] - m) / sum_j exp(x[o, j, i] - m), m the lane's max
 #include <cmath>
@@ -11,6 +11,11 @@
 #include "naive.h"
 
 namespace ag::backends::naive {
+
+namespace {
+// A 128-bit integer (GCC's and Clang's), for int64 sums that must not wrap.
+__extension__ typedef __int128 Wide;
+}  // namespace
 
 template <class T>
 void sum_dim(const DimSizes& n, const T* x, T* y) {
@@ -21,6 +26,25 @@ void sum_dim(const DimSizes& n, const T* x, T* y) {
       for (std::int64_t k = 0; k < n.n; ++k) total += x[(o * n.n + k) * n.inner + i];
       y[o * n.inner + i] = static_cast<T>(total);
     }
+}
+
+std::int64_t sum_integers(Scalar type, const DimSizes& n, const void* x, std::int64_t* y) {
+  count_call();
+  std::int64_t first_bad = -1;
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t i = 0; i < n.inner; ++i) {
+      Wide total = 0;  // 128 bits: n values under 2^63 each cannot pass 2^126
+      for (std::int64_t k = 0; k < n.n; ++k) {
+        std::int64_t at = (o * n.n + k) * n.inner + i;
+        if (type == Scalar::Bool)
+          total += static_cast<const bool*>(x)[at];
+        else
+          total += static_cast<const std::int64_t*>(x)[at];
+      }
+      y[o * n.inner + i] = static_cast<std::int64_t>(total);
+      if (total != y[o * n.inner + i] && first_bad < 0) first_bad = o * n.inner + i;  // past int64's range
+    }
+  return first_bad;
 }
 
 template <class T>

@@ -4,6 +4,7 @@
 // kernels/cpu/broadcast.cpp.
 //
 //   arithmetic:  y[o] = a[ia] op b[ib]      broadcast_to:  y[o] = x[ix]      sum_to:  y[iy] += g[o]
+//   compare (ops/binary.cpp):  y[o] = a[ia] op b[ib], a bool
 #include "naive.h"
 
 namespace ag::backends::naive {
@@ -50,6 +51,37 @@ void sum_broadcast(const BroadcastSizes& n, const T* g, T* y) {
   count_call();
   const std::int64_t total = element_count(n);
   for (std::int64_t o = 0; o < total; ++o) y[offset(n, n.a_strides, o)] += g[o];
+}
+
+namespace {
+
+template <class T>
+void compare_as(Comparison op, const BroadcastSizes& n, const T* a, const T* b, bool* y) {
+  const std::int64_t total = element_count(n);
+  for (std::int64_t o = 0; o < total; ++o) {
+    T u = a[offset(n, n.a_strides, o)], v = b[offset(n, n.b_strides, o)];
+    switch (op) {
+      case Comparison::Eq: y[o] = u == v; break;
+      case Comparison::Ne: y[o] = u != v; break;
+      case Comparison::Lt: y[o] = u < v; break;
+      case Comparison::Le: y[o] = u <= v; break;
+      case Comparison::Gt: y[o] = u > v; break;
+      case Comparison::Ge: y[o] = u >= v; break;
+    }
+  }
+}
+
+}  // namespace
+
+void compare(Comparison op, Scalar type, const BroadcastSizes& n, const void* a, const void* b, bool* y) {
+  count_call();
+  switch (type) {
+    case Scalar::Float32: return compare_as(op, n, static_cast<const float*>(a), static_cast<const float*>(b), y);
+    case Scalar::Float64: return compare_as(op, n, static_cast<const double*>(a), static_cast<const double*>(b), y);
+    case Scalar::Int64:
+      return compare_as(op, n, static_cast<const std::int64_t*>(a), static_cast<const std::int64_t*>(b), y);
+    case Scalar::Bool: return compare_as(op, n, static_cast<const bool*>(a), static_cast<const bool*>(b), y);
+  }
 }
 
 // The two precisions of the table (table.cpp).

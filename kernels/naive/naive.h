@@ -59,6 +59,12 @@ void causal_mask(std::int64_t tq, std::int64_t tk, bool* y);
 void key_padding_mask(std::int64_t b, std::int64_t t, const std::int64_t* lengths, bool* y);
 void logical(Logical op, std::int64_t n, const bool* a, const bool* b, bool* y);
 
+// broadcast.cpp, beside arithmetic: the comparisons of ops/binary.cpp, for every dtype
+void compare(Comparison op, Scalar type, const BroadcastSizes& n, const void* a, const void* b, bool* y);
+
+// along_dim.cpp, beside sum_dim: the exact sum of bool or int64 elements
+std::int64_t sum_integers(Scalar type, const DimSizes& n, const void* x, std::int64_t* y);
+
 // matmul.cpp
 template <class T>
 void matmul(const Products& products, const ProductSizes& n, const T* a, const T* b, T* c);

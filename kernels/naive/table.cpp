@@ -80,6 +80,8 @@ const Backend& naive_backend() {
                                .causal_mask = naive::causal_mask,
                                .key_padding_mask = naive::key_padding_mask,
                                .logical = naive::logical,
+                               .compare = naive::compare,
+                               .sum_integers = naive::sum_integers,
                                .f32 = naive_table<float>(),
                                .f64 = naive_table<double>()};
   return backend;

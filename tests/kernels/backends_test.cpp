@@ -853,6 +853,99 @@ TEST(NaiveBackend, MasksByHand) {
   }
 }
 
+// The comparisons by hand on both backends. a [2, 1] = {1, NaN} against b [3] = {0.5, 1, NaN}
+// broadcasts to [2, 3]; a NaN on either side makes every comparison false but Ne. -0 equals 0.
+// Two int64 values a double cannot tell apart (2^63 - 1 and 2^63 - 2 both round to 2^63) stay
+// apart. false orders before true. A long same-shape run (split across the pool on the cpu
+// backend) is checked element by element against C++'s own operators.
+TEST(NaiveBackend, CompareByHand) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<std::pair<Comparison, std::vector<bool>>> expected = {
+      {Comparison::Eq, {0, 1, 0, 0, 0, 0}}, {Comparison::Ne, {1, 0, 1, 1, 1, 1}}, {Comparison::Lt, {0, 0, 0, 0, 0, 0}},
+      {Comparison::Le, {0, 1, 0, 0, 0, 0}}, {Comparison::Gt, {1, 0, 0, 0, 0, 0}}, {Comparison::Ge, {1, 1, 0, 0, 0, 0}},
+  };
+  for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(b->name);
+    const std::int64_t shape[] = {2, 3}, a_strides[] = {1, 0}, b_strides[] = {0, 1};
+    const BroadcastSizes grid{2, shape, a_strides, b_strides};
+    const double a64[] = {1, nan}, b64[] = {0.5, 1, nan};
+    const float a32[] = {1, static_cast<float>(nan)}, b32[] = {0.5f, 1, static_cast<float>(nan)};
+    for (const auto& [op, want] : expected) {
+      SCOPED_TRACE(static_cast<int>(op));
+      bool y[6];
+      b->compare(op, Scalar::Float64, grid, a64, b64, y);
+      EXPECT_EQ(std::vector<bool>(y, y + 6), want);
+      b->compare(op, Scalar::Float32, grid, a32, b32, y);
+      EXPECT_EQ(std::vector<bool>(y, y + 6), want);
+    }
+    const BroadcastSizes one{0, nullptr, nullptr, nullptr};  // 0-d against 0-d
+    const float minus_zero = -0.0f, zero = 0.0f;
+    bool y = false;
+    b->compare(Comparison::Eq, Scalar::Float32, one, &minus_zero, &zero, &y);
+    EXPECT_TRUE(y);
+    b->compare(Comparison::Lt, Scalar::Float32, one, &minus_zero, &zero, &y);
+    EXPECT_FALSE(y);
+    const std::int64_t top = std::numeric_limits<std::int64_t>::max(), below = top - 1;
+    b->compare(Comparison::Gt, Scalar::Int64, one, &top, &below, &y);
+    EXPECT_TRUE(y);
+    b->compare(Comparison::Eq, Scalar::Int64, one, &top, &below, &y);
+    EXPECT_FALSE(y);
+    const bool no = false, yes = true;
+    b->compare(Comparison::Lt, Scalar::Bool, one, &no, &yes, &y);
+    EXPECT_TRUE(y);
+    b->compare(Comparison::Ge, Scalar::Bool, one, &no, &yes, &y);
+    EXPECT_FALSE(y);
+    const std::int64_t empty_shape[] = {3, 0}, unit[] = {0, 1};
+    b->compare(Comparison::Eq, Scalar::Float64, {2, empty_shape, unit, unit}, nullptr, nullptr, nullptr);  // none
+    const std::int64_t n = (1 << 17) + 3, flat[] = {1};
+    std::vector<std::int64_t> u(n), v(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      u[i] = i % 5 - 2;
+      v[i] = i % 3 - 1;
+    }
+    std::unique_ptr<bool[]> out(new bool[n]);
+    const BroadcastSizes run{1, &n, flat, flat};
+    b->compare(Comparison::Le, Scalar::Int64, run, u.data(), v.data(), out.get());
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], u[i] <= v[i]) << i;
+  }
+}
+
+// The exact sums of bool and int64 elements by hand, on both backends: a count along either dim
+// of a [2, 3] bool; an int64 lane whose partial sum passes 2^63 - 1 and comes back (exact); a lane
+// whose sum does not fit (reported). On a long run of lanes (split across the pool on the cpu
+// backend), lanes 40,000 and 50,000 overflow: 40,000 is reported, whichever thread meets it.
+TEST(NaiveBackend, SumIntegersByHand) {
+  for (const Backend* b : {&naive_backend(), &cpu_backend()}) {
+    SCOPED_TRACE(b->name);
+    const bool flags[] = {1, 0, 1, 1, 1, 1};
+    std::int64_t rows[2], cols[3];
+    EXPECT_EQ(b->sum_integers(Scalar::Bool, {2, 3, 1}, flags, rows), -1);
+    EXPECT_EQ(std::vector<std::int64_t>(rows, rows + 2), (std::vector<std::int64_t>{2, 3}));
+    EXPECT_EQ(b->sum_integers(Scalar::Bool, {1, 2, 3}, flags, cols), -1);
+    EXPECT_EQ(std::vector<std::int64_t>(cols, cols + 3), (std::vector<std::int64_t>{2, 1, 2}));
+    const std::int64_t top = std::numeric_limits<std::int64_t>::max(), bottom = std::numeric_limits<std::int64_t>::min();
+    const std::int64_t back[] = {top, 1, -2}, over[] = {5, -5, bottom, -1};
+    std::int64_t sum[2];
+    EXPECT_EQ(b->sum_integers(Scalar::Int64, {1, 3, 1}, back, sum), -1);
+    EXPECT_EQ(sum[0], top - 1);
+    EXPECT_EQ(b->sum_integers(Scalar::Int64, {2, 2, 1}, over, sum), 1);  // lane 1: -2^63 - 1
+    EXPECT_EQ(sum[0], 0);
+    const std::int64_t lanes = 1 << 16;
+    std::vector<std::int64_t> x(3 * lanes), y(lanes);
+    for (std::int64_t j = 0; j < lanes; ++j) {
+      x[3 * j] = j;
+      x[3 * j + 1] = -j;
+      x[3 * j + 2] = j == 40000 || j == 50000 ? top : j;
+    }
+    for (std::int64_t j : {40000, 50000}) x[3 * j] = x[3 * j + 1] = 1;  // 2 + (2^63 - 1)
+    EXPECT_EQ(b->sum_integers(Scalar::Int64, {lanes, 3, 1}, x.data(), y.data()), 40000);
+    for (std::int64_t j = 0; j < lanes; j += 991) {
+      if (j == 40000 || j == 50000) continue;
+      ASSERT_EQ(y[j], j) << j;
+    }
+  }
+}
+
 // SGD's step by hand, w = 1, g = 0.5, lr 0.1, weight decay 0.1, momentum 0.9, dampening 0.5:
 // d = 0.5 + 0.1 = 0.6 and the new buffer takes it, w = 1 - 0.06 = 0.94; a second step with the
 // same g has d = 0.5 + 0.094 = 0.594, buf = 0.54 + 0.297 = 0.837, w = 0.94 - 0.0837 = 0.8563.

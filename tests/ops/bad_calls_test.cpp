@@ -226,8 +226,16 @@ std::vector<BadCall> arithmetic_rows() {
        [] { finite(max(zeros({1}))); }},
       {"mean of an empty tensor", [] { mean(zeros(shape(0, 3))); }, "mean: mean over an empty dim (shape [0, 3])",
        [] { finite(mean(zeros(shape(1, 3)))); }},
-      {"sum of int64", [] { sum(arange(3)); }, "sum: expected a float32 or float64 tensor, got int64",
-       [] { finite(sum(f32(3))); }},
+      {"sum of int64 past its range",
+       [] { sum(from_vector<std::int64_t>({std::numeric_limits<std::int64_t>::max(), 1}, {2})); },
+       "sum: sum 0 of the int64 tensor of shape [2] passes int64's range (sum x.to(ag::kFloat64) instead)",
+       [] { EXPECT_EQ(sum(arange(3)).item<std::int64_t>(), 3); }},
+      {"comparison of two dtypes", [] { lt(f32(2, 3), zeros({3}, kFloat64)); },
+       "lt: dtypes differ: float32 with shape [2, 3] and float64 with shape [3]",
+       [] { EXPECT_EQ(lt(f32(2, 3), zeros({3})).dtype(), kBool); }},
+      {"comparison of int64 ids with a fraction", [] { ge(arange(3), 0.5); },
+       "ge: 0.5 is not an int64 value, so an int64 tensor (shape [3]) cannot be compared with it exactly",
+       [] { EXPECT_EQ(ge(arange(3), 1.0).sum().item<std::int64_t>(), 2); }},
       {"argmax of int64", [] { argmax(arange(3), 0); }, "argmax: expected a float32 or float64 tensor, got int64",
        [] {
          EXPECT_EQ(argmax(tensor({1, 3, 2}, {3}), 0).item<std::int64_t>(), 1);

@@ -1,7 +1,9 @@
-// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to, on the fast backend
-// and on the naive one (kernels/naive/broadcast.cpp).
+// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to, and the comparisons,
+// on the fast backend and on the naive one (kernels/naive/broadcast.cpp).
 #include "../../ops/call_counts.h"
 #include "../test_util.h"
+
+#include <limits>
 
 namespace ag {
 namespace {
@@ -156,6 +158,98 @@ TEST(Binary, Errors) {
       },
       "broadcast_to: shapes [3] and [3, 2] cannot be broadcast"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { sum_to(ones({3, 2}), {4}); }, "sum_to: shapes [4] and [3, 2]"));
+}
+
+// The comparisons by hand: a bool result, broadcasting, NaN unequal to everything, a number on
+// either side (a < x read as x > a), and the accuracy count of an evaluation loop.
+TEST(Compare, ValuesByHand) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = tensor({1, nan, 3}, {3}, dtype), col = tensor({1, 3}, {2, 1}, dtype);
+    Tensor y = x == col;  // [2, 3]: {1, NaN, 3} == 1, then == 3
+    EXPECT_EQ(y.dtype(), kBool);
+    EXPECT_EQ(y.shape(), (Shape{2, 3}));
+    EXPECT_EQ(y.to_vector<bool>(), (std::vector<bool>{1, 0, 0, 0, 0, 1}));
+    EXPECT_EQ((x != col).to_vector<bool>(), (std::vector<bool>{0, 1, 1, 1, 1, 0}));
+    EXPECT_EQ((x < 2.0).to_vector<bool>(), (std::vector<bool>{1, 0, 0}));
+    EXPECT_EQ((x <= 1.0).to_vector<bool>(), (std::vector<bool>{1, 0, 0}));
+    EXPECT_EQ((x > 1.0).to_vector<bool>(), (std::vector<bool>{0, 0, 1}));
+    EXPECT_EQ((x >= 3.0).to_vector<bool>(), (std::vector<bool>{0, 0, 1}));
+    EXPECT_EQ((2.0 < x).to_vector<bool>(), (std::vector<bool>{0, 0, 1}));  // x > 2
+    EXPECT_EQ((1.0 >= x).to_vector<bool>(), (std::vector<bool>{1, 0, 0}));  // x <= 1
+    EXPECT_EQ((nan != x).to_vector<bool>(), (std::vector<bool>{1, 1, 1}));
+    EXPECT_EQ(x.eq(x).to_vector<bool>(), (std::vector<bool>{1, 0, 1}));  // NaN is not itself
+    EXPECT_EQ(x.ge(col).to_vector<bool>(), (std::vector<bool>{1, 0, 1, 0, 0, 1}));
+  }
+  // 0.1 is rounded to float32 beside a float32 tensor, as PyTorch does: 0.1f == 0.1 there.
+  EXPECT_TRUE((tensor({0.1}, {1}) == 0.1).to_vector<bool>()[0]);
+  EXPECT_FALSE((tensor({0.1}, {1}, kFloat64) == static_cast<double>(0.1f)).to_vector<bool>()[0]);
+  // int64 compares exactly: 2^53 + 1 and 2^53 are one double, and two int64 values.
+  const std::int64_t big = std::int64_t{1} << 53;
+  Tensor ids = from_vector<std::int64_t>({big + 1, big, -4}, {3});
+  EXPECT_EQ((ids == from_vector<std::int64_t>({big, big, -4}, {3})).to_vector<bool>(), (std::vector<bool>{0, 1, 1}));
+  EXPECT_EQ((ids > 9007199254740992.0).to_vector<bool>(), (std::vector<bool>{1, 0, 0}));
+  EXPECT_EQ((ids.lt(-3.0)).to_vector<bool>(), (std::vector<bool>{0, 0, 1}));
+  Tensor mask = from_vector<bool>({true, false}, {2});
+  EXPECT_EQ((mask == 1.0).to_vector<bool>(), (std::vector<bool>{1, 0}));
+  EXPECT_EQ((mask < from_vector<bool>({true, true}, {2})).to_vector<bool>(), (std::vector<bool>{0, 1}));
+  // The evaluation loop's count: 2 of 3 rows pick their target.
+  Tensor logits = tensor({0.1, 0.9, 0.8, 0.2, 0.3, 0.7}, {3, 2});
+  Tensor correct = logits.argmax(-1) == from_vector<std::int64_t>({1, 0, 0}, {3});
+  EXPECT_EQ(correct.to_vector<bool>(), (std::vector<bool>{1, 1, 0}));
+  // Empty shapes give empty results.
+  EXPECT_EQ((zeros({0, 3}) < zeros({3})).shape(), (Shape{0, 3}));
+}
+
+// A comparison is never part of a graph: its inputs may require grad, its result does not, and
+// no node is recorded (as in PyTorch), in forward mode neither.
+TEST(Compare, HasNoGradient) {
+  Generator gen(3);
+  Tensor x = normal_leaf({2, 3}, gen);
+  Tensor y = x > 0.0;
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_EQ(y.grad_fn(), nullptr);
+  Tensor loss = (x * y.to(kFloat64)).sum();  // relu's value, the mask a constant
+  loss.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), y.to(kFloat64).to_vector<double>());
+}
+
+// The naive backend's loop gives the same bools, and is the one that ran.
+TEST(Compare, NaiveBackendServesIt) {
+  testing::CountCalls counting;
+  Generator gen(8);
+  Tensor a = randn({4, 1, 3}, gen, kFloat64), b = randn({5, 3}, gen, kFloat64);
+  std::vector<Tensor> fast = {a == b, a != b, a < b, a <= b, a > b, a >= b, a < 0.25};
+  KernelGuard naive(Kernels::Naive);
+  counting.reset();
+  std::vector<Tensor> loops = {a == b, a != b, a < b, a <= b, a > b, a >= b, a < 0.25};
+  EXPECT_GE(counting.naive(), 7);
+  for (std::size_t i = 0; i < fast.size(); ++i)
+    EXPECT_EQ(loops[i].to_vector<bool>(), fast[i].to_vector<bool>()) << "comparison " << i;
+}
+
+TEST(Compare, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { ones({2}, kFloat32) < ones({2}, kFloat64); },
+      "lt: dtypes differ: float32 with shape [2] and float64 with shape [2] (compare tensors of one dtype: convert "
+      "one with .to(ag::kFloat32))"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(3) == full({3}, 1, kBool); },
+                                                 "eq: dtypes differ: int64 with shape [3] and bool with shape [3] "
+                                                 "(compare tensors of one dtype: convert one with .to(ag::kInt64))"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { ones({2, 3}) >= ones({4}); },
+      "ge: shapes [2, 3] and [4] cannot be broadcast: sizes 3 and 4 in dim 0 from the right differ"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { arange(4) < 1.5; },
+      "lt: 1.5 is not an int64 value, so an int64 tensor (shape [4]) cannot be compared with it exactly"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(4) != std::numeric_limits<double>::quiet_NaN(); },
+                                                 "ne: nan is not an int64 value"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(4) <= 0x1p63; }, "le: 9.223372036854776e+18 is not an int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { full({2}, 1, kBool) == 2.0; },
+                                                 "eq: a bool tensor (shape [2]) compares with 0 or 1 only, got 2"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor() > 0.0; }, "gt: got an undefined tensor"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({2}) == Tensor(); }, "eq: got an undefined tensor"));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 #include "../../ops/call_counts.h"
 #include "../test_util.h"
 
+#include <limits>
+
 namespace ag {
 namespace {
 
@@ -97,8 +99,49 @@ TEST(Reduce, Errors) {
       },
       "max: max over an empty dim (shape [2, 0])"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({0}).mean(); }, "mean: mean over an empty dim (shape [0])"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(3).sum(); },
-                                                 "sum: expected a float32 or float64 tensor, got int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(3).max(); },
+                                                 "max: expected a float32 or float64 tensor, got int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor().sum(); }, "sum: got an undefined tensor"));
+}
+
+// Sums of bool and int64 tensors by hand: int64 and exact, a count for a bool; the mean float32.
+TEST(Reduce, SumsOfBoolAndInt64ByHand) {
+  Tensor correct = from_vector<bool>({true, false, true, true, true, true}, {2, 3});
+  Tensor count = correct.sum();
+  EXPECT_EQ(count.dtype(), kInt64);
+  EXPECT_EQ(count.dim(), 0);
+  EXPECT_EQ(count.item<std::int64_t>(), 5);
+  EXPECT_EQ(correct.sum(1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(correct.sum(0, true).shape(), (Shape{1, 3}));
+  EXPECT_EQ(correct.sum(0, true).to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 1, 2}));
+  Tensor accuracy = correct.mean();
+  EXPECT_EQ(accuracy.dtype(), kFloat32);
+  EXPECT_EQ(accuracy.item<float>(), 5.0f / 6.0f);
+  EXPECT_EQ(correct.mean(1).to_vector<float>(), (std::vector<float>{2.0f / 3.0f, 1.0f}));
+  // 2^53 + 1 has no double: a sum through float64 would give 2^53.
+  const std::int64_t big = std::int64_t{1} << 53;
+  EXPECT_EQ(from_vector<std::int64_t>({big, 1}, {2}).sum().item<std::int64_t>(), big + 1);
+  // On the way to a sum that fits, a partial sum may pass int64's range: the sum is still exact.
+  const std::int64_t top = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(from_vector<std::int64_t>({top, 1, -2}, {3}).sum().item<std::int64_t>(), top - 1);
+  EXPECT_EQ(arange(5).sum().item<std::int64_t>(), 10);
+  EXPECT_EQ(from_vector<bool>({}, {0}).sum().item<std::int64_t>(), 0);  // an empty sum
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { from_vector<std::int64_t>({1, 2, top, 1}, {2, 2}).sum(1); },
+      "sum: sum 1 of the int64 tensor of shape [2, 2] passes int64's range (sum x.to(ag::kFloat64) instead)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { from_vector<bool>({}, {0}).mean(); },
+                                                 "mean: mean over an empty dim (shape [0])"));
+  // The naive backend's loop gives the same, and is the one that ran.
+  testing::CountCalls counting;
+  Generator gen(4);
+  Tensor ids = randint(-1000, 1000, {5, 7, 3}, gen);
+  std::vector<Tensor> fast = {ids.sum(), ids.sum(1), ids.sum(2, true), (ids > 0.0).sum(0)};
+  KernelGuard naive(Kernels::Naive);
+  counting.reset();
+  std::vector<Tensor> loops = {ids.sum(), ids.sum(1), ids.sum(2, true), (ids > 0.0).sum(0)};
+  EXPECT_GE(counting.naive(), 4);
+  for (std::size_t i = 0; i < fast.size(); ++i)
+    EXPECT_EQ(loops[i].to_vector<std::int64_t>(), fast[i].to_vector<std::int64_t>()) << "sum " << i;
 }
 
 TEST(Reduce, ArgmaxMethodIsTheFreeFunction) {
