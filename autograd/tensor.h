@@ -179,6 +179,7 @@ class Tensor {
   Tensor sqrt() const;
   Tensor tanh() const;
   Tensor relu() const;
+  Tensor abs() const;
   Tensor sigmoid() const;
   Tensor gelu(GeluApproximation approximate = GeluApproximation::None) const;
   Tensor sum() const;

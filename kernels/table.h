@@ -73,7 +73,7 @@ struct ProductSizes {
 };
 
 // The elementwise functions of ops/elementwise.cpp (gelu, which has a fused kernel, is apart).
-enum class Unary { Neg, Pow, Exp, Log, Sqrt, Tanh, Sigmoid, Erfc, Relu };
+enum class Unary { Neg, Pow, Exp, Log, Sqrt, Tanh, Sigmoid, Erfc, Relu, Abs };
 
 // The four arithmetic ops of ops/binary.cpp.
 enum class Arithmetic { Add, Sub, Mul, Div };
@@ -138,11 +138,12 @@ template <class T>
 struct Table {
   // --- the elementwise functions (ops/elementwise.cpp): y[i] = f(x[i]) for i < n, f named by op:
   //   Neg -x,  Pow x^p,  Exp e^x,  Log ln x,  Sqrt,  Tanh,  Sigmoid 1 / (1 + e^-x),  Erfc,
-  //   Relu max(x, 0) (NaN passes through).   p is Pow's exponent; the others ignore it.
+  //   Relu max(x, 0) (NaN passes through),  Abs |x|.   p is Pow's exponent; the others ignore it.
   void (*unary)(Unary op, double p, std::int64_t n, const T* x, T* y);
   // Their backward, dx[i] = dy[i] f'(i), with f' from what the op saved, its input x or its
   // output y:   Neg -1,  Pow p x^(p-1) (0 for p = 0),  Exp y,  Log 1 / x,  Sqrt 1 / (2y),
-  //   Tanh 1 - y^2,  Sigmoid y (1 - y),  Erfc -2/sqrt(pi) e^(-x^2),  Relu 1 for x > 0, else 0.
+  //   Tanh 1 - y^2,  Sigmoid y (1 - y),  Erfc -2/sqrt(pi) e^(-x^2),  Relu 1 for x > 0, else 0,
+  //   Abs 1 for x > 0, -1 for x < 0, else 0 (at the kink, and for NaN).
   // f' is computed in T, but Pow's and Erfc's in double, and rounded to T before the product.
   void (*unary_backward)(Unary op, double p, std::int64_t n, const T* saved, const T* dy, T* dx);
 

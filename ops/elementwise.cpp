@@ -133,6 +133,12 @@ Tensor relu(const Tensor& x) {
   return unary_op("relu", backends::Unary::Relu, x, Saves::Input, constant_slope("relu", backends::Unary::Relu));
 }
 
+// y = |x|                dy/dx = sign(x): 1 if x > 0, -1 if x < 0, and 0 at the kink x = 0 (as
+//                                      PyTorch takes it); a step again, so its slope is made as relu's
+Tensor abs(const Tensor& x) {
+  return unary_op("abs", backends::Unary::Abs, x, Saves::Input, constant_slope("abs", backends::Unary::Abs));
+}
+
 Tensor Tensor::operator-() const { return neg(*this); }
 Tensor Tensor::pow(double exponent) const { return ag::pow(*this, exponent); }
 Tensor Tensor::exp() const { return ag::exp(*this); }
@@ -140,6 +146,7 @@ Tensor Tensor::log() const { return ag::log(*this); }
 Tensor Tensor::sqrt() const { return ag::sqrt(*this); }
 Tensor Tensor::tanh() const { return ag::tanh(*this); }
 Tensor Tensor::relu() const { return ag::relu(*this); }
+Tensor Tensor::abs() const { return ag::abs(*this); }
 Tensor Tensor::sigmoid() const { return ag::sigmoid(*this); }
 
 }  // namespace ag

@@ -32,6 +32,7 @@ void unary(Unary op, double p, std::int64_t n, const T* x, T* y) {
     case Unary::Sigmoid: return each(n, x, y, [](T v) { return 1 / (1 + std::exp(-v)); });
     case Unary::Erfc: return each(n, x, y, [](T v) { return std::erfc(v); });
     case Unary::Relu: return each(n, x, y, [](T v) { return v < 0 ? T(0) : v; });
+    case Unary::Abs: return each(n, x, y, [](T v) { return std::abs(v); });
   }
 }
 
@@ -65,6 +66,7 @@ void unary_backward(Unary op, double p, std::int64_t n, const T* saved, const T*
     case Unary::Erfc:
       return times_slope(n, saved, dy, dx, [](T v) { return -2 * std::numbers::inv_sqrtpi * std::exp(-(v * v)); });
     case Unary::Relu: return times_slope(n, saved, dy, dx, [](T v) { return v > 0 ? T(1) : T(0); });
+    case Unary::Abs: return times_slope(n, saved, dy, dx, [](T v) { return v > 0 ? T(1) : v < 0 ? T(-1) : T(0); });
   }
 }
 

@@ -24,6 +24,7 @@ void unary(Unary op, double p, std::int64_t n, const T* x, T* y) {
       case Unary::Sigmoid: y[i] = 1 / (1 + std::exp(-v)); break;
       case Unary::Erfc: y[i] = std::erfc(v); break;
       case Unary::Relu: y[i] = v < 0 ? T(0) : v; break;  // NaN is not < 0: it passes through
+      case Unary::Abs: y[i] = std::abs(v); break;
     }
   }
 }
@@ -44,6 +45,7 @@ void unary_backward(Unary op, double p, std::int64_t n, const T* saved, const T*
       case Unary::Sigmoid: slope = v * (1 - v); break;  // y (1 - y)
       case Unary::Erfc: slope = static_cast<T>(-2 * std::numbers::inv_sqrtpi * std::exp(-(v * v))); break;
       case Unary::Relu: slope = v > 0 ? T(1) : T(0); break;
+      case Unary::Abs: slope = v > 0 ? T(1) : v < 0 ? T(-1) : T(0); break;  // the sign; 0 at 0 and for NaN
     }
     dx[i] = dy[i] * slope;
   }

@@ -659,13 +659,15 @@ TEST(NaiveBackend, UnaryBackwardIsTheSlopeOfUnary) {
                         {Unary::Pow, 0, 0.5, 2, false},   {Unary::Exp, 0, -2, 2, true},
                         {Unary::Log, 0, 0.5, 3, false},   {Unary::Sqrt, 0, 0.5, 3, true},
                         {Unary::Tanh, 0, -2, 2, true},    {Unary::Sigmoid, 0, -3, 3, true},
-                        {Unary::Erfc, 0, -2, 2, false},   {Unary::Relu, 0, -2, 2, false}};
+                        {Unary::Erfc, 0, -2, 2, false},   {Unary::Relu, 0, -2, 2, false},
+                        {Unary::Abs, 0, -2, 2, false}};
   std::mt19937 gen(29);
   const std::int64_t n = 3 * (1 << 15) + 7;
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "Unary " << static_cast<int>(c.op) << ", p " << c.p);
     std::vector<double> x = uniform(n, gen, c.lo, c.hi), dy = uniform(n, gen);
-    if (c.op == Unary::Relu) x[0] = 0;  // the kink: slope 0, as PyTorch takes it
+    const bool kink = c.op == Unary::Relu || c.op == Unary::Abs;
+    if (kink) x[0] = 0;  // the kink: slope 0, as PyTorch takes it
     std::vector<double> y(static_cast<std::size_t>(n)), saved;
     cpu64().unary(c.op, c.p, n, x.data(), y.data());
     saved = c.saves_output ? y : x;
@@ -678,7 +680,7 @@ TEST(NaiveBackend, UnaryBackwardIsTheSlopeOfUnary) {
       double up[1] = {x[i] + h}, down[1] = {x[i] - h}, f_up[1], f_down[1];
       naive64().unary(c.op, c.p, 1, up, f_up);
       naive64().unary(c.op, c.p, 1, down, f_down);
-      double slope = c.op == Unary::Relu && x[i] == 0 ? 0 : (f_up[0] - f_down[0]) / (2 * h);
+      double slope = kink && x[i] == 0 ? 0 : (f_up[0] - f_down[0]) / (2 * h);
       EXPECT_NEAR(dx_n[i], dy[i] * slope, 1e-7) << "element " << i << ", x " << x[i];
     }
   }

@@ -24,6 +24,7 @@ void values_match_the_math() {
   EXPECT_TRUE(
       all_close(tanh(x), {std::tanh(-2.0), std::tanh(-0.5), std::tanh(0.25), std::tanh(1.0), std::tanh(3.0)}, 1e-15));
   EXPECT_TRUE(all_close(relu(x), {0, 0, 0.25, 1.0, 3.0}, 0));
+  EXPECT_TRUE(all_close(abs(x), {2.0, 0.5, 0.25, 1.0, 3.0}, 0));
   EXPECT_TRUE(all_close(sigmoid(tensor({0.0}, {1}, kFloat64)), {0.5}, 0));
   // erfc(0) = 1, erfc(-z) = 2 - erfc(z), erfc(1) = 0.157299207050285... (Abramowitz and Stegun, table 7.1)
   Tensor e = erfc(tensor({0.0, 1.0, -1.0}, {3}, kFloat64));
@@ -72,6 +73,8 @@ void gradcheck_every_op() {
       {"erfc", [](const Tensor& x) { return erfc(x); }, -2, 2},
       {"relu (positive side)", [](const Tensor& x) { return relu(x); }, 0.1, 2},
       {"relu (negative side)", [](const Tensor& x) { return relu(x); }, -2, -0.1},
+      {"abs (positive side)", [](const Tensor& x) { return abs(x); }, 0.1, 2},
+      {"abs (negative side)", [](const Tensor& x) { return x.abs(); }, -2, -0.1},
       {"pow 3", [](const Tensor& x) { return pow(x, 3.0); }, -2, 2},
       {"pow 0.5", [](const Tensor& x) { return pow(x, 0.5); }, 0.5, 3},
       {"pow -1.5", [](const Tensor& x) { return pow(x, -1.5); }, 0.5, 3},
@@ -111,6 +114,24 @@ TEST(Elementwise, ReluGradientAtZeroIsZero) {
   EXPECT_TRUE(all_close(x.grad(), {0.0, 1.0}, 0));
 }
 
+// |x| by hand: -0 gives +0, NaN passes through, and the gradient is the sign, 0 at the kink. Its
+// second derivative is 0 (the slope is made outside the graph), on both backends.
+TEST(Elementwise, AbsByHand) {
+  for (Kernels route : {Kernels::Fast, Kernels::Naive}) {
+    KernelGuard guard(route);
+    Tensor x = tensor({-3.0, -0.0, 0.0, 2.5}, {4}, kFloat64).requires_grad_();
+    Tensor y = x.abs();
+    EXPECT_FALSE(std::signbit(y.to_vector<double>()[1]));
+    EXPECT_TRUE(std::isnan(abs(tensor({NAN}, {1})).item()));
+    Tensor g = grad({y.sum()}, {x}, {}, {.create_graph = true})[0];
+    EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{-1, 0, 0, 1}));
+    EXPECT_EQ(grad({(g * x).sum()}, {x})[0].to_vector<double>(), (std::vector<double>{-1, 0, 0, 1}));  // d(g x)/dx = g
+    Generator gen(5);
+    EXPECT_TRUE(testing::gradgradcheck([](const std::vector<Tensor>& in) { return abs(in[0]) * in[0]; },
+                                       {uniform_leaf({3, 4}, gen, 0.2, 1.5)}));
+  }
+}
+
 TEST(Elementwise, RejectsNonFloat) {
   Tensor ids = arange(4);
   EXPECT_TRUE(
@@ -119,6 +140,7 @@ TEST(Elementwise, RejectsNonFloat) {
   EXPECT_TRUE(
       throws_with<std::invalid_argument>([&] { tanh(mask); }, "tanh: expected a float32 or float64 tensor, got bool"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { relu(Tensor()); }, "relu: got an undefined tensor"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { ids.abs(); }, "abs: expected a float32 or float64 tensor, got int64"));
 }
 
 TEST(Elementwise, SigmoidMethodIsTheFreeFunction) {
