@@ -6,6 +6,7 @@
 //   bool     masks                         (never carries a gradient)
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -40,6 +41,14 @@ constexpr std::size_t dtype_size(DType dtype) {
 }
 
 constexpr bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+// The C++ types of a tensor's elements, one per dtype: float, double, std::int64_t and bool. The
+// element access of Tensor (data_ptr<T>, item<T>, at<T>, to_vector<T>) and from_vector take these
+// (from_vector also converts the other integer types), so another type fails to compile, naming
+// this concept, rather than to link.
+template <class T>
+concept Element =
+    std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::int64_t> || std::same_as<T, bool>;
 
 // The C++ type stored for each dtype, and back.
 template <class T>

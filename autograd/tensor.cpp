@@ -118,7 +118,7 @@ void* Tensor::mutable_raw_data() {
 
 std::uint64_t Tensor::version() const { return checked("version").storage->version(); }
 
-template <class T>
+template <Element T>
 const T* Tensor::data_ptr() const {
   const auto& impl = checked("data_ptr");
   if (impl.dtype != dtype_of<T>())
@@ -126,14 +126,14 @@ const T* Tensor::data_ptr() const {
   return static_cast<const T*>(impl.storage->data());
 }
 
-template <class T>
+template <Element T>
 T* Tensor::mutable_data_ptr() {
   const T* p = std::as_const(*this).data_ptr<T>();
   impl_->storage->bump_version();
   return const_cast<T*>(p);
 }
 
-template <class T>
+template <Element T>
 T Tensor::item() const {
   if (numel() != 1)
     throw_invalid("item", "needs a tensor with one element, got shape {} ({} elements)", shape_str(shape()), numel());
@@ -146,7 +146,7 @@ double Tensor::item() const {
   return dispatch_all(dtype(), [&](auto tag) { return static_cast<double>(data_ptr<decltype(tag)>()[0]); });
 }
 
-template <class T>
+template <Element T>
 T Tensor::at(std::initializer_list<std::int64_t> index) const {
   const Shape& s = shape();
   if (index.size() != s.size())
@@ -162,7 +162,7 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
   return data_ptr<T>()[offset];
 }
 
-template <class T>
+template <Element T>
 std::vector<T> Tensor::to_vector() const {
   const T* p = data_ptr<T>();
   return std::vector<T>(p, p + numel());
@@ -393,7 +393,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
 
 Tensor arange(std::int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
 
-template <class T>
+template <Element T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
   auto n = shape_numel(shape, "from_vector");
   if (static_cast<std::int64_t>(values.size()) != n)

@@ -19,8 +19,10 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dtype.h"
@@ -106,20 +108,20 @@ class Tensor {
   // PyTorch's split: data_ptr and const_data_ptr read; mutable_data_ptr is the one way to
   // write, and it bumps the storage's version, so a value saved for backward cannot change
   // unseen (a backward that reads it then refuses to run). A read never counts as a write.
-  template <class T>
+  template <Element T>
   const T* data_ptr() const;
-  template <class T>
+  template <Element T>
   const T* const_data_ptr() const {
     return data_ptr<T>();
   }
-  template <class T>
+  template <Element T>
   T* mutable_data_ptr();
-  template <class T>
+  template <Element T>
   T item() const;       // the single element of a one-element tensor
   double item() const;  // the same, converted to double
-  template <class T>
+  template <Element T>
   T at(std::initializer_list<std::int64_t> index) const;
-  template <class T>
+  template <Element T>
   std::vector<T> to_vector() const;
 
   // A copy with another dtype. Between float32 and float64 the gradient flows back (cast
@@ -261,8 +263,23 @@ Tensor scalar(double value, DType dtype = kFloat32);
 Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
 Tensor arange(std::int64_t end, DType dtype = kInt64);
 // Copies `values` into a tensor of `shape`; the dtype follows T (float, double, int64_t, bool).
-template <class T>
+template <Element T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+// Another integer type (int, unsigned, ...) is converted to int64, as a libtorch user's
+// std::vector<int> of ids expects; a value int64 cannot hold (an unsigned one past 2^63 - 1) is
+// refused, naming it.
+template <std::integral T>
+requires(!Element<T>) Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  std::vector<std::int64_t> wide;
+  wide.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::in_range<std::int64_t>(values[i]))
+      throw std::invalid_argument("from_vector: element " + std::to_string(i) + ", " + std::to_string(values[i]) +
+                                  ", is past int64's range");
+    wide.push_back(static_cast<std::int64_t>(values[i]));
+  }
+  return from_vector(wide, shape);
+}
 // Converts `values` to `dtype`: handy for literals, tensor({1, 2, 3, 4}, {2, 2}).
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = kFloat32);
 

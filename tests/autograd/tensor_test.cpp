@@ -1,6 +1,10 @@
 // Checks autograd/tensor.cpp: construction, dtypes, element access, conversion.
 #include "../test_util.h"
 
+#include <cstdint>
+#include <limits>
+#include <string>
+
 namespace ag {
 namespace {
 
@@ -36,6 +40,31 @@ TEST(Tensor, FromVectorIsRowMajor) {
   EXPECT_EQ(from_vector<std::int64_t>({5, 6}, {2}).dtype(), kInt64);
   EXPECT_EQ(from_vector<bool>({true, false}, {2}).dtype(), kBool);
   EXPECT_EQ(from_vector<double>({1.5}, {}).item(), 1.5);
+}
+
+// from_vector takes the four element types and converts any other integer type to int64; a type
+// that is neither does not compile (the concept Element), and neither does reading a tensor as
+// one, where both used to compile and then fail to link.
+template <class T>
+concept MakesTensor = requires(const std::vector<T>& v) { from_vector(v, Shape{}); };
+template <class T>
+concept ReadsAs = requires(const Tensor& t) { t.to_vector<T>(); };
+static_assert(MakesTensor<float> && MakesTensor<bool> && MakesTensor<int> && MakesTensor<std::uint8_t> &&
+              MakesTensor<long long>);
+static_assert(!MakesTensor<long double> && !MakesTensor<std::string>);
+static_assert(ReadsAs<double> && ReadsAs<std::int64_t> && !ReadsAs<int> && !ReadsAs<float*>);
+
+TEST(Tensor, FromVectorConvertsOtherIntegers) {
+  Tensor ids = from_vector(std::vector<int>{3, -1, 7}, {3});
+  EXPECT_EQ(ids.dtype(), kInt64);
+  EXPECT_EQ(ids.to_vector<std::int64_t>(), (std::vector<std::int64_t>{3, -1, 7}));
+  const std::uint64_t top = std::uint64_t{1} << 63;  // one past int64's largest
+  EXPECT_EQ(from_vector(std::vector<std::uint64_t>{top - 1}, {1}).item<std::int64_t>(),
+            std::numeric_limits<std::int64_t>::max());
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { from_vector(std::vector<std::uint64_t>{0, top}, {2}); },
+                                                 "from_vector: element 1, 9223372036854775808, is past int64's range"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { from_vector(std::vector<short>{1, 2}, {3}); },
+                                                 "from_vector: 2 values do not fill shape [3]"));
 }
 
 TEST(Tensor, ConversionBetweenDtypes) {
