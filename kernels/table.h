@@ -88,6 +88,18 @@ enum class Comparison { Eq, Ne, Lt, Le, Gt, Ge };
 // its order: float, double, std::int64_t, bool.
 enum class Scalar { Float32, Float64, Int64, Bool };
 
+// Calls f with a value of s's C++ type (float{}, double{}, std::int64_t{} or bool{}): how an
+// entry that takes a Scalar reaches a loop written once for every element type.
+template <class F>
+void with_element(Scalar s, F&& f) {
+  switch (s) {
+    case Scalar::Float32: return f(float{});
+    case Scalar::Float64: return f(double{});
+    case Scalar::Int64: return f(std::int64_t{});
+    case Scalar::Bool: return f(bool{});
+  }
+}
+
 // A broadcast loop's sizes: the shape it runs over (`rank` dims, row-major), and for each of its
 // inputs the stride of each of those dims in that input: 0 along a dim the input lacks or has
 // size 1 in, so every element of the shape maps to one element of the input.

@@ -75,21 +75,6 @@ void permute(const PermuteSizes& n, const void* x, void* y) {
   }
 }
 
-namespace {
-
-// f(tag) with a value of the type s names.
-template <class F>
-void with_scalar(Scalar s, F&& f) {
-  switch (s) {
-    case Scalar::Float32: return f(float{});
-    case Scalar::Float64: return f(double{});
-    case Scalar::Int64: return f(std::int64_t{});
-    case Scalar::Bool: return f(bool{});
-  }
-}
-
-}  // namespace
-
 // Whether x fits the type D: only a float going to int64 may not (a NaN, an infinity, or a number
 // outside [-2^63, 2^63), whose conversion C++ leaves undefined).
 template <class D, class S>
@@ -102,8 +87,8 @@ bool fits(S x) {
 
 std::int64_t convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst) {
   std::atomic<std::int64_t> first_bad{n};  // the least index that does not fit, over the chunks
-  with_scalar(from, [&](auto s) {
-    with_scalar(to, [&](auto d) {
+  with_element(from, [&](auto s) {
+    with_element(to, [&](auto d) {
       using S = decltype(s);
       using D = decltype(d);
       const S* in = static_cast<const S*>(src);
@@ -127,7 +112,7 @@ std::int64_t convert(Scalar from, Scalar to, std::int64_t n, const void* src, vo
 }
 
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {
-  with_scalar(to, [&](auto d) {
+  with_element(to, [&](auto d) {
     using D = decltype(d);
     D* out = static_cast<D*>(dst);
     parallel_for(n, 1 << 16, [&](std::int64_t begin, std::int64_t end) {
@@ -137,7 +122,7 @@ void arange(Scalar to, double start, double step, std::int64_t n, void* dst) {
 }
 
 void fill(Scalar to, double value, std::int64_t n, void* dst) {
-  with_scalar(to, [&](auto d) {
+  with_element(to, [&](auto d) {
     using D = decltype(d);
     D* out = static_cast<D*>(dst);
     const D v = static_cast<D>(value);

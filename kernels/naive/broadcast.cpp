@@ -75,13 +75,10 @@ void compare_as(Comparison op, const BroadcastSizes& n, const T* a, const T* b, 
 
 void compare(Comparison op, Scalar type, const BroadcastSizes& n, const void* a, const void* b, bool* y) {
   count_call();
-  switch (type) {
-    case Scalar::Float32: return compare_as(op, n, static_cast<const float*>(a), static_cast<const float*>(b), y);
-    case Scalar::Float64: return compare_as(op, n, static_cast<const double*>(a), static_cast<const double*>(b), y);
-    case Scalar::Int64:
-      return compare_as(op, n, static_cast<const std::int64_t*>(a), static_cast<const std::int64_t*>(b), y);
-    case Scalar::Bool: return compare_as(op, n, static_cast<const bool*>(a), static_cast<const bool*>(b), y);
-  }
+  with_element(type, [&](auto tag) {
+    using T = decltype(tag);
+    compare_as(op, n, static_cast<const T*>(a), static_cast<const T*>(b), y);
+  });
 }
 
 // The two precisions of the table (table.cpp).
