@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -189,11 +190,25 @@ class Tensor {
   Tensor mean() const;
   Tensor mean(std::int64_t dim, bool keepdim = false) const;
   Tensor max() const;
-  Tensor max(std::int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> max(std::int64_t dim, bool keepdim = false) const;  // values, indices
+  Tensor amax(std::int64_t dim, bool keepdim = false) const;
   Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> min(std::int64_t dim, bool keepdim = false) const;  // values, indices
+  Tensor amin(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmin(std::int64_t dim, bool keepdim = false) const;
   Tensor softmax(std::int64_t dim) const;
   Tensor log_softmax(std::int64_t dim) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
+  // this where `condition` is true, other elsewhere: ag::where(condition, *this, other).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, double other) const;
+  // The larger and smaller of this and other, elementwise; this held within [min, max].
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
   Tensor reshape(Shape shape) const;
   // libtorch's name for a reshape that shares the data. Storage here is always contiguous, so
   // every reshape already is such a view and view() is reshape under that name: it never

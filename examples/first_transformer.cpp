@@ -43,7 +43,7 @@ ag::Tensor masked_mean_pool(const ag::Tensor& x, const ag::Tensor& mask) {
   {
     ag::NoGradGuard no_grad;  // the mask is data, not a parameter
     ag::Tensor count = mask.sum(1, /*keepdim=*/true);
-    if ((-count).max().item() >= 0)  // min(count) <= 0: a row that is all padding
+    if (count.min().item() <= 0)  // a row that is all padding
       throw std::invalid_argument("masked_mean_pool: a row of the mask has no 1");
     w = (mask / count).unsqueeze(2);
   }

@@ -293,7 +293,7 @@ Sharpness measure_sharpness(const AttentionAtInit& a, double scale, std::uint64_
   Sharpness m{};
   Tensor scores = AttentionAtInit::queries(a.qk).matmul(AttentionAtInit::keys(a.qk).transpose(-2, -1)) * scale;
   m.score_std = std::sqrt(scores.pow(2.0).mean().item());
-  std::vector<double> winners = ag::softmax(scores, -1).max(-1).reshape({-1}).to_vector<double>();
+  std::vector<double> winners = ag::softmax(scores, -1).amax(-1).reshape({-1}).to_vector<double>();
   std::nth_element(winners.begin(), winners.begin() + static_cast<std::ptrdiff_t>(winners.size() / 2), winners.end());
   m.median_winner = winners[winners.size() / 2];
 

@@ -414,7 +414,7 @@ Exercise attention_exercise() {
            []() -> std::optional<Text> {
              Tensor v = randn({1, 6, 2}, 63);
              Tensor got = attention(randn({1, 4, 3}, 62), randn({1, 6, 3}, 64), v, false);
-             Tensor lo = (-((-v).max(1, true))).broadcast_to({1, 4, 2}), hi = v.max(1, true).broadcast_to({1, 4, 2});
+             Tensor lo = v.amin(1, true).broadcast_to({1, 4, 2}), hi = v.amax(1, true).broadcast_to({1, 4, 2});
              std::vector<double> g = got.to_vector<double>(), l = lo.to_vector<double>(), h = hi.to_vector<double>();
              for (std::size_t i = 0; i < g.size(); ++i)
                if (!(g[i] >= l[i] - 1e-12 && g[i] <= h[i] + 1e-12)) {

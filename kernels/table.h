@@ -75,8 +75,9 @@ struct ProductSizes {
 // The elementwise functions of ops/elementwise.cpp (gelu, which has a fused kernel, is apart).
 enum class Unary { Neg, Pow, Exp, Log, Sqrt, Tanh, Sigmoid, Erfc, Relu, Abs };
 
-// The four arithmetic ops of ops/binary.cpp.
-enum class Arithmetic { Add, Sub, Mul, Div };
+// The arithmetic ops of ops/binary.cpp: the four operations, and maximum and minimum (the larger
+// or smaller of a and b; a NaN in either wins, as in PyTorch; on a tie, b).
+enum class Arithmetic { Add, Sub, Mul, Div, Maximum, Minimum };
 
 // The two logical ops of ops/masking.cpp on bool elements: Not reads a alone.
 enum class Logical { Not, And };
@@ -189,6 +190,8 @@ struct Table {
 
   // --- masked_fill (ops/masking.cpp), on n values: y[i] = mask[i] ? value : x[i]
   void (*masked_fill)(std::int64_t n, const T* x, const bool* mask, double value, T* y);
+  // --- where (ops/masking.cpp), on n values: y[i] = cond[i] ? a[i] : b[i]
+  void (*where)(std::int64_t n, const bool* cond, const T* a, const T* b, T* y);
 
   // --- matmul (ops/matmul.cpp): one product of a batch, C = op(A) op(B), C written whole.
   //   C[i, j] = sum_p op(A)[i, p] op(B)[p, j]

@@ -19,6 +19,7 @@
 #include "../autograd/node.h"
 #include "../kernels/table.h"
 #include "../runtime/profile.h"
+#include "masking.h"
 #include "route.h"
 
 namespace ag {
@@ -321,6 +322,68 @@ Tensor operator<(double a, const Tensor& b) { return gt(b, a); }
 Tensor operator<=(double a, const Tensor& b) { return ge(b, a); }
 Tensor operator>(double a, const Tensor& b) { return lt(b, a); }
 Tensor operator>=(double a, const Tensor& b) { return le(b, a); }
+
+// --- maximum, minimum and clamp ------------------------------------------------------------
+//
+//   y = maximum(a, b)      da = sum_to(dy s_a)      db = sum_to(dy s_b)      ẏ = ȧ s_a + ḃ s_b
+//
+// s_a, the share of the slope that a gets: 1 where a wins, 0 where it loses, and 1/2 on a tie,
+// where the one-sided slopes are 1 and 0 (PyTorch splits a tie the same way). The shares come
+// from comparisons, constant between the points where they jump, so under create_graph the
+// products above are differentiated through a and b alone. minimum mirrors it.
+namespace {
+
+Tensor extremum(const char* op, backends::Arithmetic which, const Tensor& a, const Tensor& b) {
+  Tensor y = broadcast_kernel(op, which, a, b);
+  const bool is_max = which == backends::Arithmetic::Maximum;
+  // a loses where the other side is strictly better; a NaN loses nothing, as in PyTorch.
+  auto shares = [a, b, is_max]() {
+    Tensor tie = eq(a, b);
+    Tensor a_loses = is_max ? lt(a, b) : gt(a, b), b_loses = is_max ? gt(a, b) : lt(a, b);
+    return std::pair{logical_not(a_loses).to(a.dtype()).masked_fill(tie, 0.5),
+                     logical_not(b_loses).to(a.dtype()).masked_fill(tie, 0.5)};
+  };
+  return record(
+      {op, profile::Family::Elementwise}, y, {a, b},
+      [a, b, shares](const Tensor& dy, const std::vector<bool>& need) {
+        auto [sa, sb] = shares();
+        return std::vector<Tensor>{need[0] ? sum_to(dy * sa, a.shape()) : Tensor(),
+                                   need[1] ? sum_to(dy * sb, b.shape()) : Tensor()};
+      },
+      Saved{a, b}, BackwardOrder::AnyOrder,
+      [shares](const std::vector<Tensor>& t) {
+        auto [sa, sb] = shares();
+        return !t[0].defined() ? t[1] * sb : !t[1].defined() ? t[0] * sa : t[0] * sa + t[1] * sb;
+      });
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", backends::Arithmetic::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", backends::Arithmetic::Minimum, a, b); }
+
+// y = min(max(x, lo), hi): x where lo <= x <= hi, else the bound.   dx = dy there, 0 elsewhere.
+// Two masked_fills, whose rule is that one: the gradient stops where a bound replaced x. The
+// upper mask reads the lower fill's result, so that with lo > hi everything becomes hi.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  check_floating("clamp", x);
+  if (!min && !max) throw_invalid("clamp", "give min, max or both (x has shape {})", shape_str(x.shape()));
+  if ((min && std::isnan(*min)) || (max && std::isnan(*max)))
+    throw_invalid("clamp", "a bound is NaN (min {}, max {}): it would turn every element into NaN",
+                  min ? fmt::format("{}", *min) : "none", max ? fmt::format("{}", *max) : "none");
+  Tensor y = x;
+  if (min) y = masked_fill(y, lt(y, *min), *min);
+  if (max) y = masked_fill(y, gt(y, *max), *max);
+  return y;
+}
+Tensor clamp_min(const Tensor& x, double min) { return clamp(x, min, std::nullopt); }
+Tensor clamp_max(const Tensor& x, double max) { return clamp(x, std::nullopt, max); }
+
+Tensor Tensor::maximum(const Tensor& other) const { return ag::maximum(*this, other); }
+Tensor Tensor::minimum(const Tensor& other) const { return ag::minimum(*this, other); }
+Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const { return ag::clamp(*this, min, max); }
+Tensor Tensor::clamp_min(double min) const { return ag::clamp_min(*this, min); }
+Tensor Tensor::clamp_max(double max) const { return ag::clamp_max(*this, max); }
 
 Tensor Tensor::eq(const Tensor& other) const { return ag::eq(*this, other); }
 Tensor Tensor::ne(const Tensor& other) const { return ag::ne(*this, other); }

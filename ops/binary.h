@@ -6,6 +6,8 @@
 // 1, and a missing dim counts as 1:   [4, 1, 3] with [5, 3]  ->  [4, 5, 3].
 #pragma once
 
+#include <optional>
+
 #include "../autograd/tensor.h"
 
 namespace ag {
@@ -79,6 +81,20 @@ Tensor operator<(double a, const Tensor& b);
 Tensor operator<=(double a, const Tensor& b);
 Tensor operator>(double a, const Tensor& b);
 Tensor operator>=(double a, const Tensor& b);
+
+// The larger and the smaller of a and b, elementwise with broadcasting (PyTorch's maximum and
+// minimum): a NaN in either wins. The gradient goes to the side that won; on a tie it is split
+// evenly between the two, as PyTorch splits it.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+// x held within [min, max]: min(max(x, min), max), either bound optional (not both), each
+// rounded to x's dtype. The gradient is dy where min <= x <= max (a bound itself included, as
+// PyTorch takes it) and 0 where a bound replaced x. With min > max every element is max, as in
+// PyTorch. A NaN element stays NaN; a NaN bound is refused.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
+Tensor clamp_min(const Tensor& x, double min);
+Tensor clamp_max(const Tensor& x, double max);
 
 // The shape two shapes broadcast to, or an error naming `op` and both shapes.
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);

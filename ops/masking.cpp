@@ -48,6 +48,50 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
       Saved{m}, BackwardOrder::AnyOrder, [m](const std::vector<Tensor>& t) { return masked_fill(t[0], m, 0.0); });
 }
 
+// y = c ? a : b, over the broadcast shape; a and b are first broadcast to it (broadcast_to, whose
+// own rule sums their gradients back to their shapes), so the rules below meet one shape:
+//   da = c ? dy : 0 = masked_fill(dy, !c, 0)      db = c ? 0 : dy = masked_fill(dy, c, 0)
+//   ẏ = c ? ȧ : ḃ = where(c, ȧ, ḃ)
+// Every rule is an op of this file: under create_graph it is differentiated again the same way.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  profile::Scope scope(profile::Family::Elementwise);
+  check_bool("where", condition);
+  check_same_floating("where", a, b);
+  Shape shape = broadcast_shapes("where", broadcast_shapes("where", condition.shape(), a.shape()), b.shape());
+  const Tensor c = expand_mask("where", condition, shape);  // const: reading it is not a write
+  const Tensor not_c = logical_not(c);
+  Tensor ea = a.shape() == shape ? a : broadcast_to(a, shape);
+  Tensor eb = b.shape() == shape ? b : broadcast_to(b, shape);
+  Tensor y = detail::empty_for("where", shape, a.dtype());
+  dispatch_floating(a.dtype(), "where", [&](auto tag) {
+    using T = decltype(tag);
+    current_backend().table<T>().where(y.numel(), c.data_ptr<bool>(), ea.data_ptr<T>(), eb.data_ptr<T>(),
+                                       y.mutable_data_ptr<T>());
+  });
+  return record(
+      {"where", profile::Family::Elementwise}, y, {ea, eb},
+      [c, not_c](const Tensor& dy, const std::vector<bool>& need) {
+        return std::vector<Tensor>{need[0] ? masked_fill(dy, not_c, 0.0) : Tensor(),
+                                   need[1] ? masked_fill(dy, c, 0.0) : Tensor()};
+      },
+      Saved{c, not_c}, BackwardOrder::AnyOrder,
+      [c, not_c](const std::vector<Tensor>& t) {
+        if (!t[0].defined()) return masked_fill(t[1], c, 0.0);
+        if (!t[1].defined()) return masked_fill(t[0], not_c, 0.0);
+        return where(c, t[0], t[1]);
+      });
+}
+
+Tensor where(const Tensor& condition, const Tensor& a, double b) {
+  check_floating("where", a);
+  return where(condition, a, scalar(b, a.dtype()));
+}
+
+Tensor where(const Tensor& condition, double a, const Tensor& b) {
+  check_floating("where", b);
+  return where(condition, scalar(a, b.dtype()), b);
+}
+
 Tensor causal_mask(std::int64_t tq, std::int64_t tk) {
   if (tq < 0 || tk < 0) throw_invalid("causal_mask", "lengths must be non-negative, got Tq={} Tk={}", tq, tk);
   Tensor mask = detail::empty_for("causal_mask", {tq, tk}, kBool);
@@ -86,5 +130,7 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return ag::masked_fill(*this, mask, value); }
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const { return ag::where(condition, *this, other); }
+Tensor Tensor::where(const Tensor& condition, double other) const { return ag::where(condition, *this, other); }
 
 }  // namespace ag

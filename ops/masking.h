@@ -24,6 +24,15 @@ Tensor causal_mask(std::int64_t tq, std::int64_t tk);
 // [B, 1, 1, T], true at key positions < lengths[b]: broadcasts over heads and queries.
 Tensor key_padding_mask(const std::vector<std::int64_t>& lengths, std::int64_t t);
 
+// a where `condition` is true, b where it is false: y[o] = condition[o] ? a[o] : b[o], the three
+// broadcast together (condition bool; a and b float, of one dtype; a number takes the other
+// operand's dtype). The gradient of each side is dy where it was chosen and 0 elsewhere; the
+// condition has none. Unlike a * c + b * (1 - c), the side not chosen never reaches the result,
+// so an inf or NaN there does no harm (it does under a product: 0 * inf is NaN).
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Tensor& a, double b);
+Tensor where(const Tensor& condition, double a, const Tensor& b);
+
 // Elementwise logical not and and of bool tensors (and broadcasts).
 Tensor logical_not(const Tensor& mask);
 Tensor logical_and(const Tensor& a, const Tensor& b);

@@ -127,7 +127,7 @@ Tensor at_winners(const Tensor& t, const Tensor& argmax, const DimLayout& l, con
 Tensor max_impl(const char* op, const Tensor& x, const Layout& l, bool keepdim, Tensor* indices) {
   profile::Scope scope(profile::Family::Reduction);
   check_floating(op, x);
-  if (l.n == 0) throw_invalid(op, "max over an empty dim (shape {}) has no value", shape_str(x.shape()));
+  if (l.n == 0) throw_invalid(op, "{} over an empty dim (shape {}) has no value", op, shape_str(x.shape()));
   const Shape& out_shape = keepdim ? l.kept : l.reduced;
   Tensor y = empty(out_shape, x.dtype());
   Tensor argmax = empty(out_shape, kInt64);
@@ -169,9 +169,15 @@ Tensor max(const Tensor& x) {
   check_floating("max", x);
   return max_impl("max", x, layout_of_all(x), false, nullptr);
 }
-Tensor max(const Tensor& x, std::int64_t dim, bool keepdim) {
+Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("amax", x);
+  return max_impl("amax", x, layout_of("amax", x, dim), keepdim, nullptr);
+}
+std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim) {
   check_floating("max", x);
-  return max_impl("max", x, layout_of("max", x, dim), keepdim, nullptr);
+  Tensor indices;
+  Tensor values = max_impl("max", x, layout_of("max", x, dim), keepdim, &indices);
+  return {values, indices};
 }
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
   check_floating("argmax", x);
@@ -181,12 +187,41 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
   return indices;
 }
 
+// The smallest value is the largest of -x, negated: min x = -max(-x), with the same winner
+// (the first position, NaN first) and so the same gradient, which the two negations carry.
+Tensor min(const Tensor& x) {
+  check_floating("min", x);
+  return -max_impl("min", -x, layout_of_all(x), false, nullptr);
+}
+Tensor amin(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("amin", x);
+  return -max_impl("amin", -x, layout_of("amin", x, dim), keepdim, nullptr);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("min", x);
+  Tensor indices;
+  Tensor values = -max_impl("min", -x, layout_of("min", x, dim), keepdim, &indices);
+  return {values, indices};
+}
+Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) {
+  check_floating("argmin", x);
+  Tensor indices;
+  NoGradGuard no_grad;
+  max_impl("argmin", -x, layout_of("argmin", x, dim), keepdim, &indices);
+  return indices;
+}
+
 Tensor Tensor::sum() const { return ag::sum(*this); }
 Tensor Tensor::sum(std::int64_t dim, bool keepdim) const { return ag::sum(*this, dim, keepdim); }
 Tensor Tensor::mean() const { return ag::mean(*this); }
 Tensor Tensor::mean(std::int64_t dim, bool keepdim) const { return ag::mean(*this, dim, keepdim); }
 Tensor Tensor::max() const { return ag::max(*this); }
-Tensor Tensor::max(std::int64_t dim, bool keepdim) const { return ag::max(*this, dim, keepdim); }
+std::tuple<Tensor, Tensor> Tensor::max(std::int64_t dim, bool keepdim) const { return ag::max(*this, dim, keepdim); }
+Tensor Tensor::amax(std::int64_t dim, bool keepdim) const { return ag::amax(*this, dim, keepdim); }
 Tensor Tensor::argmax(std::int64_t dim, bool keepdim) const { return ag::argmax(*this, dim, keepdim); }
+Tensor Tensor::min() const { return ag::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::min(std::int64_t dim, bool keepdim) const { return ag::min(*this, dim, keepdim); }
+Tensor Tensor::amin(std::int64_t dim, bool keepdim) const { return ag::amin(*this, dim, keepdim); }
+Tensor Tensor::argmin(std::int64_t dim, bool keepdim) const { return ag::argmin(*this, dim, keepdim); }
 
 }  // namespace ag

@@ -1,6 +1,8 @@
 // Reductions: over one dim (kept as size 1 with keepdim) or over every element (a 0-d result).
 #pragma once
 
+#include <tuple>
+
 #include "../autograd/tensor.h"
 
 namespace ag {
@@ -12,10 +14,20 @@ Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim = false);
-// The gradient goes to the first position holding the maximum (ties: the lowest index).
+// The largest and smallest values, as PyTorch's max, min, amax and amin. The winner of a dim is
+// the first position holding the extreme value (ties: the lowest index), and a NaN beats any
+// number. The gradient goes to the winner alone.
 Tensor max(const Tensor& x);
-Tensor max(const Tensor& x, std::int64_t dim, bool keepdim = false);
-// The index of the maximum along `dim` (first on ties), as int64. Not differentiable.
+Tensor min(const Tensor& x);
+// Over one dim: the values and, as int64, the winners' indices (libtorch's
+// `auto [values, indices] = torch::max(x, dim)`). The indices carry no gradient.
+std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim = false);
+// The values alone.
+Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim = false);
+Tensor amin(const Tensor& x, std::int64_t dim, bool keepdim = false);
+// The indices alone. Not differentiable.
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim = false);
 
 }  // namespace ag

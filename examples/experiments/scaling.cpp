@@ -42,7 +42,7 @@ Stats measure(std::int64_t d, bool scaled, std::int64_t keys, std::int64_t trial
   (p * upstream).sum().backward();
   Stats st;
   st.score_std = std::sqrt((s.detach() * s.detach()).mean().item());  // the mean score is 0
-  st.max_weight = p.detach().max(1).mean().item();
+  st.max_weight = p.detach().amax(1).mean().item();
   Tensor pd = p.detach();
   // 0 log 0 = 0: clamp the log's argument away from 0 (those terms are multiplied by 0 anyway)
   Tensor plogp = pd * ag::log(pd + 1e-300);

@@ -87,7 +87,7 @@ void print_matrix(const std::string& title, const Tensor& m, const std::vector<s
 
 // The largest weight of each row, averaged over the rows: 1 for a head that reads one key per
 // query, the mean of 1/(i+1) for one that averages everything it may see.
-double mean_largest_weight(const Tensor& p) { return p.max(-1).mean().item(); }
+double mean_largest_weight(const Tensor& p) { return p.amax(-1).mean().item(); }
 
 // max |a - b| over every element.
 double max_difference(const Tensor& a, const Tensor& b) {

@@ -6,7 +6,7 @@
 namespace workbook {
 
 Tensor stable_softmax(const Tensor& x) {
-  Tensor shifted = x - x.max(-1, true).detach();
+  Tensor shifted = x - x.amax(-1, true).detach();
   Tensor e = shifted.exp();  // every entry in (0, 1], and 1 at each row's largest
   return e / e.sum(-1, true);
 }

@@ -152,6 +152,13 @@ void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* 
   });
 }
 
+template <class T>
+void where(std::int64_t n, const bool* cond, const T* a, const T* b, T* y) {
+  parallel_for(n, kElementsPerChunk, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j = begin; j < end; ++j) y[j] = cond[j] ? a[j] : b[j];
+  });
+}
+
 #define AG_ALONG_DIM(T)                                                         \
   template void sum_dim(const DimSizes&, const T*, T*);                         \
   template void max_dim(const DimSizes&, const T*, T*, std::int64_t*);          \
@@ -159,7 +166,8 @@ void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* 
   template void put_along(const DimSizes&, const T*, const std::int64_t*, T*);  \
   template bool softmax(const DimSizes&, bool, const T*, T*);                   \
   template bool dead_rows(const DimSizes&, const T*, bool*);                    \
-  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);
+  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);   \
+  template void where(std::int64_t, const bool*, const T*, const T*, T*);
 AG_ALONG_DIM(float)
 AG_ALONG_DIM(double)
 #undef AG_ALONG_DIM

@@ -74,6 +74,8 @@ void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, 
     case Arithmetic::Sub: return apply(n, a, b, y, [](T u, T v) { return u - v; });
     case Arithmetic::Mul: return apply(n, a, b, y, [](T u, T v) { return u * v; });
     case Arithmetic::Div: return apply(n, a, b, y, [](T u, T v) { return u / v; });
+    case Arithmetic::Maximum: return apply(n, a, b, y, [](T u, T v) { return u > v || u != u ? u : v; });
+    case Arithmetic::Minimum: return apply(n, a, b, y, [](T u, T v) { return u < v || u != u ? u : v; });
   }
 }
 

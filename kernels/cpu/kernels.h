@@ -38,6 +38,8 @@ template <class T>
 bool dead_rows(const DimSizes& n, const T* y, bool* dead);
 template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
+template <class T>
+void where(std::int64_t n, const bool* cond, const T* a, const T* b, T* y);
 
 // moves.cpp: slice, cat and permute's copies, for every dtype; convert, arange and fill
 void copy_along(const CopySizes& n, const void* src, void* dst);

@@ -45,6 +45,7 @@ Table<T> cpu_table() {
       .softmax = cpu::softmax<T>,
       .dead_rows = cpu::dead_rows<T>,
       .masked_fill = cpu::masked_fill<T>,
+      .where = cpu::where<T>,
       .matmul = matmul<T>,
       .linear = cpu::linear<T>,
       .linear_gelu = cpu::linear_gelu<T>,

@@ -140,6 +140,12 @@ void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* 
   for (std::int64_t j = 0; j < n; ++j) y[j] = mask[j] ? static_cast<T>(value) : x[j];
 }
 
+template <class T>
+void where(std::int64_t n, const bool* cond, const T* a, const T* b, T* y) {
+  count_call();
+  for (std::int64_t j = 0; j < n; ++j) y[j] = cond[j] ? a[j] : b[j];
+}
+
 // The two precisions of the table (table.cpp).
 #define AG_ALONG_DIM(T)                                                         \
   template void sum_dim(const DimSizes&, const T*, T*);                         \
@@ -148,7 +154,8 @@ void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* 
   template void put_along(const DimSizes&, const T*, const std::int64_t*, T*);  \
   template bool softmax(const DimSizes&, bool, const T*, T*);                   \
   template bool dead_rows(const DimSizes&, const T*, bool*);                    \
-  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);
+  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);   \
+  template void where(std::int64_t, const bool*, const T*, const T*, T*);
 AG_ALONG_DIM(float)
 AG_ALONG_DIM(double)
 #undef AG_ALONG_DIM

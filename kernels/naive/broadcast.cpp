@@ -3,8 +3,10 @@
 // the sum of coordinate times stride (kernels/table.h, BroadcastSizes). The fast twins are in
 // kernels/cpu/broadcast.cpp.
 //
-//   arithmetic:  y[o] = a[ia] op b[ib]      broadcast_to:  y[o] = x[ix]      sum_to:  y[iy] += g[o]
-//   compare (ops/binary.cpp):  y[o] = a[ia] op b[ib], a bool
+//   arithmetic:  y[o] = a[ia] op b[ib], op one of + - * / maximum minimum      broadcast_to:  y[o] = x[ix]      sum_to:
+//   y[iy] += g[o] compare (ops/binary.cpp):  y[o] = a[ia] op b[ib], a bool
+#include <cmath>
+
 #include "naive.h"
 
 namespace ag::backends::naive {
@@ -35,6 +37,8 @@ void arithmetic(Arithmetic op, const BroadcastSizes& n, const T* a, const T* b, 
       case Arithmetic::Sub: y[o] = u - v; break;
       case Arithmetic::Mul: y[o] = u * v; break;
       case Arithmetic::Div: y[o] = u / v; break;
+      case Arithmetic::Maximum: y[o] = std::isnan(u) || u > v ? u : v; break;
+      case Arithmetic::Minimum: y[o] = std::isnan(u) || u < v ? u : v; break;
     }
   }
 }

@@ -35,6 +35,7 @@ Table<T> naive_table() {
       .softmax = naive::softmax<T>,
       .dead_rows = naive::dead_rows<T>,
       .masked_fill = naive::masked_fill<T>,
+      .where = naive::where<T>,
       .matmul = naive::matmul<T>,
       .linear = naive::linear<T>,
       .linear_gelu = naive::linear_gelu<T>,

@@ -247,8 +247,8 @@ TEST(ForwardGradcheck, Reductions) {
   std::vector<std::function<Tensor(const Tensor&)>> fs = {
       [](const Tensor& t) { return sum(t); },           [](const Tensor& t) { return sum(t, 1, false); },
       [](const Tensor& t) { return sum(t, -1, true); }, [](const Tensor& t) { return mean(t); },
-      [](const Tensor& t) { return mean(t, 0, true); }, [](const Tensor& t) { return max(t * t, 1, false); },
-      [](const Tensor& t) { return max(t, -1, true); }, [](const Tensor& t) { return max(t); },
+      [](const Tensor& t) { return mean(t, 0, true); }, [](const Tensor& t) { return amax(t * t, 1, false); },
+      [](const Tensor& t) { return amax(t, -1, true); }, [](const Tensor& t) { return max(t); },
   };
   for (std::size_t i = 0; i < fs.size(); ++i)
     EXPECT_TRUE(forward_check([f = fs[i]](const std::vector<Tensor>& in) { return f(in[0]); }, {x}))

@@ -287,8 +287,8 @@ TEST(Gradgradcheck, Reductions) {
   std::vector<std::function<Tensor(const Tensor&)>> fs = {
       [&](const Tensor& t) { return sum(sq(t)); },           [&](const Tensor& t) { return sum(sq(t), 1, false); },
       [&](const Tensor& t) { return sum(sq(t), -1, true); }, [&](const Tensor& t) { return mean(sq(t)); },
-      [&](const Tensor& t) { return mean(sq(t), 0, true); }, [&](const Tensor& t) { return max(sq(t), 1, false); },
-      [&](const Tensor& t) { return max(sq(t), -1, true); }, [&](const Tensor& t) { return max(sq(t)); },
+      [&](const Tensor& t) { return mean(sq(t), 0, true); }, [&](const Tensor& t) { return amax(sq(t), 1, false); },
+      [&](const Tensor& t) { return amax(sq(t), -1, true); }, [&](const Tensor& t) { return max(sq(t)); },
   };
   for (std::size_t i = 0; i < fs.size(); ++i)
     EXPECT_TRUE(testing::gradgradcheck([f = fs[i]](const std::vector<Tensor>& in) { return f(in[0]); }, {x}))
@@ -941,7 +941,7 @@ TEST(HigherOrder, ThirdDerivativeOfEachFusedOpEqualsItsComposition) {
   auto fused = [&](const Tensor& t) { return (scaled_dot_product_attention(t, k, val, {}, true).output * go).sum(); };
   auto composed = [&](const Tensor& t) {
     Tensor s = masked_fill(t.matmul(k.transpose(-2, -1)) / std::sqrt(3.0), hidden, -1e300);
-    return (softmax_c(s - s.max(-1, true).detach()).matmul(val) * go).sum();
+    return (softmax_c(s - s.amax(-1, true).detach()).matmul(val) * go).sum();
   };
   EXPECT_NEAR(third_directional(fused, q, vq), third_directional(composed, q, vq), 1e-10) << "attention";
 }

@@ -221,7 +221,7 @@ std::vector<BadCall> arithmetic_rows() {
       {"max over dim 0 of a 0-d tensor", [] { max(scalar(1.0), 0); }, "max: dim 0 given for a 0-d tensor",
        [] { finite(max(scalar(1.0))); }},
       {"max over an empty dim", [] { max(zeros(shape(2, 0)), 1); },
-       "max: max over an empty dim (shape [2, 0]) has no value", [] { finite(max(zeros(shape(2, 1)), 1)); }},
+       "max: max over an empty dim (shape [2, 0]) has no value", [] { finite(amax(zeros(shape(2, 1)), 1)); }},
       {"max of an empty tensor", [] { max(zeros({0})); }, "max: max over an empty dim (shape [0]) has no value",
        [] { finite(max(zeros({1}))); }},
       {"mean of an empty tensor", [] { mean(zeros(shape(0, 3))); }, "mean: mean over an empty dim (shape [0, 3])",

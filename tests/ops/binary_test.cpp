@@ -1,4 +1,5 @@
-// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to, and the comparisons,
+// Checks ops/binary.cpp: broadcasting arithmetic, broadcast_to and sum_to, the comparisons,
+// maximum, minimum and clamp,
 // on the fast backend and on the naive one (kernels/naive/broadcast.cpp).
 #include "../../ops/call_counts.h"
 #include "../test_util.h"
@@ -250,6 +251,114 @@ TEST(Compare, Errors) {
                                                  "eq: a bool tensor (shape [2]) compares with 0 or 1 only, got 2"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { Tensor() > 0.0; }, "gt: got an undefined tensor"));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({2}) == Tensor(); }, "eq: got an undefined tensor"));
+}
+
+// maximum and minimum broadcast, and a NaN on either side wins, as in PyTorch.
+TEST(Extremum, ValuesByHand) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor a = tensor({1, 5, nan, -2}, {4}, dtype), b = tensor({3, -1}, {2, 1}, dtype);
+    std::vector<double> hi = maximum(a, b).to(kFloat64).to_vector<double>();
+    std::vector<double> lo = a.minimum(b).to(kFloat64).to_vector<double>();
+    ASSERT_EQ(hi.size(), 8u);
+    // row 0 against 3, row 1 against -1
+    std::vector<double> want_hi = {3, 5, nan, 3, 1, 5, nan, -1}, want_lo = {1, 3, nan, -2, -1, -1, nan, -2};
+    for (std::size_t i = 0; i < hi.size(); ++i) {
+      if (std::isnan(want_hi[i])) {
+        EXPECT_TRUE(std::isnan(hi[i]) && std::isnan(lo[i])) << i;
+      } else {
+        EXPECT_EQ(hi[i], want_hi[i]) << i;
+        EXPECT_EQ(lo[i], want_lo[i]) << i;
+      }
+    }
+    // A NaN as the second operand wins too.
+    EXPECT_TRUE(std::isnan(maximum(tensor({1}, {1}, dtype), tensor({nan}, {1}, dtype)).item()));
+    EXPECT_TRUE(std::isnan(minimum(tensor({1}, {1}, dtype), tensor({nan}, {1}, dtype)).item()));
+  }
+}
+
+// d maximum(a, b) / da is 1 where a wins, 0 where it loses and 1/2 on a tie (PyTorch's split);
+// b with shape [1] collects its shares over the row: by hand 0 + 1/2 + 1 = 1.5.
+TEST(Extremum, GradientsByHandWithATie) {
+  Tensor a = tensor({3, 2, 1}, {3}, kFloat64).requires_grad_();
+  Tensor b = tensor({2}, {1}, kFloat64).requires_grad_();
+  maximum(a, b).sum().backward();
+  EXPECT_TRUE(all_close(a.grad(), {1, 0.5, 0}, 0));
+  EXPECT_TRUE(all_close(b.grad(), {1.5}, 0));
+  a.zero_grad();
+  b.zero_grad();
+  minimum(a, b).sum().backward();
+  EXPECT_TRUE(all_close(a.grad(), {0, 0.5, 1}, 0));
+  EXPECT_TRUE(all_close(b.grad(), {1.5}, 0));
+}
+
+TEST(Extremum, GradcheckBothModesAndSecondOrder) {
+  Generator gen(31);
+  Tensor a = normal_leaf({3, 1, 5}, gen), b = normal_leaf({4, 1}, gen);  // [3, 4, 5], no ties
+  for (auto op : {maximum, minimum}) {
+    auto f = [op](const std::vector<Tensor>& in) { return op(in[0] * in[0], in[1] * 3.0); };
+    EXPECT_TRUE(testing::gradcheck(f, {a, b}, {.check_forward_ad = true}));
+    EXPECT_TRUE(testing::gradgradcheck(f, {a, b}));
+  }
+}
+
+TEST(Extremum, NaiveBackendServesIt) {
+  testing::CountCalls counting;
+  Generator gen(32);
+  Tensor a = randn({4, 1, 3}, gen, kFloat64), b = randn({5, 3}, gen, kFloat64);
+  b.mutable_data_ptr<double>()[4] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<Tensor> fast = {maximum(a, b), minimum(a, b), maximum(b, a), minimum(b, a)};
+  KernelGuard naive(Kernels::Naive);
+  counting.reset();
+  std::vector<Tensor> loops = {maximum(a, b), minimum(a, b), maximum(b, a), minimum(b, a)};
+  EXPECT_GE(counting.naive(), 4);
+  for (std::size_t i = 0; i < fast.size(); ++i) {
+    std::vector<double> f = fast[i].to_vector<double>(), l = loops[i].to_vector<double>();
+    for (std::size_t j = 0; j < f.size(); ++j)
+      EXPECT_TRUE(f[j] == l[j] || (std::isnan(f[j]) && std::isnan(l[j]))) << "op " << i << " element " << j;
+  }
+}
+
+// clamp(x, -1, 2) on values inside, outside and on each bound: the gradient passes at a bound
+// itself (PyTorch's choice) and stops where the bound replaced x.
+TEST(Clamp, ValuesAndGradientsByHand) {
+  Tensor x = tensor({-3, -1, 0.5, 2, 7}, {5}, kFloat64).requires_grad_();
+  Tensor y = clamp(x, -1.0, 2.0);
+  EXPECT_TRUE(all_close(y, {-1, -1, 0.5, 2, 2}, 0));
+  y.sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {0, 1, 1, 1, 0}, 0));
+  EXPECT_TRUE(all_close(x.clamp_min(0.0), {0, 0, 0.5, 2, 7}, 0));
+  EXPECT_TRUE(all_close(x.clamp_max(0.0), {-3, -1, 0, 0, 0}, 0));
+  EXPECT_TRUE(all_close(x.clamp(std::nullopt, 1.0), {-3, -1, 0.5, 1, 1}, 0));
+  EXPECT_TRUE(all_close(clamp(x, 3.0, 1.0), {1, 1, 1, 1, 1}, 0));  // min > max: all max, as in PyTorch
+  // A bound is rounded to x's dtype: 0.1 beside float32 is 0.1f.
+  EXPECT_EQ(clamp(tensor({0.5}, {1}), std::nullopt, 0.1).item(), static_cast<double>(0.1f));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(clamp(tensor({nan}, {1}, kFloat64), 0.0, 1.0).item()));
+}
+
+TEST(Clamp, GradcheckBothModesAndSecondOrder) {
+  Generator gen(33);
+  Tensor x = normal_leaf({3, 5, 2}, gen);
+  auto f = [](const std::vector<Tensor>& in) { return clamp(in[0] * in[0] * in[0], -0.3, 0.4); };
+  EXPECT_TRUE(testing::gradcheck(f, {x}, {.check_forward_ad = true}));
+  EXPECT_TRUE(testing::gradgradcheck(f, {x}));
+}
+
+TEST(Extremum, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { maximum(ones({2}), ones({3})); },
+                                                 "maximum: shapes [2] and [3] cannot be broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { minimum(ones({2}), ones({2}, kFloat64)); },
+                                                 "minimum: dtypes differ"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { maximum(arange(2), arange(2)); },
+                                                 "maximum: expected a float32 or float64 tensor, got int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { clamp(ones({2, 3}), std::nullopt, std::nullopt); },
+                                                 "clamp: give min, max or both (x has shape [2, 3])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { clamp(ones({2}), std::numeric_limits<double>::quiet_NaN(), 1.0); }, "clamp: a bound is NaN (min nan, max 1)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { clamp(arange(2), 0.0, 1.0); },
+                                                 "clamp: expected a float32 or float64 tensor, got int64"));
 }
 
 }  // namespace

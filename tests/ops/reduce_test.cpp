@@ -1,4 +1,4 @@
-// Checks ops/reduce.cpp: sum, mean, max, argmax over one dim and over everything.
+// Checks ops/reduce.cpp: sum, mean, max, min and their indices over one dim and over everything.
 #include "../../ops/call_counts.h"
 #include "../test_util.h"
 
@@ -25,8 +25,8 @@ TEST(Reduce, Values) {
   EXPECT_TRUE(all_close(x.mean(), {3.5}, 1e-15));
   EXPECT_TRUE(all_close(x.mean(1), {3, 4}, 1e-15));
   EXPECT_TRUE(all_close(x.max(), {6}, 0));
-  EXPECT_TRUE(all_close(x.max(0), {4, 5, 6}, 0));
-  EXPECT_TRUE(all_close(x.max(1), {5, 6}, 0));
+  EXPECT_TRUE(all_close(x.amax(0), {4, 5, 6}, 0));
+  EXPECT_TRUE(all_close(x.amax(1), {5, 6}, 0));
   EXPECT_EQ(argmax(x, 1).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(argmax(x, 0).to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 1}));
 }
@@ -36,7 +36,7 @@ TEST(Reduce, KeepdimShapes) {
   EXPECT_EQ(x.sum(1).shape(), (Shape{2, 4}));
   EXPECT_EQ(x.sum(1, true).shape(), (Shape{2, 1, 4}));
   EXPECT_EQ(x.mean(-1, true).shape(), (Shape{2, 3, 1}));
-  EXPECT_EQ(x.max(0, true).shape(), (Shape{1, 3, 4}));
+  EXPECT_EQ(x.amax(0, true).shape(), (Shape{1, 3, 4}));
   EXPECT_EQ(argmax(x, 2, true).shape(), (Shape{2, 3, 1}));
 }
 
@@ -57,7 +57,7 @@ TEST(Reduce, GradcheckEveryDim) {
       SCOPED_TRACE(fmt::format("dim {} keepdim {}", dim, keepdim));
       EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].sum(dim, keepdim); }, {x}));
       EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].mean(dim, keepdim); }, {x}));
-      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].max(dim, keepdim); }, {x}));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].amax(dim, keepdim); }, {x}));
     }
   }
 }
@@ -77,7 +77,7 @@ TEST(Reduce, MaxTieSendsGradientToFirstPosition) {
 // derivatives pass through the scatter's own backward.
 TEST(Reduce, MaxDerivativesOfEveryOrderByHand) {
   Tensor x = tensor({1.0, -2.0, 0.5, -1.0, -2.0, -3.0}, {2, 3}, kFloat64).requires_grad_();
-  Tensor m = (x * x * x).max(1);
+  Tensor m = (x * x * x).amax(1);
   Tensor g = grad({(m * m).sum()}, {x}, {}, {.create_graph = true})[0];
   EXPECT_TRUE(all_close(g, {6, 0, 0, -6, 0, 0}, 1e-12));
   Tensor h = grad({g.sum()}, {x}, {}, {.create_graph = true})[0];
@@ -162,14 +162,14 @@ TEST(Reduce, NaiveBackendAgreesWithTheFastOne) {
   for (std::int64_t dim : {0, 1, 2}) {
     SCOPED_TRACE(fmt::format("dim {}", dim));
     counting.reset();
-    Tensor sum_fast = x.sum(dim), max_fast = x.max(dim), where_fast = x.argmax(dim);
+    Tensor sum_fast = x.sum(dim), max_fast = x.amax(dim), where_fast = x.argmax(dim);
     EXPECT_EQ(counting.naive(), 0);
     KernelGuard naive(Kernels::Naive);
     EXPECT_TRUE(all_close(x.sum(dim), sum_fast, 1e-15));
-    EXPECT_TRUE(all_close(x.max(dim), max_fast, 0));
+    EXPECT_TRUE(all_close(x.amax(dim), max_fast, 0));
     EXPECT_EQ(x.argmax(dim).to_vector<std::int64_t>(), where_fast.to_vector<std::int64_t>());
     for (bool keepdim : {false, true}) {
-      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].max(dim, keepdim); }, {x},
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].amax(dim, keepdim); }, {x},
                                      {.check_forward_ad = true}));
       EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return in[0].mean(dim, keepdim); }, {x},
                                      {.check_forward_ad = true}));
@@ -183,6 +183,61 @@ TEST(Reduce, NaiveBackendAgreesWithTheFastOne) {
     EXPECT_TRUE(std::isnan(with_nan.max().item()));
     EXPECT_EQ(with_nan.argmax(0).item<std::int64_t>(), 1);
   }
+}
+
+// max and min over a dim give values and indices, libtorch's tuple; the first extreme position
+// wins a tie, and a NaN beats any number (by hand).
+TEST(Reduce, MaxAndMinWithIndicesByHand) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor({3, 1, 3, 2, 5, 1, -1, -1, 0}, {3, 3}, kFloat64);
+  auto [hi, hi_at] = x.max(1);
+  auto [lo, lo_at] = ag::min(x, 1);
+  EXPECT_TRUE(all_close(hi, {3, 5, 0}, 0));
+  EXPECT_EQ(hi_at.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));
+  EXPECT_TRUE(all_close(lo, {1, 1, -1}, 0));
+  EXPECT_EQ(lo_at.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 0}));
+  EXPECT_EQ(hi_at.dtype(), kInt64);
+  auto [col_lo, col_at] = x.min(0, true);
+  EXPECT_EQ(col_lo.shape(), (Shape{1, 3}));
+  EXPECT_TRUE(all_close(col_lo, {-1, -1, 0}, 0));
+  EXPECT_EQ(col_at.to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_TRUE(all_close(x.amin(1), {1, 1, -1}, 0));
+  EXPECT_EQ(x.argmin(0).to_vector<std::int64_t>(), (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_EQ(x.min().item(), -1);
+  Tensor with_nan = tensor({2, nan, -4}, {3}, kFloat64);
+  EXPECT_TRUE(std::isnan(with_nan.min().item()));
+  EXPECT_EQ(with_nan.argmin(0).item<std::int64_t>(), 1);
+}
+
+// The gradient of a min goes to the first smallest position, and the indices carry none.
+TEST(Reduce, MinGradientAndIndicesByHand) {
+  Tensor x = tensor({1, 0, 0, 2, 4, 3}, {2, 3}, kFloat64).requires_grad_();
+  auto [values, indices] = x.min(1);
+  EXPECT_FALSE(indices.requires_grad());
+  EXPECT_TRUE(values.requires_grad());
+  (values * tensor({10, 100}, {2}, kFloat64)).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {0, 10, 0, 100, 0, 0}, 0));
+}
+
+TEST(Reduce, MinAndMaxGradcheckBothModes) {
+  Generator gen(12);
+  Tensor x = normal_leaf({3, 5, 2}, gen);  // continuous values: no ties
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return in[0].min(); }, {x},
+                                 {.check_forward_ad = true}));
+  for (std::int64_t dim : {0, 1, -1})
+    for (bool keepdim : {false, true}) {
+      SCOPED_TRACE(fmt::format("dim {} keepdim {}", dim, keepdim));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return std::get<0>(in[0].min(dim, keepdim)); },
+                                     {x}, {.check_forward_ad = true}));
+      EXPECT_TRUE(testing::gradcheck([&](const std::vector<Tensor>& in) { return std::get<0>(in[0].max(dim, keepdim)); },
+                                     {x}, {.check_forward_ad = true}));
+      EXPECT_TRUE(testing::gradgradcheck(
+          [&](const std::vector<Tensor>& in) { return (in[0] * in[0] * in[0]).amin(dim, keepdim); }, {x}));
+    }
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({2, 0}).min(1); }, "min: min over an empty dim (shape [2, 0])"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { ones({2, 3}).argmin(2); }, "argmin: dim 2 is out of range"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(3).amin(0); },
+                                                 "amin: expected a float32 or float64 tensor, got int64"));
 }
 
 }  // namespace
