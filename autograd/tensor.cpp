@@ -365,6 +365,17 @@ Tensor filled(std::string_view op, const Shape& shape, double value, DType dtype
 }  // namespace
 
 Tensor full(const Shape& shape, double value, DType dtype) { return filled("full", shape, value, dtype); }
+
+// Every element set to value, in this tensor's storage (so every handle and view sees it); the
+// write bumps the version, so a graph that saved this tensor refuses the changed values.
+Tensor& Tensor::fill_(double value) {
+  check_defined("fill_", *this);
+  detail::check_in_place_update("fill_", *this);
+  check_fits("fill_", value, dtype());
+  current_backend().fill(scalar_of(dtype()), value, numel(), mutable_raw_data());
+  return *this;
+}
+Tensor& Tensor::zero_() { return fill_(0.0); }
 Tensor zeros(const Shape& shape, DType dtype) { return filled("zeros", shape, 0.0, dtype); }
 Tensor ones(const Shape& shape, DType dtype) { return filled("ones", shape, 1.0, dtype); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
@@ -376,6 +387,12 @@ Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0.0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     throw_invalid("arange", "needs finite start, end and a non-zero step, got start={} end={} step={}", start, end,
                   step);
+  // An int64 or bool result holds whole numbers only: arange(0, 1, 0.25) would be four zeros.
+  if (!is_floating(dtype) && (std::trunc(start) != start || std::trunc(step) != step))
+    throw_invalid("arange",
+                  "start={} and step={} are not both whole numbers, so the {} result cannot hold the values; "
+                  "pass a float dtype: arange({}, {}, {}, ag::kFloat32)",
+                  start, step, dtype_name(dtype), start, end, step);
   double count = std::ceil((end - start) / step);
   // Converting a count past int64's range is undefined behaviour, so it is rejected first.
   if (count >= 0x1p63)

@@ -209,6 +209,12 @@ class Tensor {
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor clamp_min(double min) const;
   Tensor clamp_max(double max) const;
+  // Picking by an int64 index (ops/indexing.h): index_select and gather along `dim`, and
+  // index(idx), which is this[idx] along dim 0 for an idx of any shape (idx's shape followed
+  // by this tensor's other sizes), as libtorch's x.index({idx}).
+  Tensor index_select(std::int64_t dim, const Tensor& index) const;
+  Tensor gather(std::int64_t dim, const Tensor& index) const;
+  Tensor index(const Tensor& idx) const;
   Tensor reshape(Shape shape) const;
   // libtorch's name for a reshape that shares the data. Storage here is always contiguous, so
   // every reshape already is such a view and view() is reshape under that name: it never
@@ -246,6 +252,14 @@ class Tensor {
   // grad mode off (the change would be invisible to backward).
   Tensor& add_(const Tensor& other);
   Tensor& sub_(const Tensor& other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double other);
+  // Every element set to value (zero_: 0), any dtype; an int64 tensor takes only a value in its range.
+  Tensor& fill_(double value);
+  Tensor& zero_();
+  // src's values written into this tensor: src broadcasts to this shape (a float src; int64 and
+  // bool ones must have this shape) and is converted to this dtype, as Tensor::to converts.
+  Tensor& copy_(const Tensor& src);
 
   // --- low level --------------------------------------------------------------------------
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
@@ -274,7 +288,9 @@ Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
 // A 0-d tensor (shape []) holding one value.
 Tensor scalar(double value, DType dtype = kFloat32);
-// start, start + step, ... up to but excluding end.
+// start, start + step, ... up to but excluding end, each start + i step computed in double.
+// int64 by default, as for positions and ids; a fractional start or step needs a float dtype
+// (arange(0, 1, 0.25, ag::kFloat32)), and is refused with int64 rather than rounded.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
 Tensor arange(std::int64_t end, DType dtype = kInt64);
 // Copies `values` into a tensor of `shape`; the dtype follows T (float, double, int64_t, bool).

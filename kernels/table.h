@@ -180,6 +180,16 @@ struct Table {
   void (*max_dim)(const DimSizes& n, const T* x, T* y, std::int64_t* index);
   void (*take_along)(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
   void (*put_along)(const DimSizes& n, const T* x, const std::int64_t* index, T* y);
+  // The indexing ops (ops/indexing.cpp): x seen as [outer, n, inner], the result and `index` as
+  // [outer, m, inner] (gather, scatter_add) or index as [m] (index_add; index_select, which
+  // moves bytes, is with the moves), every index in 0..n-1 (the op checked them):
+  //   gather        y[o, j, i] = x[o, index[o, j, i], i]
+  //   scatter_add   y[o, index[o, j, i], i] += src[o, j, i]      (y holds self's values already)
+  //   index_add     y[o, index[j], i] += src[o, j, i]             (y holds self's values already)
+  // A position that several indices name gets each of their values added, in the order of j.
+  void (*gather)(const DimSizes& n, std::int64_t m, const T* x, const std::int64_t* index, T* y);
+  void (*scatter_add)(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y);
+  void (*index_add)(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y);
   // softmax along k, y = exp(x - m) / sum_k exp(x - m) with m = max_k x, or when `log`,
   // y = x - m - ln sum_k exp(x - m): exp in T, the sum in double. A row whose every value is -inf
   // has no distribution: it gets zeros (softmax) or -inf (log). Returns whether some row did.
@@ -321,7 +331,12 @@ struct Backend {
   //   arange       dst[i] = start + i step, computed in double and stored as the type `to`, i < n
   //                (autograd/tensor.cpp: arange, the positions of a GPT step)
   //   fill         dst[i] = value as the type `to`, i < n (autograd/tensor.cpp: zeros, ones, full)
+  //   select_along y[o, j, :] = x[o, index[j], :] for j < m, x seen as [outer, n, inner] (DimSizes)
+  //                and y as [outer, m, inner], `element` bytes an element, every index in 0..n-1
+  //                (ops/indexing.cpp: index_select, Tensor::index)
   void (*copy_along)(const CopySizes& n, const void* src, void* dst);
+  void (*select_along)(const DimSizes& n, std::int64_t m, std::int64_t element, const void* x,
+                       const std::int64_t* index, void* y);
   void (*permute)(const PermuteSizes& n, const void* x, void* y);
   std::int64_t (*convert)(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
   void (*arange)(Scalar to, double start, double step, std::int64_t n, void* dst);

@@ -239,6 +239,32 @@ Tensor& update_in_place(const char* op, Tensor& self, const Tensor& other, Tenso
 
 Tensor& Tensor::add_(const Tensor& other) { return update_in_place("add_", *this, other, ag::add); }
 Tensor& Tensor::sub_(const Tensor& other) { return update_in_place("sub_", *this, other, ag::sub); }
+Tensor& Tensor::mul_(const Tensor& other) { return update_in_place("mul_", *this, other, ag::mul); }
+Tensor& Tensor::mul_(double other) { return mul_(number_like("mul_", other, *this)); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_defined("copy_", *this);
+  check_defined("copy_", src);
+  detail::check_in_place_update("copy_", *this);
+  Tensor values;
+  {
+    NoGradGuard no_grad;
+    values = src.dtype() == dtype() ? src : src.to(dtype());
+    if (values.shape() != shape()) {
+      if (src.dim() > dim() || broadcast_shapes("copy_", src.shape(), shape()) != shape())
+        throw_invalid("copy_", "src of shape {} does not broadcast to this tensor's shape {}", shape_str(src.shape()),
+                      shape_str(shape()));
+      if (!is_floating(dtype()))
+        throw_invalid("copy_", "the {} tensor of shape {} is copied only from one of its shape, got {}",
+                      dtype_name(dtype()), shape_str(shape()), shape_str(src.shape()));
+      values = ag::broadcast_to(values, shape());
+    }
+  }
+  if (numel() == 0) return *this;
+  // memmove: src may be this tensor itself, or share its storage.
+  std::memmove(mutable_raw_data(), values.raw_data(), static_cast<std::size_t>(numel()) * dtype_size(dtype()));
+  return *this;
+}
 
 // --- the comparisons (binary.h) ---------------------------------------------------------------
 //

@@ -129,6 +129,17 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// a or b = not (not a and not b): De Morgan, on the two loops the backend has.
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_bool("logical_or", a);
+  check_bool("logical_or", b);
+  return logical_not(logical_and(logical_not(a), logical_not(b)));
+}
+
+Tensor operator~(const Tensor& mask) { return logical_not(mask); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return ag::masked_fill(*this, mask, value); }
 Tensor Tensor::where(const Tensor& condition, const Tensor& other) const { return ag::where(condition, *this, other); }
 Tensor Tensor::where(const Tensor& condition, double other) const { return ag::where(condition, *this, other); }

@@ -33,8 +33,13 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, double b);
 Tensor where(const Tensor& condition, double a, const Tensor& b);
 
-// Elementwise logical not and and of bool tensors (and broadcasts).
+// Elementwise logical not, and, or of bool tensors (and and or broadcast), also as the
+// operators ~, & and | on bool tensors, as in libtorch.
 Tensor logical_not(const Tensor& mask);
 Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& mask);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
 
 }  // namespace ag

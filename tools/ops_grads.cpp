@@ -13,7 +13,9 @@
 //
 // The ops: abs; maximum, minimum (a, b); where (cond; a, b); clamp (x; lo and/or hi);
 // max_dim, min_dim, max_indices, min_indices, amax, amin, argmin (x; dim, keepdim); max_all,
-// min_all (x); eq, ne, lt, le, gt, ge (a, b); sum_bool, mean_bool (mask); sum_int64 (ids).
+// min_all (x); eq, ne, lt, le, gt, ge (a, b); sum_bool, mean_bool (mask); sum_int64 (ids);
+// index_select, gather (x; index, dim); index_add, scatter_add (self, src; index, dim); stack
+// (a, b; dim).
 #include <attograd/attograd.h>
 
 #include <functional>
@@ -67,6 +69,13 @@ std::map<std::string, Op> ops() {
   m["le"] = {{"a", "b"}, [](const Case&, V in) { return in[0] <= in[1]; }};
   m["gt"] = {{"a", "b"}, [](const Case&, V in) { return in[0] > in[1]; }};
   m["ge"] = {{"a", "b"}, [](const Case&, V in) { return in[0] >= in[1]; }};
+  m["index_select"] = {{"x"}, [](const Case& c, V in) { return ag::index_select(in[0], dim_of(c), c.read("index")); }};
+  m["index_add"] = {{"self", "src"},
+                    [](const Case& c, V in) { return ag::index_add(in[0], dim_of(c), c.read("index"), in[1]); }};
+  m["gather"] = {{"x"}, [](const Case& c, V in) { return ag::gather(in[0], dim_of(c), c.read("index")); }};
+  m["scatter_add"] = {{"self", "src"},
+                      [](const Case& c, V in) { return ag::scatter_add(in[0], dim_of(c), c.read("index"), in[1]); }};
+  m["stack"] = {{"a", "b"}, [](const Case& c, V in) { return ag::stack({in[0], in[1]}, dim_of(c)); }};
   m["sum_bool"] = {{}, [](const Case& c, V) { return c.read("mask").sum(-1); }};
   m["mean_bool"] = {{}, [](const Case& c, V) { return c.read("mask").mean(); }};
   m["sum_int64"] = {{}, [](const Case& c, V) { return c.read("ids").sum(0); }};

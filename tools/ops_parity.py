@@ -10,7 +10,8 @@ by the naive backend's loops, with PyTorch's op on the same values:
     and the tangent when every operand moves (torch.autograd.forward_ad);
   - for a bool or int64 result, every element exactly.
 
-The ops: abs; maximum and minimum with broadcasting, ties included (PyTorch splits a tie's
+The ops: index_select, index_add, gather and scatter_add with repeated indices, and stack;
+abs; maximum and minimum with broadcasting, ties included (PyTorch splits a tie's
 gradient evenly, and so does attograd); where with a broadcast condition; clamp with both
 bounds, one bound, and min > max; max and min over a dim (values with ties, and indices),
 amax, amin and argmin without ties, max and min of everything without ties (on a tie
@@ -76,13 +77,19 @@ TORCH_OPS = {
     "le": lambda c, a, b: a <= b,
     "gt": lambda c, a, b: a > b,
     "ge": lambda c, a, b: a >= b,
+    "index_select": lambda c, x: x.index_select(c["dim"], c["index_tensor"]),
+    "index_add": lambda c, s, src: s.index_add(c["dim"], c["index_tensor"], src),
+    "gather": lambda c, x: x.gather(c["dim"], c["index_tensor"]),
+    "scatter_add": lambda c, s, src: s.scatter_add(c["dim"], c["index_tensor"], src),
+    "stack": lambda c, a, b: torch.stack([a, b], c["dim"]),
     "sum_bool": lambda c: c["mask_tensor"].sum(-1),
     "mean_bool": lambda c: c["mask_tensor"].to(torch.float32).mean(),
     "sum_int64": lambda c: c["ids_tensor"].sum(0),
 }
 OPERANDS = {"abs": ["x"], "clamp": ["x"], "max_dim": ["x"], "min_dim": ["x"], "max_indices": ["x"],
             "min_indices": ["x"], "amax": ["x"], "amin": ["x"], "argmin": ["x"], "max_all": ["x"],
-            "min_all": ["x"], "sum_bool": [], "mean_bool": [], "sum_int64": []}
+            "min_all": ["x"], "sum_bool": [], "mean_bool": [], "sum_int64": [], "index_select": ["x"],
+            "gather": ["x"], "index_add": ["self", "src"], "scatter_add": ["self", "src"]}
 
 
 def build(case, g):
@@ -105,6 +112,9 @@ def build(case, g):
         big = 2 ** 62
         case["ids_tensor"] = torch.tensor([[big, -5, 7], [big - 1, 3, -(2 ** 63)], [-big, 2, 1]], dtype=torch.int64)
         files["ids"] = case["ids_tensor"]
+    if "index" in case:  # drawn with repeats: their gradients add up
+        case["index_tensor"] = torch.randint(0, case["index_range"], case["index"], generator=g)
+        files["index"] = case["index_tensor"]
     for key in ("lo", "hi"):
         if key in case:
             files[key] = torch.tensor(case[key], dtype=torch.float64)
@@ -200,6 +210,14 @@ CASES = [
     dict(name="le", kind="le", shapes=[(2, 3, 1), (3, 4)], grid=True, seed=21),
     dict(name="gt, a NaN", kind="gt", shapes=[(5,), (3, 5)], grid=True, nan=1, seed=22),
     dict(name="ge", kind="ge", shapes=[(3, 5), (3, 5)], grid=True, seed=23),
+    dict(name="index_select, repeats", kind="index_select", shapes=[(3, 5, 2)], dim=1, index=(7,), index_range=5,
+         seed=29),
+    dict(name="index_add, repeats", kind="index_add", shapes=[(4, 3), (6, 3)], dim=0, index=(6,), index_range=4,
+         seed=30),
+    dict(name="gather, repeats", kind="gather", shapes=[(3, 5, 2)], dim=1, index=(3, 4, 2), index_range=5, seed=31),
+    dict(name="scatter_add, repeats", kind="scatter_add", shapes=[(3, 5, 2), (3, 4, 2)], dim=-2, index=(3, 4, 2),
+         index_range=5, seed=32),
+    dict(name="stack", kind="stack", shapes=[(3, 5), (3, 5)], dim=1, seed=33),
     dict(name="sum of bool", kind="sum_bool", shapes=[], mask=(3, 7), seed=24),
     dict(name="mean of bool", kind="mean_bool", shapes=[], mask=(5, 3), seed=25),
     dict(name="sum of int64, past 2^53", kind="sum_int64", shapes=[], seed=26),

@@ -41,6 +41,7 @@
 #include "ops/autocast.h"
 #include "ops/binary.h"
 #include "ops/elementwise.h"
+#include "ops/indexing.h"
 #include "ops/kernels.h"
 #include "ops/masking.h"
 #include "ops/matmul.h"

@@ -159,15 +159,45 @@ void where(std::int64_t n, const bool* cond, const T* a, const T* b, T* y) {
   });
 }
 
-#define AG_ALONG_DIM(T)                                                         \
-  template void sum_dim(const DimSizes&, const T*, T*);                         \
-  template void max_dim(const DimSizes&, const T*, T*, std::int64_t*);          \
-  template void take_along(const DimSizes&, const T*, const std::int64_t*, T*); \
-  template void put_along(const DimSizes&, const T*, const std::int64_t*, T*);  \
-  template bool softmax(const DimSizes&, bool, const T*, T*);                   \
-  template bool dead_rows(const DimSizes&, const T*, bool*);                    \
-  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);   \
-  template void where(std::int64_t, const bool*, const T*, const T*, T*);
+// The indexing ops. gather and index_select write each element of y once; scatter_add and
+// index_add add into y's lane (o, i) from that lane's sources only, in the order of j, so the
+// lanes split across threads give the same sums whatever the thread count.
+template <class T>
+void gather(const DimSizes& n, std::int64_t m, const T* x, const std::int64_t* index, T* y) {
+  DimSizes out{n.outer, m, n.inner};
+  each_lane(out, [&](std::int64_t o, std::int64_t i) {
+    for (std::int64_t j = 0; j < m; ++j) y[at(out, o, j, i)] = x[at(n, o, index[at(out, o, j, i)], i)];
+  });
+}
+
+template <class T>
+void scatter_add(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y) {
+  DimSizes from{n.outer, m, n.inner};
+  each_lane(from, [&](std::int64_t o, std::int64_t i) {
+    for (std::int64_t j = 0; j < m; ++j) y[at(n, o, index[at(from, o, j, i)], i)] += src[at(from, o, j, i)];
+  });
+}
+
+template <class T>
+void index_add(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y) {
+  DimSizes from{n.outer, m, n.inner};
+  each_lane(from, [&](std::int64_t o, std::int64_t i) {
+    for (std::int64_t j = 0; j < m; ++j) y[at(n, o, index[j], i)] += src[at(from, o, j, i)];
+  });
+}
+
+#define AG_ALONG_DIM(T)                                                                        \
+  template void sum_dim(const DimSizes&, const T*, T*);                                        \
+  template void max_dim(const DimSizes&, const T*, T*, std::int64_t*);                         \
+  template void take_along(const DimSizes&, const T*, const std::int64_t*, T*);                \
+  template void put_along(const DimSizes&, const T*, const std::int64_t*, T*);                 \
+  template bool softmax(const DimSizes&, bool, const T*, T*);                                  \
+  template bool dead_rows(const DimSizes&, const T*, bool*);                                   \
+  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);                  \
+  template void where(std::int64_t, const bool*, const T*, const T*, T*);                      \
+  template void gather(const DimSizes&, std::int64_t, const T*, const std::int64_t*, T*);      \
+  template void scatter_add(const DimSizes&, std::int64_t, const T*, const std::int64_t*, T*); \
+  template void index_add(const DimSizes&, std::int64_t, const T*, const std::int64_t*, T*);
 AG_ALONG_DIM(float)
 AG_ALONG_DIM(double)
 #undef AG_ALONG_DIM

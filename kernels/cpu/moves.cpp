@@ -28,6 +28,21 @@ void copy_along(const CopySizes& n, const void* src, void* dst) {
                   static_cast<std::size_t>(bytes));
 }
 
+// One memcpy per picked row of `inner` elements, the rows split across the pool.
+void select_along(const DimSizes& n, std::int64_t m, std::int64_t element, const void* x, const std::int64_t* index,
+                  void* y) {
+  const std::int64_t row = n.inner * element;  // bytes
+  if (row == 0) return;
+  const char* in = static_cast<const char*>(x);
+  char* out = static_cast<char*>(y);
+  parallel_for(n.outer * m, std::max<std::int64_t>(1, (1 << 17) / row), [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t r = first; r < last; ++r) {
+      std::int64_t o = r / m, j = r % m;
+      std::memcpy(out + r * row, in + (o * n.n + index[j]) * row, static_cast<std::size_t>(row));
+    }
+  });
+}
+
 namespace {
 
 // copy(o, from) for every element o of y, `from` its element of x: an odometer over y's index

@@ -146,16 +146,51 @@ void where(std::int64_t n, const bool* cond, const T* a, const T* b, T* y) {
   for (std::int64_t j = 0; j < n; ++j) y[j] = cond[j] ? a[j] : b[j];
 }
 
+// The indexing ops: x (or y) as [outer, n, inner], the other side as [outer, m, inner].
+template <class T>
+void gather(const DimSizes& n, std::int64_t m, const T* x, const std::int64_t* index, T* y) {
+  count_call();
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t i = 0; i < n.inner; ++i) {
+        std::int64_t at = (o * m + j) * n.inner + i;
+        y[at] = x[(o * n.n + index[at]) * n.inner + i];
+      }
+}
+
+template <class T>
+void scatter_add(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y) {
+  count_call();
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t i = 0; i < n.inner; ++i) {
+        std::int64_t at = (o * m + j) * n.inner + i;
+        y[(o * n.n + index[at]) * n.inner + i] += src[at];
+      }
+}
+
+template <class T>
+void index_add(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y) {
+  count_call();
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t i = 0; i < n.inner; ++i)
+        y[(o * n.n + index[j]) * n.inner + i] += src[(o * m + j) * n.inner + i];
+}
+
 // The two precisions of the table (table.cpp).
-#define AG_ALONG_DIM(T)                                                         \
-  template void sum_dim(const DimSizes&, const T*, T*);                         \
-  template void max_dim(const DimSizes&, const T*, T*, std::int64_t*);          \
-  template void take_along(const DimSizes&, const T*, const std::int64_t*, T*); \
-  template void put_along(const DimSizes&, const T*, const std::int64_t*, T*);  \
-  template bool softmax(const DimSizes&, bool, const T*, T*);                   \
-  template bool dead_rows(const DimSizes&, const T*, bool*);                    \
-  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);   \
-  template void where(std::int64_t, const bool*, const T*, const T*, T*);
+#define AG_ALONG_DIM(T)                                                                        \
+  template void sum_dim(const DimSizes&, const T*, T*);                                        \
+  template void max_dim(const DimSizes&, const T*, T*, std::int64_t*);                         \
+  template void take_along(const DimSizes&, const T*, const std::int64_t*, T*);                \
+  template void put_along(const DimSizes&, const T*, const std::int64_t*, T*);                 \
+  template bool softmax(const DimSizes&, bool, const T*, T*);                                  \
+  template bool dead_rows(const DimSizes&, const T*, bool*);                                   \
+  template void masked_fill(std::int64_t, const T*, const bool*, double, T*);                  \
+  template void where(std::int64_t, const bool*, const T*, const T*, T*);                      \
+  template void gather(const DimSizes&, std::int64_t, const T*, const std::int64_t*, T*);      \
+  template void scatter_add(const DimSizes&, std::int64_t, const T*, const std::int64_t*, T*); \
+  template void index_add(const DimSizes&, std::int64_t, const T*, const std::int64_t*, T*);
 AG_ALONG_DIM(float)
 AG_ALONG_DIM(double)
 #undef AG_ALONG_DIM

@@ -22,6 +22,19 @@ void copy_along(const CopySizes& n, const void* src, void* dst) {
       }
 }
 
+void select_along(const DimSizes& n, std::int64_t m, std::int64_t element, const void* x, const std::int64_t* index,
+                  void* y) {
+  count_call();
+  const char* in = static_cast<const char*>(x);
+  char* out = static_cast<char*>(y);
+  for (std::int64_t o = 0; o < n.outer; ++o)
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t i = 0; i < n.inner; ++i) {
+        std::int64_t to = (o * m + j) * n.inner + i, from = (o * n.n + index[j]) * n.inner + i;
+        std::memcpy(out + to * element, in + from * element, static_cast<std::size_t>(element));
+      }
+}
+
 void permute(const PermuteSizes& n, const void* x, void* y) {
   count_call();
   std::int64_t total = 1;

@@ -48,9 +48,17 @@ template <class T>
 void masked_fill(std::int64_t n, const T* x, const bool* mask, double value, T* y);
 template <class T>
 void where(std::int64_t n, const bool* cond, const T* a, const T* b, T* y);
+template <class T>
+void gather(const DimSizes& n, std::int64_t m, const T* x, const std::int64_t* index, T* y);
+template <class T>
+void scatter_add(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y);
+template <class T>
+void index_add(const DimSizes& n, std::int64_t m, const T* src, const std::int64_t* index, T* y);
 
 // moves.cpp: slice, cat and permute's copies, for every dtype; convert, arange and fill
 void copy_along(const CopySizes& n, const void* src, void* dst);
+void select_along(const DimSizes& n, std::int64_t m, std::int64_t element, const void* x, const std::int64_t* index,
+                  void* y);
 void permute(const PermuteSizes& n, const void* x, void* y);
 std::int64_t convert(Scalar from, Scalar to, std::int64_t n, const void* src, void* dst);
 void arange(Scalar to, double start, double step, std::int64_t n, void* dst);

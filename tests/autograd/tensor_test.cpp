@@ -143,6 +143,12 @@ TEST(Tensor, AccessErrors) {
         zeros({1LL << 40, 1LL << 40});
       },
       "more elements than int64 can count"));
+  // A fractional start or step would be rounded into int64: refused, naming the float dtype.
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { arange(0, 1, 0.25); },
+      "arange: start=0 and step=0.25 are not both whole numbers, so the int64 result cannot hold the values; pass a "
+      "float dtype: arange(0, 1, 0.25, ag::kFloat32)"));
+  EXPECT_TRUE(all_close(arange(-0.5, 1, 0.5, kFloat32), {-0.5, 0, 0.5}, 0));
   EXPECT_TRUE(throws_with<std::invalid_argument>([] { arange(0, 1, 0); },
                                                  "arange: needs finite start, end and a non-zero step"));
   // A value int64 cannot hold is refused, not converted (which C++ leaves undefined): NaN, and

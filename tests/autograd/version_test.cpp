@@ -54,6 +54,67 @@ TEST(Version, WriteThroughDataPtrAfterSaveIsCaught) {
 
 // Reading a saved tensor between forward and backward (a non-const handle, as user code has)
 // leaves backward free to run; writing it still stops backward.
+// The in-place methods a libtorch user reaches for (mul_, fill_, zero_, copy_) write through
+// the storage like any other write: each bumps the version once, every handle sees the values,
+// and a graph that saved the tensor refuses them.
+TEST(Version, InPlaceMethodsAreWrites) {
+  Tensor t = tensor({1, 2, 3}, {3}, kFloat64);
+  Tensor view = t.reshape({3, 1});
+  std::uint64_t v = t.version();
+  t.mul_(tensor({2}, {1}, kFloat64));
+  EXPECT_TRUE(all_close(view, {2, 4, 6}, 0));
+  t.mul_(0.5);
+  EXPECT_TRUE(all_close(t, {1, 2, 3}, 0));
+  t.copy_(tensor({7, 8, 9}, {3}, kFloat32));  // converted to float64
+  EXPECT_TRUE(all_close(view, {7, 8, 9}, 0));
+  t.copy_(scalar(4.0, kFloat64));  // broadcast
+  EXPECT_TRUE(all_close(t, {4, 4, 4}, 0));
+  t.fill_(-1.5);
+  EXPECT_TRUE(all_close(view, {-1.5, -1.5, -1.5}, 0));
+  t.zero_();
+  EXPECT_TRUE(all_close(t, {0, 0, 0}, 0));
+  t.copy_(t);  // from itself: unchanged
+  EXPECT_TRUE(all_close(t, {0, 0, 0}, 0));
+  EXPECT_EQ(t.version(), v + 7);
+  Tensor ids = arange(4);
+  ids.fill_(9.0);
+  EXPECT_EQ(ids.to_vector<std::int64_t>(), (std::vector<std::int64_t>{9, 9, 9, 9}));
+  ids.copy_(from_vector<std::int64_t>({1, 2, 3, 4}, {4}));
+  EXPECT_EQ(ids.to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 2, 3, 4}));
+
+  Tensor a = leaf({1, 2}, {2}), b = tensor({3, 4}, {2}, kFloat64);
+  Tensor y = (a * b).sum();  // saves b
+  b.fill_(0.0);
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { y.backward(); }, "input 1 of 'mul' (float64 [2]"));
+  Tensor z = (a * b).sum();
+  b.copy_(tensor({5, 6}, {2}, kFloat64));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { z.backward(); }, "was changed in place"));
+}
+
+TEST(Version, InPlaceMethodsRefuseWhatTheyCannotDo) {
+  Tensor w = leaf({1, 2}, {2});
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { w.fill_(0.0); }, "fill_: the float64 tensor of shape [2] requires grad"));
+  EXPECT_TRUE(throws_with<std::runtime_error>([&] { w.mul_(2.0); }, "mul_: the float64 tensor of shape [2] requires grad"));
+  {
+    NoGradGuard no_grad;
+    w.mul_(2.0).zero_();  // with grad mode off, as an optimizer step
+  }
+  EXPECT_TRUE(all_close(w, {0, 0}, 0));
+  EXPECT_TRUE(w.is_leaf());
+  Tensor t = zeros({2, 3}, kFloat64);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { t.copy_(ones({3, 3})); },
+                                                 "copy_: shapes [3, 3] and [2, 3] cannot be broadcast"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { t.copy_(ones({1, 2, 3})); },
+                                                 "copy_: src of shape [1, 2, 3] does not broadcast to this tensor's shape [2, 3]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { t.mul_(ones({2, 3})); }, "mul_: dtypes differ"));
+  Tensor ids = arange(3);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { ids.fill_(1e300); }, "fill_: value 1e+300 cannot be stored in int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { ids.copy_(from_vector<std::int64_t>({1}, {1})); },
+                                                 "copy_: the int64 tensor of shape [3] is copied only from one of its shape, got [1]"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { ids.mul_(2.0); }, "mul_: expected a float32 or float64 tensor, got int64"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { Tensor().zero_(); }, "fill_: got an undefined tensor"));
+}
+
 TEST(Version, AReadBetweenForwardAndBackwardIsNotAWrite) {
   Tensor a = leaf({1, 2, 3}, {3}), b = leaf({4, 5, 6}, {3});
   Tensor y = (a * b).sum();

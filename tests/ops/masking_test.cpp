@@ -122,6 +122,17 @@ TEST(Masking, NaiveBackendAndSecondOrder) {
       [&](const std::vector<Tensor>& in) { return masked_fill(in[0] * in[0], m, 0.5) * in[0]; }, {leaf}));
 }
 
+// or by hand, with broadcasting, and the operators.
+TEST(Masking, LogicalOpsByHand) {
+  Tensor a = from_vector<bool>({true, false, true, false}, {2, 2}), col = from_vector<bool>({false, true}, {2, 1});
+  EXPECT_EQ(logical_or(a, col).to_vector<bool>(), (std::vector<bool>{1, 0, 1, 1}));
+  EXPECT_EQ((a | col).to_vector<bool>(), (std::vector<bool>{1, 0, 1, 1}));
+  EXPECT_EQ((a & col).to_vector<bool>(), (std::vector<bool>{0, 0, 1, 0}));
+  EXPECT_EQ((~a).to_vector<bool>(), (std::vector<bool>{0, 1, 0, 1}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { logical_or(a, ones({2})); },
+                                                 "logical_or: mask must be bool, got float32 with shape [2]"));
+}
+
 // where picks by the condition after broadcasting all three; the side not chosen never reaches
 // the result, so its inf and NaN do no harm (a * c + b * (1 - c) would give NaN there).
 TEST(Where, ValuesByHand) {
