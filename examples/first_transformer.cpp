@@ -135,12 +135,8 @@ Batch make_batch(const std::vector<Sequence>& seqs) {
 // The fraction of the batch whose largest digit the model names.
 double accuracy(MaxDigitModel& model, const Batch& batch) {
   ag::NoGradGuard no_grad;
-  std::vector<std::int64_t> predicted =
-      ag::argmax(model.forward(batch.ids, batch.lengths), 1).to_vector<std::int64_t>();
-  std::vector<std::int64_t> target = batch.target.to_vector<std::int64_t>();
-  std::size_t right = 0;
-  for (std::size_t i = 0; i < target.size(); ++i) right += predicted[i] == target[i];
-  return static_cast<double>(right) / static_cast<double>(target.size());
+  ag::Tensor predicted = model.forward(batch.ids, batch.lengths).argmax(1);
+  return (predicted == batch.target).mean().item();  // the mean of a bool tensor: the fraction true
 }
 
 }  // namespace

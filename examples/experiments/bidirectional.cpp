@@ -95,11 +95,8 @@ struct Score {
 
 // Cross-entropy and top-1 accuracy of logits [B, 1, V] against targets [B, 1].
 Score score(const Tensor& logits, const Tensor& targets) {
-  Tensor predicted = ag::argmax(logits, -1);
-  std::int64_t n = targets.numel(), right = 0;
-  for (std::int64_t i = 0; i < n; ++i)
-    right += predicted.data_ptr<std::int64_t>()[i] == targets.data_ptr<std::int64_t>()[i];
-  return {ag::cross_entropy(logits, targets).item(), static_cast<double>(right) / static_cast<double>(n)};
+  Tensor right = ag::argmax(logits, -1) == targets;  // bool [B, 1]
+  return {ag::cross_entropy(logits, targets).item(), right.mean().item()};
 }
 
 }  // namespace
