@@ -250,8 +250,8 @@ void save_module(const std::string& path, const nn::Module& module, const Metada
   save_safetensors(path, module_tensors(module), metadata);
 }
 
-void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& options, std::string_view source) {
-  const std::string where = source.empty() ? "load_module" : fmt::format("{}: load_module", source);
+std::vector<std::pair<Tensor, Tensor>> detail::stage_module(const nn::Module& module, const TensorFile& file,
+                                                            const LoadOptions& options, const std::string& where) {
   std::vector<nn::NamedTensor> expected = module_tensors(module);
   std::set<std::string> wanted;
   for (const auto& [name, _] : expected) wanted.insert(name);
@@ -259,7 +259,7 @@ void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& 
     if (!wanted.count(name))
       throw_invalid(where, "unexpected tensor '{}': the module has no such parameter or buffer", name);
   // Every tensor checked and converted before the first one is copied in.
-  std::vector<Tensor> staged;
+  std::vector<std::pair<Tensor, Tensor>> staged;
   for (const auto& [name, current] : expected) {
     const Tensor* t = file.find(name);
     if (!t) throw_invalid(where, "tensor '{}' is missing from the file", name);
@@ -270,13 +270,20 @@ void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& 
         (!is_floating(t->dtype()) && t->dtype() != current.dtype()))
       throw_invalid(where, "tensor '{}' is {} in the file, the module holds {}", name, dtype_name(t->dtype()),
                     dtype_name(current.dtype()));
-    staged.push_back(t->dtype() == current.dtype() ? *t : t->to(current.dtype()));
-    if (is_floating(current.dtype()) && !options.allow_non_finite) detail::check_finite(staged.back(), name, where);
+    Tensor value = t->dtype() == current.dtype() ? *t : t->to(current.dtype());
+    if (is_floating(current.dtype()) && !options.allow_non_finite) detail::check_finite(value, name, where);
+    staged.emplace_back(current, value);
   }
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    Tensor target = expected[i].second;
-    target.set_data(staged[i].clone().detach());
-  }
+  return staged;
+}
+
+void detail::commit_module(const std::vector<std::pair<Tensor, Tensor>>& staged) {
+  for (auto [target, value] : staged) target.set_data(value.clone().detach());
+}
+
+void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& options, std::string_view source) {
+  const std::string where = source.empty() ? "load_module" : fmt::format("{}: load_module", source);
+  detail::commit_module(detail::stage_module(module, file, options, where));
 }
 
 void load_module(nn::Module& module, const std::string& path, const LoadOptions& options) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../data/dataset.h"
 #include "../nn/gpt.h"
 #include "../nn/module.h"
 #include "../nn/optim.h"
@@ -118,6 +119,22 @@ void load_module(nn::Module& module, const std::string& path, const LoadOptions&
 // `source` names the file in errors.
 void load_module(nn::Module& module, const TensorFile& file, const LoadOptions& options = {},
                  std::string_view source = {});
+
+// A run of one's own model, to resume exactly (io/training_state.cpp): in one safetensors file,
+// the module's tensors as "model." + their names, the optimizer's as "optim." + the names
+// Optimizer::state gives, and in the metadata the format "attograd-checkpoint", the state of
+// every Dropout's generator ("generator." + its dotted path), the batch order's state
+// ("batch_order", when one is given: DataLoader::order()) and the caller's own entries.
+inline constexpr const char* kCheckpointFormat = "attograd-checkpoint";
+void save_checkpoint(const std::string& path, const nn::Module& module, const optim::Optimizer& opt,
+                     const data::BatchOrder* batches = nullptr, const Metadata& metadata = {});
+// Restores what save_checkpoint wrote into a module and optimizer built the same way (and the
+// batch order, when one is given; a file saved with one needs one). Everything is read and
+// checked first, as load_module and Optimizer::load_state check, with every generator state and
+// the batch order's; on any error std::invalid_argument names the file and the entry, and
+// nothing has changed. Returns the metadata, for the caller's own entries.
+Metadata load_checkpoint(const std::string& path, nn::Module& module, optim::Optimizer& opt,
+                         data::BatchOrder* batches = nullptr, const LoadOptions& options = {});
 
 // --- Training state -------------------------------------------------------------------------
 // Everything a run needs to continue exactly (io/training_state.cpp), in one safetensors file:

@@ -295,3 +295,104 @@ ResumedTraining load_training_state(const TensorFile& file, const std::string& p
 }
 
 }  // namespace ag::io
+
+namespace ag::io {
+
+namespace {
+void dropout_states(const nn::Module& module, const std::string& path, Metadata& out) {
+  if (auto* d = dynamic_cast<const nn::Dropout*>(&module)) out["generator." + path] = d->generator().state();
+  for (const auto& [name, child] : module.named_children())
+    dropout_states(*child, path.empty() ? name : path + "." + name, out);
+}
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& module, const optim::Optimizer& opt,
+                     const data::BatchOrder* batches, const Metadata& metadata) {
+  Metadata meta;
+  dropout_states(module, "", meta);
+  if (batches) meta["batch_order"] = batches->state();
+  meta["format"] = kCheckpointFormat;
+  for (const auto& [key, value] : metadata) {
+    if (meta.count(key) || key.starts_with("generator."))
+      throw_invalid("save_checkpoint", "metadata key \"{}\" is the checkpoint's own; give it another name", key);
+    meta[key] = value;
+  }
+  std::vector<nn::NamedTensor> tensors;
+  for (auto& [name, t] : module.named_parameters()) tensors.emplace_back("model." + name, t);
+  for (auto& [name, t] : module.named_buffers()) tensors.emplace_back("model." + name, t);
+  for (auto& [name, t] : opt.state()) tensors.emplace_back("optim." + name, t);
+  save_safetensors(path, tensors, meta);
+}
+
+Metadata load_checkpoint(const std::string& path, nn::Module& module, optim::Optimizer& opt, data::BatchOrder* batches,
+                         const LoadOptions& options) {
+  TensorFile file = load_safetensors(path);
+  auto meta = [&](const std::string& key) -> const std::string& { return metadata_entry(file, path, key); };
+  if (meta("format") != kCheckpointFormat)
+    throw_invalid(path, "not a checkpoint of a module and its optimizer (format \"{}\"; save_checkpoint writes \"{}\")",
+                  meta("format"), kCheckpointFormat);
+  TensorFile model_part;
+  std::vector<nn::NamedTensor> optim_part;
+  for (auto& [name, t] : file.tensors) {
+    if (name.starts_with("model."))
+      model_part.tensors.emplace_back(name.substr(6), t);
+    else if (name.starts_with("optim."))
+      optim_part.emplace_back(name.substr(6), t);
+    else
+      throw_invalid(path, "unexpected tensor '{}' (neither model. nor optim.)", name);
+  }
+  auto staged = detail::stage_module(module, model_part, options, path + ": load_checkpoint");
+
+  // The optimizer's step is its own "step" entry; its slots are checked against it and the model.
+  std::int64_t step = 0;
+  for (const auto& [name, t] : optim_part)
+    if (name == "step" && t.dtype() == kInt64 && t.numel() == 1) step = t.item<std::int64_t>();
+  check_optimizer_state(optim_part, opt, module.named_parameters().size(), step, options, path);
+
+  // Generators and the batch order: restored into copies first, so a bad state changes nothing.
+  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
+  collect_dropouts(module, "", dropouts);
+  std::vector<Generator> dropout_gens;
+  std::set<std::string> known;
+  for (auto& [name, d] : dropouts) {
+    Generator gen = d->generator();
+    try {
+      gen.set_state(meta("generator." + name));
+    } catch (const std::invalid_argument& e) {
+      throw_invalid(path, "metadata \"generator.{}\": {}", name, e.what());
+    }
+    dropout_gens.push_back(gen);
+    known.insert("generator." + name);
+  }
+  for (const auto& [key, _] : file.metadata)
+    if (key.starts_with("generator.") && !known.count(key))
+      throw_invalid(path, "metadata \"{}\" names a Dropout the module does not have", key);
+  std::optional<data::BatchOrder> order;
+  bool saved_order = file.metadata.count("batch_order") > 0;
+  if (batches && !saved_order)
+    throw_invalid(path, "holds no batch order (metadata \"batch_order\"), and one was given to restore");
+  if (!batches && saved_order)
+    throw_invalid(path, "holds a batch order (metadata \"batch_order\"); give the loader's order() to restore it");
+  if (batches) {
+    order = *batches;
+    try {
+      order->set_state(meta("batch_order"));
+    } catch (const std::invalid_argument& e) {
+      throw_invalid(path, "metadata \"batch_order\": {}", e.what());
+    }
+  }
+
+  // Apply. The optimizer checks its part against itself and commits only if all is well; after
+  // it nothing can fail.
+  try {
+    opt.load_state(optim_part);
+  } catch (const std::invalid_argument& e) {
+    throw_invalid(path, "{}", e.what());
+  }
+  detail::commit_module(staged);
+  for (std::size_t i = 0; i < dropouts.size(); ++i) dropouts[i].second->generator() = dropout_gens[i];
+  if (batches) *batches = *order;
+  return file.metadata;
+}
+
+}  // namespace ag::io

@@ -80,6 +80,7 @@ class Dropout : public Module {
   Tensor operator()(const Tensor& x) { return forward(x); }
   // Its generator, whose state a training checkpoint saves so a resumed run draws the same masks.
   Generator& generator() { return generator_; }
+  const Generator& generator() const { return generator_; }
 
   double p;
 

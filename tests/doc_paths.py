@@ -17,7 +17,7 @@ import sys
 import tempfile
 import shutil
 
-TOPS = ("autograd", "ops", "kernels", "nn", "io", "text", "runtime", "distributed", "examples", "tests", "bench",
+TOPS = ("autograd", "ops", "kernels", "nn", "io", "text", "data", "runtime", "distributed", "examples", "tests", "bench",
         "tools", "scripts", "docs", "include", ".ci")
 SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")

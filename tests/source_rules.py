@@ -46,10 +46,11 @@ LAYERS = {
     "ops/fused": KERNELS | {"ops/reference", "ops", "autograd", "runtime"},
     "nn": KERNELS | {"ops", "ops/reference", "autograd", "runtime"},
     "text": {"nn", "ops", "autograd", "runtime"},
-    "io": {"text", "nn", "ops", "autograd", "runtime"},
+    "data": {"ops", "autograd", "runtime"},
+    "io": {"text", "data", "nn", "ops", "autograd", "runtime"},
     "distributed": {"autograd", "runtime"},
     "include/attograd": KERNELS | {"runtime", "autograd", "autograd/debug", "ops", "ops/reference", "ops/fused", "nn",
-                                   "text", "io", "distributed"},
+                                   "text", "data", "io", "distributed"},
 }
 
 # The edges the table does not allow, each named: (file, included file) -> why.

@@ -25,6 +25,7 @@
 #include "autograd/memory.h"
 #include "autograd/node.h"
 #include "autograd/tensor.h"
+#include "data/dataset.h"
 #include "distributed/data_parallel.h"
 #include "distributed/dist.h"
 #include "io/checkpoint.h"

@@ -253,5 +253,144 @@ TEST(TrainingState, OptionsComeBackAsWritten) {
   }
 }
 
+// ---- save_checkpoint / load_checkpoint: one's own module, its optimizer, its batch order ----
+
+struct OwnRun {
+  Generator init;
+  std::shared_ptr<nn::Sequential> model;
+  optim::AdamW opt;
+  data::DataLoader<2> loader;
+  OwnRun(std::uint64_t seed, std::int64_t batch_size = 4)
+      : init(seed),
+        model(std::make_shared<nn::Sequential>(
+            std::make_shared<nn::Linear>(5, 7, true, init), std::make_shared<nn::Dropout>(0.3, init),
+            std::make_shared<nn::Linear>(7, 3, true, init))),
+        opt(model->parameters(), {.lr = 1e-2}),
+        loader(data_set(), {.batch_size = batch_size, .shuffle = true, .seed = seed}) {
+    model->to(kFloat64);
+  }
+  static data::TensorDataset<2> data_set() {
+    Generator gen(5);
+    return data::TensorDataset(randn({18, 5}, gen, kFloat64), randint(3, {18}, gen));
+  }
+  double step() {
+    auto [x, y] = loader.next();
+    Tensor loss = cross_entropy(model->forward(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    return loss.item();
+  }
+  Generator& dropout() { return std::dynamic_pointer_cast<nn::Dropout>(model->named_children()[1].second)->generator(); }
+  // Everything a load may change, as text and values, to see that a refused one changed nothing.
+  std::vector<double> snapshot() {
+    std::vector<double> all;
+    for (const Tensor& p : model->parameters())
+      for (double v : p.to_vector<double>()) all.push_back(v);
+    for (auto& [name, t] : opt.state())
+      for (double v : t.to(kFloat64).to_vector<double>()) all.push_back(v);
+    return all;
+  }
+  std::string positions() { return loader.state() + " | " + dropout().state(); }
+};
+
+TEST(Checkpoint, OwnModuleOptimizerAndBatchOrderResumeExactly) {
+  Scratch scratch;
+  OwnRun unbroken(1);
+  for (int i = 0; i < 6; ++i) unbroken.step();  // past an epoch's end: 18 examples are 5 batches of 4
+  ASSERT_GT(unbroken.opt.state().size(), 1u);
+  io::save_checkpoint(scratch.path("own.safetensors"), *unbroken.model, unbroken.opt, &unbroken.loader.order(),
+                      {{"note", "six steps"}});
+  OwnRun resumed(2);  // another init, another seed: all of it comes from the file
+  io::Metadata meta =
+      io::load_checkpoint(scratch.path("own.safetensors"), *resumed.model, resumed.opt, &resumed.loader.order());
+  EXPECT_EQ(meta.at("note"), "six steps");
+  EXPECT_EQ(meta.at("format"), "attograd-checkpoint");
+  EXPECT_EQ(resumed.positions(), unbroken.positions());
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(resumed.step(), unbroken.step()) << "step " << i;  // bit for bit
+  EXPECT_EQ(resumed.snapshot(), unbroken.snapshot());
+}
+
+TEST(Checkpoint, EachBadPartIsRefusedAndNothingChanges) {
+  Scratch scratch;
+  OwnRun saved(1);
+  for (int i = 0; i < 3; ++i) saved.step();
+  const std::string good = scratch.path("good.safetensors");
+  io::save_checkpoint(good, *saved.model, saved.opt, &saved.loader.order());
+
+  OwnRun target(2);
+  target.step();
+  const std::vector<double> before = target.snapshot();
+  const std::string positions = target.positions();
+  auto refused = [&](const std::function<void()>& load, const std::string& message) {
+    ::testing::AssertionResult r = throws_with<std::invalid_argument>(load, message);
+    if (r && target.snapshot() != before) return ::testing::AssertionFailure() << "the values changed";
+    if (r && target.positions() != positions) return ::testing::AssertionFailure() << "the positions changed";
+    return r;
+  };
+  auto load = [&](const std::string& path, data::BatchOrder* order) {
+    return [&, path, order] { io::load_checkpoint(path, *target.model, target.opt, order); };
+  };
+  io::TensorFile file = io::load_safetensors(good);
+  auto rewrite = [&](const std::string& name, const std::function<void(io::TensorFile&)>& change) {
+    io::TensorFile copy = file;
+    change(copy);
+    io::save_safetensors(scratch.path(name), copy.tensors, copy.metadata);
+    return scratch.path(name);
+  };
+
+  // The batch order: of another batch size, bad text, missing, or not asked for.
+  OwnRun other_batches(3, 5);
+  other_batches.step();
+  const std::string five = scratch.path("five.safetensors");
+  io::save_checkpoint(five, *other_batches.model, other_batches.opt, &other_batches.loader.order());
+  EXPECT_TRUE(refused(load(five, &target.loader.order()),
+                      "metadata \"batch_order\": DataLoader::set_state: the state is of a loader with batch_size 5"));
+  EXPECT_TRUE(refused(load(rewrite("text.safetensors", [](io::TensorFile& f) { f.metadata["batch_order"] = "x"; }),
+                           &target.loader.order()),
+                      "metadata \"batch_order\": DataLoader::set_state: the text does not start with"));
+  EXPECT_TRUE(refused(load(rewrite("none.safetensors", [](io::TensorFile& f) { f.metadata.erase("batch_order"); }),
+                           &target.loader.order()),
+                      "holds no batch order"));
+  EXPECT_TRUE(refused(load(good, nullptr), "holds a batch order (metadata \"batch_order\")"));
+  // The Dropout's generator.
+  EXPECT_TRUE(refused(load(rewrite("gen.safetensors", [](io::TensorFile& f) { f.metadata["generator.1"] = "0 0"; }),
+                           &target.loader.order()),
+                      "metadata \"generator.1\""));
+  EXPECT_TRUE(
+      refused(load(rewrite("extra_gen.safetensors", [](io::TensorFile& f) { f.metadata["generator.5"] = "1"; }),
+                   &target.loader.order()),
+              "metadata \"generator.5\" names a Dropout the module does not have"));
+  // The model's part and the optimizer's.
+  EXPECT_TRUE(refused(load(rewrite("shape.safetensors",
+                                   [](io::TensorFile& f) {
+                                     for (auto& [name, t] : f.tensors)
+                                       if (name == "model.0.bias") t = zeros({6}, kFloat64);
+                                   }),
+                           &target.loader.order()),
+                      "tensor '0.bias' has shape [6] in the file, the module needs [7]"));
+  EXPECT_TRUE(refused(load(rewrite("moment.safetensors",
+                                   [](io::TensorFile& f) {
+                                     std::erase_if(f.tensors, [](auto& e) { return e.first == "optim.2.exp_avg"; });
+                                   }),
+                           &target.loader.order()),
+                      "tensor 'optim.2.exp_avg' is missing"));
+  EXPECT_TRUE(refused(load(rewrite("stray.safetensors",
+                                   [](io::TensorFile& f) { f.tensors.emplace_back("extra", zeros({1})); }),
+                           &target.loader.order()),
+                      "unexpected tensor 'extra' (neither model. nor optim.)"));
+  EXPECT_TRUE(
+      refused(load(rewrite("format.safetensors", [](io::TensorFile& f) { f.metadata["format"] = "attograd-gpt"; }),
+                   &target.loader.order()),
+              "not a checkpoint of a module and its optimizer (format \"attograd-gpt\""));
+  // A caller's key that would shadow the checkpoint's own is refused when saving.
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { io::save_checkpoint(scratch.path("x"), *saved.model, saved.opt, nullptr, {{"format", "mine"}}); },
+      "save_checkpoint: metadata key \"format\" is the checkpoint's own"));
+  // And the good file still loads.
+  io::load_checkpoint(good, *target.model, target.opt, &target.loader.order());
+  EXPECT_EQ(target.positions(), saved.positions());
+}
+
 }  // namespace
 }  // namespace ag
