@@ -39,7 +39,7 @@ Tensor in_double(const Tensor& t) { return t.dtype() == kFloat64 ? t : t.to(kFlo
 // Forward mode, column by column: the tangent of f() when element i of tensors[k] alone moves
 // with speed 1, against the central difference of f()'s whole output. Adds to `result`.
 void check_columns(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
-                   const std::vector<std::size_t>& numbers, const GradcheckOptions& options, GradcheckResult& result,
+                   const std::vector<std::string>& labels, const GradcheckOptions& options, GradcheckResult& result,
                    int& failures) {
   NoGradGuard no_grad;  // forward rules need no graph
   for (std::size_t k = 0; k < tensors.size(); ++k) {
@@ -74,36 +74,36 @@ void check_columns(const std::function<Tensor()>& f, const std::vector<Tensor>& 
         result.passed = false;
         if (failures++ < options.max_reported)
           result.report += fmt::format(
-              "gradcheck (forward mode): input {} (shape {}), element {} (index {}) moving: output element {} (index "
+              "gradcheck (forward mode): {} (shape {}), element {} (index {}) moving: output element {} (index "
               "{}): jvp {:.8g}, numeric {:.8g}, abs error {:.3g}, rel error {:.3g} (allowed: {:.3g} + {:.3g} * "
               "|numeric|)\n",
-              numbers[k], shape_str(x.shape()), i, index_str(i, x.shape()), j, index_str(j, out_shape), pc[j],
-              numeric, abs_err, abs_err / std::max(std::fabs(numeric), 1e-300), options.atol, options.rtol);
+              labels[k], shape_str(x.shape()), i, index_str(i, x.shape()), j, index_str(j, out_shape), pc[j], numeric,
+              abs_err, abs_err / std::max(std::fabs(numeric), 1e-300), options.atol, options.rtol);
       }
     }
   }
 }
 
 void check_reverse(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
-                   const std::vector<std::size_t>& numbers, const GradcheckOptions& options, GradcheckResult& result,
+                   const std::vector<std::string>& labels, const GradcheckOptions& options, GradcheckResult& result,
                    int& failures);
 
-// The check itself. `numbers[k]` is how the report names tensors[k] ("input 2"): its position
-// in the caller's list.
+// The check itself. `labels[k]` is how the report names tensors[k]: "input 2" (its position in
+// the caller's list) or "parameter 'fc.weight'".
 GradcheckResult check(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
-                      const std::vector<std::size_t>& numbers, const GradcheckOptions& options) {
+                      const std::vector<std::string>& labels, const GradcheckOptions& options) {
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     const Tensor& t = tensors[k];
     if (!t.defined() || t.dtype() != kFloat64 || !t.requires_grad() || !t.is_leaf())
-      throw_invalid("gradcheck", "tensor {} must be a float64 leaf that requires grad{}", k,
+      throw_invalid("gradcheck", "{} must be a float64 leaf that requires grad{}", labels[k],
                     t.defined() ? fmt::format(" (it is {} with shape {})", dtype_name(t.dtype()), shape_str(t.shape()))
                                 : std::string(" (it is undefined)"));
   }
   for (Tensor t : tensors) t.zero_grad();
   GradcheckResult result{true, ""};
   int failures = 0;
-  if (options.check_forward_ad) check_columns(f, tensors, numbers, options, result, failures);
-  if (options.check_backward_ad) check_reverse(f, tensors, numbers, options, result, failures);
+  if (options.check_forward_ad) check_columns(f, tensors, labels, options, result, failures);
+  if (options.check_backward_ad) check_reverse(f, tensors, labels, options, result, failures);
   if (failures > options.max_reported)
     result.report += fmt::format("gradcheck: ... {} mismatched elements in all\n", failures);
   return result;
@@ -111,7 +111,7 @@ GradcheckResult check(const std::function<Tensor()>& f, const std::vector<Tensor
 
 // Reverse mode: the gradient of sum(f() * g) against central differences of that sum.
 void check_reverse(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
-                   const std::vector<std::size_t>& numbers, const GradcheckOptions& options, GradcheckResult& result,
+                   const std::vector<std::string>& labels, const GradcheckOptions& options, GradcheckResult& result,
                    int& failures) {
   // Analytic: one backward pass of L = sum(f() * g).
   Tensor out = f();
@@ -142,9 +142,9 @@ void check_reverse(const std::function<Tensor()>& f, const std::vector<Tensor>& 
       result.passed = false;
       if (failures++ < options.max_reported)
         result.report += fmt::format(
-            "gradcheck: input {} (shape {}), element {} (index {}): analytic {:.8g}, numeric {:.8g}, "
+            "gradcheck: {} (shape {}), element {} (index {}): analytic {:.8g}, numeric {:.8g}, "
             "abs error {:.3g}, rel error {:.3g} (allowed: {:.3g} + {:.3g} * |numeric|)\n",
-            numbers[k], shape_str(x.shape()), i, index_str(i, x.shape()), a, numeric, abs_err,
+            labels[k], shape_str(x.shape()), i, index_str(i, x.shape()), a, numeric, abs_err,
             abs_err / std::max(std::fabs(numeric), 1e-300), options.atol, options.rtol);
     }
   }
@@ -155,15 +155,28 @@ void check_reverse(const std::function<Tensor()>& f, const std::vector<Tensor>& 
 GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
                                    const GradcheckOptions& options) {
   if (tensors.empty()) throw_invalid("gradcheck", "no tensors to check");
-  std::vector<std::size_t> numbers(tensors.size());
-  for (std::size_t k = 0; k < numbers.size(); ++k) numbers[k] = k;
-  return check(f, tensors, numbers, options);
+  std::vector<std::string> labels;
+  for (std::size_t k = 0; k < tensors.size(); ++k) labels.push_back(fmt::format("input {}", k));
+  return check(f, tensors, labels, options);
+}
+
+GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f,
+                                   const std::vector<std::pair<std::string, Tensor>>& named,
+                                   const GradcheckOptions& options) {
+  if (named.empty()) throw_invalid("gradcheck", "no tensors to check");
+  std::vector<Tensor> tensors;
+  std::vector<std::string> labels;
+  for (const auto& [name, t] : named) {
+    tensors.push_back(t);
+    labels.push_back(fmt::format("parameter '{}'", name));
+  }
+  return check(f, tensors, labels, options);
 }
 
 GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
   // float64 copies of the inputs, as fresh leaves; the caller's tensors are left alone.
   std::vector<Tensor> x, checked;
-  std::vector<std::size_t> numbers;
+  std::vector<std::string> labels;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = inputs[i];
     if (!in.defined() || !is_floating(in.dtype())) {
@@ -173,13 +186,13 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
     Tensor copy = in.detach().to(kFloat64);  // always a new buffer
     if (in.requires_grad()) {
       checked.push_back(copy.requires_grad_(true));
-      numbers.push_back(i);
+      labels.push_back(fmt::format("input {}", i));
     }
     x.push_back(copy);
   }
   if (checked.empty())
     throw_invalid("gradcheck", "none of the {} inputs requires grad: nothing to check", inputs.size());
-  return check([&] { return f(x); }, checked, numbers, options);
+  return check([&] { return f(x); }, checked, labels, options);
 }
 
 namespace {

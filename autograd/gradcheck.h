@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor.h"
@@ -62,6 +63,12 @@ GradcheckResult gradcheck(const TensorFunction& f, const std::vector<Tensor>& in
 //   params.push_back(x);
 //   gradcheck_in_place([&] { return module.forward(x); }, params);
 GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f, const std::vector<Tensor>& tensors,
+                                   const GradcheckOptions& options = {});
+// The same with each tensor named, as a module's named_parameters() gives them: a failure reads
+// "gradcheck: parameter 'blocks.0.attn.out_proj.weight' (shape [8, 8]), element ...".
+//   gradcheck_in_place([&] { return module.forward(x); }, module.named_parameters());
+GradcheckResult gradcheck_in_place(const std::function<Tensor()>& f,
+                                   const std::vector<std::pair<std::string, Tensor>>& named,
                                    const GradcheckOptions& options = {});
 
 // The second derivative, checked the same way: gradgradcheck runs gradcheck on the function

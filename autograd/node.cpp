@@ -276,7 +276,7 @@ bool propagate_tangent(const std::string& name, const Tensor& output, const std:
   if (!forward)
     throw_state(name,
                 "has no forward-mode rule, and a tangent reached it (an op defined with record() needs a forward "
-                "rule to be used inside an ag::fwad::DualLevel)");
+                "rule, and one defined with ag::Function a static jvp, to be used inside an ag::fwad::DualLevel)");
   Tensor tangent;
   {
     detail::ForwardRuleScope rule;
@@ -325,6 +325,18 @@ Tensor record(OpName op, Tensor output, const std::vector<Tensor>& inputs, Backw
   bool dual = propagate_tangent(op.name, output, inputs, forward);
   std::shared_ptr<Node> node;
   if (is_grad_enabled() && any_requires_grad(inputs)) {
+    // A node here replaces what the output already has, and the graph behind it is lost without
+    // a word: the forward was computed with grad mode on, or an input was passed as the output.
+    if (output.impl()->grad_fn)
+      throw_invalid(op.name,
+                    "record: the output already has a history (it was computed by '{}' with grad mode on), which "
+                    "the new node would replace; compute the forward under ag::NoGradGuard, or define the op "
+                    "with ag::Function, whose forward runs so",
+                    output.impl()->grad_fn->name());
+    if (output.requires_grad())
+      throw_invalid(op.name,
+                    "record: the output is a leaf that requires grad (an input or a parameter itself); return a "
+                    "new tensor, such as x.clone() computed under ag::NoGradGuard");
     node = make_node(std::move(op), output, inputs, std::move(backward), saved, order);  // the node keeps the name
     if (dual) {
       bool reads = reads_output(output, inputs, saved);

@@ -34,32 +34,27 @@ constexpr std::int64_t kMinLen = 3, kMaxLen = 8;
 //   dL/dx[b, t, d] = m[b, t] / n[b] * dL/dy[b, d]
 //
 // x: [B, T, D] (float32 or float64), mask: [B, T] of 0/1 in x's dtype, every row with a 1.
-ag::Tensor masked_mean_pool(const ag::Tensor& x, const ag::Tensor& mask) {
-  if (x.dim() != 3 || mask.dim() != 2 || mask.size(0) != x.size(0) || mask.size(1) != x.size(1))
-    throw std::invalid_argument(
-        fmt::format("masked_mean_pool: x {} and mask {}: want [B, T, D] and [B, T]", x.shape(), mask.shape()));
-  // The weights w = m / n, [B, T, 1]: the forward and the backward both use them.
-  ag::Tensor w;
-  {
-    ag::NoGradGuard no_grad;  // the mask is data, not a parameter
+// ag::Function runs forward with the graph off and records one node whose backward is ours.
+struct MaskedMeanPool : ag::Function<MaskedMeanPool> {
+  static constexpr const char* name = "masked_mean_pool";
+  static ag::Tensor forward(ag::FunctionContext& ctx, const ag::Tensor& x, const ag::Tensor& mask) {
+    if (x.dim() != 3 || mask.dim() != 2 || mask.size(0) != x.size(0) || mask.size(1) != x.size(1))
+      throw std::invalid_argument(
+          fmt::format("masked_mean_pool: x {} and mask {}: want [B, T, D] and [B, T]", x.shape(), mask.shape()));
     ag::Tensor count = mask.sum(1, /*keepdim=*/true);
     if (count.min().item() <= 0)  // a row that is all padding
       throw std::invalid_argument("masked_mean_pool: a row of the mask has no 1");
-    w = (mask / count).unsqueeze(2);
+    ag::Tensor w = (mask / count).unsqueeze(2);  // the weights m / n, [B, T, 1]
+    ctx.save_for_backward({w});                  // checked unchanged when backward runs
+    return (x * w).sum(1);
   }
-  ag::Tensor y;
-  {
-    ag::NoGradGuard no_grad;  // the forward computes values only; record() below adds the node
-    y = (x * w).sum(1);
+  // dL/dy [B, D] -> one gradient per tensor argument: x's, and none for the mask.
+  static std::vector<ag::Tensor> backward(ag::FunctionContext& ctx, const ag::Tensor& dy) {
+    return {dy.unsqueeze(1) * ctx.saved()[0], ag::Tensor()};  // [B, 1, D] * [B, T, 1] -> [B, T, D]
   }
-  // backward receives dL/dy [B, D] and returns one gradient per input (x; the mask gets none).
-  return ag::record(
-      "masked_mean_pool", y, {x},
-      [w](const ag::Tensor& dy, const std::vector<bool>&) -> std::vector<ag::Tensor> {
-        return {dy.unsqueeze(1) * w};  // [B, 1, D] * [B, T, 1] -> [B, T, D]
-      },
-      ag::Saved{w});
-}
+};
+
+ag::Tensor masked_mean_pool(const ag::Tensor& x, const ag::Tensor& mask) { return MaskedMeanPool::apply(x, mask); }
 
 // The mask masked_mean_pool wants: [B, T], 1 where t < lengths[b].
 ag::Tensor real_positions(const std::vector<std::int64_t>& lengths, std::int64_t T) {

@@ -92,7 +92,7 @@ TEST(Gradcheck, InPlaceChecksTensorsTheFunctionReachesItself) {
   EXPECT_FALSE(r);
   EXPECT_NE(r.report.find("input 1 (shape [2]), element 1"), std::string::npos) << r.report;
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { gradcheck_in_place([&] { return x; }, {x}); },
-                                                 "gradcheck: tensor 0 must be a float64 leaf that requires grad"));
+                                                 "gradcheck: input 0 must be a float64 leaf that requires grad"));
 }
 
 TEST(Gradcheck, ReportsInputsByTheirPositionInTheList) {
