@@ -18,6 +18,7 @@
 
 #include <array>
 #include <optional>
+#include <utility>
 
 #include "../ops/attention.h"
 #include "layers.h"
@@ -78,6 +79,10 @@ class MultiHeadAttention : public Module {
   //   forward(x, x, {.causal = true})            causal self-attention
   //   forward(y, memory, {.attn_mask = padding}) cross-attention over a padded memory
   Tensor forward(const Tensor& query, const Tensor& key_value, const AttentionCall& call = {});
+  template <class... A>
+  auto operator()(A&&... args) {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 
   std::int64_t d_model, n_heads, head_dim;
 

@@ -7,6 +7,8 @@
 //   logits: [B, T, vocab_size]
 #pragma once
 
+#include <utility>
+
 #include "transformer.h"
 
 namespace ag::nn {
@@ -36,6 +38,10 @@ class GPT : public Module {
   // cached ones: positions continue from the cache, and the cache grows by ids' length.
   // `weights`, when given, receives each layer's attention weights [B, H, T, T_total].
   Tensor forward(const Tensor& ids, std::vector<KVCache>* cache = nullptr, std::vector<Tensor>* weights = nullptr);
+  template <class... A>
+  auto operator()(A&&... args) {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
   // Mean cross-entropy of the next-token predictions against `targets` (int64 [B, T]).
   Tensor loss(const Tensor& ids, const Tensor& targets);
 

@@ -81,6 +81,30 @@ void Module::zero_grad() {
   for (Tensor t : parameters()) t.zero_grad();
 }
 
+namespace {
+template <class M, class Out>
+void walk(M& module, const std::string& path, Out& out) {
+  out.emplace_back(path, &module);
+  for (auto& [name, child] : module.named_children()) walk(*child, path.empty() ? name : path + "." + name, out);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  walk(*this, "", out);
+  return out;
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, const Module*>> out;
+  walk(*this, "", out);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [_, m] : named_modules()) fn(*m);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [_, child] : children_) child->train(on);

@@ -10,6 +10,7 @@
 // before its submodules' (depth first), which is what optimizers and checkpoints rely on.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,13 @@ class Module {
   std::vector<Tensor> parameters() const;
   std::vector<NamedTensor> named_buffers() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  // This module ("") and every submodule under its dotted path ("blocks.0.attn"), depth first,
+  // parents before their children, as libtorch's named_modules() lists them.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<std::pair<std::string, const Module*>> named_modules() const;
+  // Calls fn on this module, then on every submodule in named_modules() order (libtorch's
+  // apply): an initialisation of one's own, say, with dynamic_cast to pick the layers.
+  void apply(const std::function<void(Module&)>& fn);
   // The number of trainable scalars.
   std::int64_t parameter_count() const;
 

@@ -8,6 +8,8 @@
 //                                  so q_t . k_s depends on t - s only
 #pragma once
 
+#include <utility>
+
 #include "../autograd/generator.h"
 #include "layers.h"
 #include "module.h"
@@ -20,6 +22,10 @@ class SinusoidalPositionalEncoding : public Module {
  public:
   SinusoidalPositionalEncoding(std::int64_t max_len, std::int64_t d_model);
   Tensor forward(const Tensor& x, std::int64_t offset = 0) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 
   Tensor table;  // [max_len, d_model]
 };
@@ -29,6 +35,10 @@ class LearnedPositionalEmbedding : public Module {
  public:
   LearnedPositionalEmbedding(std::int64_t max_len, std::int64_t d_model, Generator& generator = default_generator());
   Tensor forward(const Tensor& x, std::int64_t offset = 0) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 
   std::shared_ptr<Embedding> table;  // [max_len, d_model]
 };
@@ -41,6 +51,10 @@ class RotaryEmbedding : public Module {
  public:
   RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, double base = 10000.0);
   Tensor forward(const Tensor& x, std::int64_t offset = 0, bool heads_last = false) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 
   Tensor cos_table, sin_table;  // [max_len, head_dim / 2]
 };

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "../autograd/generator.h"
 #include "module.h"
@@ -76,6 +77,10 @@ class RNNCell : public RecurrentWeights {
   RNNCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
           Generator& generator = default_generator());
   Tensor forward(const Tensor& x, const Tensor& h) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 };
 
 class GRUCell : public RecurrentWeights {
@@ -83,6 +88,10 @@ class GRUCell : public RecurrentWeights {
   GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
           Generator& generator = default_generator());
   Tensor forward(const Tensor& x, const Tensor& h) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 };
 
 class LSTMCell : public RecurrentWeights {
@@ -90,6 +99,10 @@ class LSTMCell : public RecurrentWeights {
   LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
            Generator& generator = default_generator());
   LSTMState forward(const Tensor& x, const LSTMState& state) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 };
 
 // The sequence modules: one layer, batch first, the cell's tanh RNN, GRU or LSTM.
@@ -98,6 +111,10 @@ class RNN : public RecurrentWeights {
   RNN(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
       Generator& generator = default_generator());
   RecurrentOutput forward(const Tensor& x, const Tensor& h0 = {}, const Tensor& lengths = {}) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 };
 
 class GRU : public RecurrentWeights {
@@ -105,6 +122,10 @@ class GRU : public RecurrentWeights {
   GRU(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
       Generator& generator = default_generator());
   RecurrentOutput forward(const Tensor& x, const Tensor& h0 = {}, const Tensor& lengths = {}) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 };
 
 class LSTM : public RecurrentWeights {
@@ -112,6 +133,10 @@ class LSTM : public RecurrentWeights {
   LSTM(std::int64_t input_size, std::int64_t hidden_size, bool bias = true,
        Generator& generator = default_generator());
   RecurrentOutput forward(const Tensor& x, const LSTMState& initial = {}, const Tensor& lengths = {}) const;
+  template <class... A>
+  auto operator()(A&&... args) const {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 };
 
 }  // namespace ag::nn

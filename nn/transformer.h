@@ -6,6 +6,8 @@
 //   x = LN(x + Attention(x));   x = LN(x + FeedForward(x))
 #pragma once
 
+#include <utility>
+
 #include "attention.h"
 #include "layers.h"
 #include "positional.h"
@@ -35,6 +37,10 @@ class SelfAttentionBlock : public Module {
   // receives the attention weights [B, H, T, T].
   Tensor forward(const Tensor& x, const Tensor& mask = {}, bool causal = false, Tensor* weights = nullptr,
                  KVCache* cache = nullptr);
+  template <class... A>
+  auto operator()(A&&... args) {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 
   bool norm_first;
   std::shared_ptr<Normalization> ln_1, ln_2;
@@ -51,6 +57,10 @@ class TransformerDecoderBlock : public Module {
   // [B, 1, 1, S]). cross_weights, when given, receives the cross-attention weights [B, H, T, S].
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& memory_mask = {}, Tensor* self_weights = nullptr,
                  Tensor* cross_weights = nullptr);
+  template <class... A>
+  auto operator()(A&&... args) {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
 
   bool norm_first;
   std::shared_ptr<Normalization> ln_1, ln_2, ln_3;
@@ -85,6 +95,10 @@ class Transformer : public Module {
   explicit Transformer(const TransformerConfig& config, Generator& generator = default_generator());
   // src_mask: bool [B, 1, 1, S], true at real (not padding) source tokens; see key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {});
+  template <class... A>
+  auto operator()(A&&... args) {
+    return forward(std::forward<A>(args)...);
+  }  // as in libtorch: m(x)
   Tensor encode(const Tensor& src, const Tensor& src_mask = {});
   // cross_weights, when given, receives each decoder layer's cross-attention weights
   // [B, H, T, S]: how much each target position looks at each source position.

@@ -87,5 +87,55 @@ TEST(Module, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { toy.to(kInt64); }, "Module::to: modules hold float tensors"));
 }
 
+TEST(Module, NamedModulesAndApplyVisitEveryModuleParentsFirst) {
+  Toy toy;
+  std::vector<std::string> names;
+  for (auto& [name, m] : toy.named_modules()) names.push_back(name + ":" + nn::type_name(typeid(*m)));
+  EXPECT_EQ(names, (std::vector<std::string>{":ag::(anonymous namespace)::Toy", "proj:ag::nn::Linear",
+                                              "norms:ag::nn::ModuleList<ag::nn::LayerNorm>",
+                                              "norms.0:ag::nn::LayerNorm", "norms.1:ag::nn::LayerNorm"}));
+  // The const form lists the same modules.
+  const Toy& same = toy;
+  ASSERT_EQ(same.named_modules().size(), 5u);
+  EXPECT_EQ(same.named_modules()[3].second, toy.norms->named_children()[0].second.get());
+  // apply: a hand-written initialisation of every LayerNorm's weight, picked with dynamic_cast.
+  int layer_norms = 0;
+  toy.apply([&](nn::Module& m) {
+    if (auto* ln = dynamic_cast<nn::LayerNorm*>(&m)) {
+      ++layer_norms;
+      NoGradGuard no_grad;
+      for (Tensor p : ln->parameters()) p.fill_(0.5);
+    }
+  });
+  EXPECT_EQ(layer_norms, 2);
+  for (auto& [name, p] : toy.named_parameters()) {
+    if (name.starts_with("norms.")) {
+      EXPECT_TRUE(test::all_close(p, std::vector<double>(4, 0.5), 0)) << name;
+    }
+  }
+}
+
+// Every module can be called as m(args...), with forward's defaults, as in libtorch.
+TEST(Module, EveryModuleIsCallable) {
+  Generator gen(2);
+  Tensor x = randn({2, 5, 8}, gen);
+  nn::MultiHeadAttention mha(8, 2, {}, gen);
+  EXPECT_TRUE(test::all_close(mha(x, x), mha.forward(x, x), 0));
+  nn::SelfAttentionBlock block({.d_model = 8, .n_heads = 2, .d_ff = 16}, gen);
+  EXPECT_TRUE(test::all_close(block(x), block.forward(x), 0));
+  EXPECT_TRUE(test::all_close(block(x, Tensor(), true), block.forward(x, Tensor(), true), 0));
+  nn::LearnedPositionalEmbedding learned(5, 8, gen);
+  nn::SinusoidalPositionalEncoding sinusoidal(5, 8);
+  EXPECT_TRUE(test::all_close(learned(x), learned.forward(x), 0));
+  EXPECT_TRUE(test::all_close(sinusoidal(x), sinusoidal.forward(x), 0));
+  nn::TransformerDecoderBlock decoder({.d_model = 8, .n_heads = 2, .d_ff = 16}, gen);
+  EXPECT_TRUE(test::all_close(decoder(x, x), decoder.forward(x, x), 0));
+  nn::GRU gru(8, 3, true, gen);
+  EXPECT_TRUE(test::all_close(gru(x).last, gru.forward(x).last, 0));
+  nn::GPT gpt({.vocab_size = 7, .block_size = 4, .n_layer = 1, .n_head = 2, .n_embd = 8}, gen);
+  Tensor ids = randint(7, {2, 4}, gen);
+  EXPECT_TRUE(test::all_close(gpt(ids), gpt.forward(ids), 0));
+}
+
 }  // namespace
 }  // namespace ag
