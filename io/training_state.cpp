@@ -184,6 +184,20 @@ const std::string& metadata_entry(const TensorFile& file, const std::string& pat
   return it->second;
 }
 
+// The "model." tensors into `model_part` and the "optim." ones into `optim_part`, prefixes
+// dropped; any other is refused.
+void split_tensors(const TensorFile& file, const std::string& path, TensorFile& model_part,
+                   std::vector<nn::NamedTensor>& optim_part) {
+  for (auto& [name, t] : file.tensors) {
+    if (name.starts_with("model."))
+      model_part.tensors.emplace_back(name.substr(6), t);
+    else if (name.starts_with("optim."))
+      optim_part.emplace_back(name.substr(6), t);
+    else
+      throw_invalid(path, "unexpected tensor '{}' (neither model. nor optim.)", name);
+  }
+}
+
 // The file's format, then its model part ("model." tensors and the metadata), checked as
 // load_gpt checks a checkpoint; the optimizer's tensors go to `optim_part`.
 GPTCheckpoint split_training_state(const TensorFile& file, const std::string& path,
@@ -195,14 +209,7 @@ GPTCheckpoint split_training_state(const TensorFile& file, const std::string& pa
   TensorFile model_part;
   model_part.metadata = file.metadata;
   model_part.metadata["format"] = "attograd-gpt";  // its model part is one, read as load_gpt reads one
-  for (auto& [name, t] : file.tensors) {
-    if (name.starts_with("model."))
-      model_part.tensors.emplace_back(name.substr(6), t);
-    else if (name.starts_with("optim."))
-      optim_part.emplace_back(name.substr(6), t);
-    else
-      throw_invalid(path, "unexpected tensor '{}' (neither model. nor optim.)", name);
-  }
+  split_tensors(file, path, model_part, optim_part);
   return gpt_checkpoint(std::move(model_part), path);
 }
 
@@ -333,14 +340,7 @@ Metadata load_checkpoint(const std::string& path, nn::Module& module, optim::Opt
                   meta("format"), kCheckpointFormat);
   TensorFile model_part;
   std::vector<nn::NamedTensor> optim_part;
-  for (auto& [name, t] : file.tensors) {
-    if (name.starts_with("model."))
-      model_part.tensors.emplace_back(name.substr(6), t);
-    else if (name.starts_with("optim."))
-      optim_part.emplace_back(name.substr(6), t);
-    else
-      throw_invalid(path, "unexpected tensor '{}' (neither model. nor optim.)", name);
-  }
+  split_tensors(file, path, model_part, optim_part);
   auto staged = detail::stage_module(module, model_part, options, path + ": load_checkpoint");
 
   // The optimizer's step is its own "step" entry; its slots are checked against it and the model.
